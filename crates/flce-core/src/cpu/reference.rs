@@ -1,0 +1,121 @@
+//! The f64 oracle: materialises the N×V logits and evaluates DESIGN.md's formulas literally.
+//! O(N·V) memory: for tests and small problems only. Everything flce computes elsewhere is
+//! checked against this.
+
+use crate::error::Result;
+use crate::options::{Options, Reduction};
+use crate::problem::{GradOutput, HostInputs};
+use crate::Element;
+
+/// Loss, per-token values and all gradients in f64.
+#[derive(Clone, Debug)]
+pub struct Reference {
+    /// Reduced loss (mean or sum); for `Reduction::None` the sum of per-token losses.
+    pub loss: f64,
+    pub per_token_loss: Vec<f64>,
+    pub lse: Vec<f64>,
+    /// NaN when every token is ignored.
+    pub accuracy: f64,
+    pub de: Vec<f64>,
+    pub dc: Vec<f64>,
+    pub dbias: Vec<f64>,
+}
+
+/// Evaluate loss and gradients (for `grad_output`) in f64.
+pub fn evaluate<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output: GradOutput<'_>) -> Result<Reference> {
+    let prep = inputs.prepare(opts)?;
+    let g = prep.token_grad_scales(opts.reduction, grad_output)?;
+    let (n, d, v) = (prep.shape.n, prep.shape.d, prep.shape.v);
+    let e: Vec<f64> = inputs.e.iter().map(|x| x.to_f64()).collect();
+    let c: Vec<f64> = inputs.c.iter().map(|x| x.to_f64()).collect();
+    let b: Vec<f64> = match inputs.bias {
+        Some(b) => b.iter().map(|x| x.to_f64()).collect(),
+        None => vec![0.0; v],
+    };
+    let w: Vec<f64> = match inputs.class_weights {
+        Some(w) => w.iter().map(|&x| x as f64).collect(),
+        None => vec![1.0; v],
+    };
+    let total_w: f64 = w.iter().sum();
+    let eps = opts.label_smoothing as f64;
+    let lambda = opts.z_loss as f64;
+    let softcap = opts.softcap.map(|s| s as f64);
+
+    // x = E·Cᵀ + b, z = softcap(x)
+    let mut z = vec![0.0f64; n * v];
+    for i in 0..n {
+        for j in 0..v {
+            let x: f64 = (0..d).map(|k| e[i * d + k] * c[j * d + k]).sum::<f64>() + b[j];
+            z[i * v + j] = match softcap {
+                Some(s) => s * (x / s).tanh(),
+                None => x,
+            };
+        }
+    }
+
+    let mut lse = vec![0.0; n];
+    let mut per_token = vec![0.0; n];
+    let mut correct = 0usize;
+    let mut gz = vec![0.0f64; n * v]; // ∂L/∂z
+    for i in 0..n {
+        let row = &z[i * v..(i + 1) * v];
+        let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let l = m + row.iter().map(|&x| (x - m).exp()).sum::<f64>().ln();
+        lse[i] = l;
+        let t = prep.targets[i];
+        if t < 0 {
+            continue;
+        }
+        let t = t as usize;
+        let wt = w[t];
+        let smooth: f64 = (0..v).map(|j| w[j] * (l - row[j])).sum();
+        per_token[i] = (1.0 - eps) * wt * (l - row[t]) + eps / v as f64 * smooth + lambda * l * l;
+        let argmax = (0..v).fold(0, |best, j| if row[j] > row[best] { j } else { best });
+        correct += (argmax == t) as usize;
+        let gi = g[i] as f64;
+        for j in 0..v {
+            let p = (row[j] - l).exp();
+            let mut dl = (1.0 - eps) * wt * p + eps / v as f64 * (total_w * p - w[j]) + 2.0 * lambda * l * p;
+            if j == t {
+                dl -= (1.0 - eps) * wt;
+            }
+            gz[i * v + j] = gi * dl;
+        }
+    }
+    // chain through the softcap: ∂z/∂x = 1 − (z/s)²
+    if let Some(s) = softcap {
+        for (gx, &zz) in gz.iter_mut().zip(&z) {
+            *gx *= 1.0 - (zz / s) * (zz / s);
+        }
+    }
+    let total: f64 = per_token.iter().sum();
+    let loss = match opts.reduction {
+        Reduction::Mean => total / prep.target_weight_sum,
+        Reduction::Sum | Reduction::None => total,
+    };
+    let mut de = vec![0.0; n * d];
+    let mut dc = vec![0.0; v * d];
+    let mut dbias = vec![0.0; v];
+    for i in 0..n {
+        for j in 0..v {
+            let gx = gz[i * v + j];
+            if gx == 0.0 {
+                continue;
+            }
+            dbias[j] += gx;
+            for k in 0..d {
+                de[i * d + k] += gx * c[j * d + k];
+                dc[j * d + k] += gx * e[i * d + k];
+            }
+        }
+    }
+    Ok(Reference {
+        loss,
+        per_token_loss: per_token,
+        lse,
+        accuracy: correct as f64 / prep.active_tokens as f64,
+        de,
+        dc,
+        dbias,
+    })
+}

@@ -1,0 +1,177 @@
+//! The fused CPU path against the f64 oracle on property-generated problems: odd shapes (V, D not
+//! multiples of the blocks, N = 1), planted large logits, ignored tokens, every option alone and
+//! combined, all three dtypes.
+
+use flce_core::cpu::{self, reference};
+use flce_core::testing::{to_f64, DataKind, RandomProblem};
+use flce_core::{bf16, f16, Element, GradOutput, Options, Reduction, Shape};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct Case {
+    shape: Shape,
+    seed: u64,
+    kind: DataKind,
+    ignore_fraction: f32,
+    bias: bool,
+    class_weights: bool,
+    opts: Options,
+    grad_scale: f32,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    // Token block 64 and vocabulary block 256: cross both boundaries, and hit N = 1.
+    (prop_oneof![Just(1usize), 1usize..140], 1usize..72, prop_oneof![Just(1usize), 1usize..600])
+        .prop_map(|(n, d, v)| Shape::new(n, d, v))
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        shape(),
+        any::<u64>(),
+        prop_oneof![Just(DataKind::Planted), Just(DataKind::Peaky)],
+        prop_oneof![Just(0.0f32), 0.0f32..0.6, Just(1.0f32)],
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(Reduction::Mean), Just(Reduction::Sum), Just(Reduction::None)],
+        prop_oneof![Just(0.0f32), 0.0f32..0.5],
+        prop_oneof![Just(0.0f32), 0.0f32..0.01],
+        prop_oneof![Just(None), (1.0f32..40.0).prop_map(Some)],
+        (any::<bool>(), 1usize..5, any::<bool>()),
+        prop_oneof![Just(1.0f32), -3.0f32..3.0],
+    )
+        .prop_map(|(shape, seed, kind, ignore_fraction, bias, class_weights, reduction, ls, zl, softcap, (shift, t, acc), grad_scale)| {
+            let mut shape = shape;
+            let shift = if shift {
+                // shift needs N to be a multiple of the sequence length
+                shape.n = shape.n.div_ceil(t) * t;
+                Some(t)
+            } else {
+                None
+            };
+            let opts = Options {
+                reduction,
+                ignore_index: -100,
+                label_smoothing: ls,
+                z_loss: zl,
+                softcap,
+                shift,
+                return_per_token_loss: true,
+                return_accuracy: acc,
+            };
+            Case { shape, seed, kind, ignore_fraction, bias, class_weights, opts, grad_scale }
+        })
+}
+
+/// Tolerance on gradients: f32 accumulation, then one rounding to the dtype.
+fn grad_tol<T: Element>() -> f64 {
+    match T::DTYPE {
+        flce_core::DType::F32 => 2e-5,
+        flce_core::DType::F16 => 2e-3,
+        flce_core::DType::BF16 => 8e-3,
+    }
+}
+
+fn check<T: Element>(case: &Case) -> Result<(), TestCaseError> {
+    let p = RandomProblem::<T>::new(case.shape, case.seed, case.kind, case.ignore_fraction, &case.opts, case.bias, case.class_weights);
+    let inputs = p.inputs();
+    let opts = &case.opts;
+    let per_token_g: Vec<f32> = (0..case.shape.n).map(|i| case.grad_scale * (1.0 + (i % 3) as f32)).collect();
+    let go = match opts.reduction {
+        Reduction::None => GradOutput::PerToken(&per_token_g),
+        _ => GradOutput::Scalar(case.grad_scale),
+    };
+    let oracle = reference::evaluate(&inputs, opts, go).unwrap();
+    let fwd = cpu::forward(&inputs, opts).unwrap();
+    let grads = cpu::backward(&inputs, opts, &fwd.lse, go).unwrap();
+
+    let all_ignored = oracle.per_token_loss.iter().all(|&x| x == 0.0) && oracle.accuracy.is_nan();
+    if opts.reduction == Reduction::Mean && all_ignored {
+        prop_assert!(fwd.loss.is_nan(), "mean over no tokens must be NaN (PyTorch), got {}", fwd.loss);
+    } else {
+        let e = ((fwd.loss as f64 - oracle.loss) / oracle.loss.abs().max(1e-30)).abs();
+        prop_assert!(e <= 2e-5 || (fwd.loss as f64 - oracle.loss).abs() < 1e-5, "loss {} vs {} (rel {e:e})", fwd.loss, oracle.loss);
+    }
+    if opts.return_accuracy {
+        let acc = fwd.accuracy.unwrap() as f64;
+        prop_assert!((acc - oracle.accuracy).abs() < 1e-6 || (acc.is_nan() && oracle.accuracy.is_nan()), "accuracy {acc} vs {}", oracle.accuracy);
+    } else {
+        prop_assert!(fwd.accuracy.is_none());
+    }
+    let tol = grad_tol::<T>();
+    // A gradient whose every entry is ~1e-12 (a fully saturated softcap, say) is rounding noise in
+    // f32: an absolute floor keeps the relative metric meaningful there.
+    // Its size: f32 rounding (1e-6, with margin) of the largest token gradient scale times the
+    // norms of the inputs that multiply it.
+    let g = inputs.prepare(opts).unwrap().token_grad_scales(opts.reduction, go).unwrap();
+    let g_max = g.iter().fold(0.0f64, |m, &x| m.max(x.abs() as f64));
+    let w_max = p.class_weights.as_ref().map_or(1.0, |w| w.iter().fold(1.0f64, |m, &x| m.max(x as f64)));
+    let norm = |x: &[T]| to_f64(x).iter().map(|v| v * v).sum::<f64>().sqrt();
+    let floor_abs = 1e-6 * g_max * w_max * (norm(&p.e) + norm(&p.c) + 1.0);
+    let floor = |_len: usize| floor_abs;
+    let close_tol = |name: &str, got: &[f64], want: &[f64], tol: f64| -> Result<(), TestCaseError> {
+        let abs = {
+            let d: f64 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum();
+            d.sqrt()
+        };
+        let norm = want.iter().map(|x| x * x).sum::<f64>().sqrt();
+        prop_assert!(abs <= tol * norm + floor(got.len()), "{name}: |diff| {abs:e} vs tol·|ref| {:e} (rel {:e})", tol * norm, abs / norm);
+        Ok(())
+    };
+    let close = |name: &str, got: &[f64], want: &[f64]| close_tol(name, got, want, tol);
+    let lse: Vec<f64> = fwd.lse.iter().map(|&x| x as f64).collect();
+    let ptl: Vec<f64> = fwd.per_token_loss.as_ref().unwrap().iter().map(|&x| x as f64).collect();
+    close_tol("lse", &lse, &oracle.lse, 1e-5)?;
+    close_tol("per-token loss", &ptl, &oracle.per_token_loss, 2e-5)?;
+    close("dE", &to_f64(&grads.de), &oracle.de)?;
+    close("dC", &to_f64(&grads.dc), &oracle.dc)?;
+    if let Some(db) = &grads.dbias {
+        close("db", &to_f64(db), &oracle.dbias)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fused_matches_oracle_f32(case in case()) { check::<f32>(&case)?; }
+
+    #[test]
+    fn fused_matches_oracle_bf16(case in case()) { check::<bf16>(&case)?; }
+
+    #[test]
+    fn fused_matches_oracle_f16(case in case()) { check::<f16>(&case)?; }
+}
+
+/// Each option alone on one awkward shape, so a failure names the option.
+#[test]
+fn every_option_alone() {
+    let shape = Shape::new(67, 45, 301);
+    let base = Options { return_per_token_loss: true, return_accuracy: true, ..Options::default() };
+    let variants: Vec<(&str, Options, bool, bool)> = vec![
+        ("plain", base.clone(), false, false),
+        ("sum", Options { reduction: Reduction::Sum, ..base.clone() }, false, false),
+        ("none", Options { reduction: Reduction::None, ..base.clone() }, false, false),
+        ("label_smoothing", Options { label_smoothing: 0.1, ..base.clone() }, false, false),
+        ("z_loss", Options { z_loss: 1e-3, ..base.clone() }, false, false),
+        ("softcap", Options { softcap: Some(30.0), ..base.clone() }, false, false),
+        ("shift", Options { shift: Some(67), ..base.clone() }, false, false),
+        ("ignore_index=7", Options { ignore_index: 7, ..base.clone() }, false, false),
+        ("bias", base.clone(), true, false),
+        ("class_weights", base.clone(), false, true),
+        (
+            "all",
+            Options { label_smoothing: 0.2, z_loss: 1e-4, softcap: Some(15.0), ..base.clone() },
+            true,
+            true,
+        ),
+    ];
+    for (name, opts, bias, weights) in variants {
+        for seed in 0..2 {
+            let case = Case { shape, seed, kind: DataKind::Planted, ignore_fraction: 0.2, bias, class_weights: weights, opts: opts.clone(), grad_scale: 1.0 };
+            check::<f32>(&case).unwrap_or_else(|e| panic!("{name} f32: {e}"));
+            check::<bf16>(&case).unwrap_or_else(|e| panic!("{name} bf16: {e}"));
+        }
+    }
+}
