@@ -117,3 +117,28 @@ pub fn widen_into<T: Element>(src: &[T], dst: &mut [f32]) {
         *d = s.to_f32();
     }
 }
+
+/// A real scalar the f64 oracle and the test-data generator accept: every [`Element`] and f64
+/// (the oracle's own precision, which finite-difference checks need).
+pub trait Real: Copy + Send + Sync + Default + PartialEq + std::fmt::Debug + 'static {
+    fn real_to_f64(self) -> f64;
+    fn real_from_f64(x: f64) -> Self;
+}
+
+impl<T: Element> Real for T {
+    fn real_to_f64(self) -> f64 {
+        self.to_f64()
+    }
+    fn real_from_f64(x: f64) -> Self {
+        T::from_f64(x)
+    }
+}
+
+impl Real for f64 {
+    fn real_to_f64(self) -> f64 {
+        self
+    }
+    fn real_from_f64(x: f64) -> Self {
+        x
+    }
+}

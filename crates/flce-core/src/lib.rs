@@ -36,7 +36,7 @@ pub mod problem;
 pub mod spec;
 pub mod testing;
 
-pub use dtype::{DType, Element};
+pub use dtype::{DType, Element, Real};
 pub use error::{Error, Result};
 pub use half::{bf16, f16};
 pub use options::{Options, Reduction};

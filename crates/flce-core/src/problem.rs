@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::options::{Options, Reduction};
-use crate::Element;
+use crate::Real;
 
 /// The problem size: N tokens, hidden size D, vocabulary V.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,7 +42,7 @@ impl std::fmt::Display for Shape {
 
 /// The caller's inputs, on the host.
 #[derive(Clone, Copy, Debug)]
-pub struct HostInputs<'a, T: Element> {
+pub struct HostInputs<'a, T> {
     pub shape: Shape,
     /// Hidden states E [N, D].
     pub e: &'a [T],
@@ -56,7 +56,7 @@ pub struct HostInputs<'a, T: Element> {
     pub class_weights: Option<&'a [f32]>,
 }
 
-impl<'a, T: Element> HostInputs<'a, T> {
+impl<'a, T: Real> HostInputs<'a, T> {
     /// Inputs without bias or class weights; the shape is read off the slices (D given).
     pub fn new(e: &'a [T], c: &'a [T], targets: &'a [i64], d: usize) -> Self {
         let shape = Shape { n: targets.len(), d, v: if d == 0 { 0 } else { c.len() / d } };

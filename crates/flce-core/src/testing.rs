@@ -2,7 +2,7 @@
 //! planted outlier logits and ignored tokens, and the relative-error metric. Public so the CUDA
 //! backend's tests, the CLI and the benchmarks draw the same data.
 
-use crate::{Element, HostInputs, Options, Shape};
+use crate::{Element, HostInputs, Options, Real, Shape};
 
 /// A small, fast, seeded generator (SplitMix64); tests need reproducible data, not crypto.
 #[derive(Clone, Debug)]
@@ -43,7 +43,7 @@ pub enum DataKind {
 
 /// An owned random problem.
 #[derive(Clone, Debug)]
-pub struct RandomProblem<T: Element> {
+pub struct RandomProblem<T> {
     pub shape: Shape,
     pub e: Vec<T>,
     pub c: Vec<T>,
@@ -52,7 +52,7 @@ pub struct RandomProblem<T: Element> {
     pub class_weights: Option<Vec<f32>>,
 }
 
-impl<T: Element> RandomProblem<T> {
+impl<T: Real> RandomProblem<T> {
     /// Random E, C (logit scale ~1 before outliers), targets with `ignore_fraction` of them set to
     /// `ignore_index`, optional bias and class weights.
     pub fn new(shape: Shape, seed: u64, kind: DataKind, ignore_fraction: f32, opts: &Options, bias: bool, class_weights: bool) -> Self {
@@ -85,12 +85,12 @@ impl<T: Element> RandomProblem<T> {
         let targets = (0..n)
             .map(|_| if rng.uniform() < ignore_fraction { opts.ignore_index } else { rng.below(v) as i64 })
             .collect();
-        let bias = bias.then(|| (0..v).map(|_| T::from_f32(rng.normal())).collect());
+        let bias = bias.then(|| (0..v).map(|_| T::real_from_f64(f64::from(rng.normal()))).collect());
         let class_weights = class_weights.then(|| (0..v).map(|_| 0.25 + 1.5 * rng.uniform()).collect());
         RandomProblem {
             shape,
-            e: e.into_iter().map(T::from_f32).collect(),
-            c: c.into_iter().map(T::from_f32).collect(),
+            e: e.into_iter().map(|x| T::real_from_f64(x.into())).collect(),
+            c: c.into_iter().map(|x| T::real_from_f64(x.into())).collect(),
             bias,
             targets,
             class_weights,

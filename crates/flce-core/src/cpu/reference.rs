@@ -5,7 +5,7 @@
 use crate::error::Result;
 use crate::options::{Options, Reduction};
 use crate::problem::{GradOutput, HostInputs};
-use crate::Element;
+use crate::Real;
 
 /// Loss, per-token values and all gradients in f64.
 #[derive(Clone, Debug)]
@@ -22,14 +22,14 @@ pub struct Reference {
 }
 
 /// Evaluate loss and gradients (for `grad_output`) in f64.
-pub fn evaluate<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output: GradOutput<'_>) -> Result<Reference> {
+pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output: GradOutput<'_>) -> Result<Reference> {
     let prep = inputs.prepare(opts)?;
     let g = prep.token_grad_scales(opts.reduction, grad_output)?;
     let (n, d, v) = (prep.shape.n, prep.shape.d, prep.shape.v);
-    let e: Vec<f64> = inputs.e.iter().map(|x| x.to_f64()).collect();
-    let c: Vec<f64> = inputs.c.iter().map(|x| x.to_f64()).collect();
+    let e: Vec<f64> = inputs.e.iter().map(|x| x.real_to_f64()).collect();
+    let c: Vec<f64> = inputs.c.iter().map(|x| x.real_to_f64()).collect();
     let b: Vec<f64> = match inputs.bias {
-        Some(b) => b.iter().map(|x| x.to_f64()).collect(),
+        Some(b) => b.iter().map(|x| x.real_to_f64()).collect(),
         None => vec![0.0; v],
     };
     let w: Vec<f64> = match inputs.class_weights {
