@@ -20,9 +20,7 @@ pub enum Error {
     DTypeMismatch { arg: &'static str, expected: DType, got: DType },
 
     /// A target is neither a valid class index nor ignore_index.
-    #[error(
-        "target[{index}] = {value} is outside [0, {vocab}) and is not ignore_index ({ignore_index})"
-    )]
+    #[error("target[{index}] = {value} is outside [0, {vocab}) and is not ignore_index ({ignore_index})")]
     TargetOutOfRange { index: usize, value: i64, vocab: usize, ignore_index: i64 },
 
     /// An option value outside its domain (negative, NaN, ...).

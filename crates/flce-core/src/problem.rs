@@ -59,7 +59,7 @@ pub struct HostInputs<'a, T> {
 impl<'a, T: Real> HostInputs<'a, T> {
     /// Inputs without bias or class weights; the shape is read off the slices (D given).
     pub fn new(e: &'a [T], c: &'a [T], targets: &'a [i64], d: usize) -> Self {
-        let shape = Shape { n: targets.len(), d, v: if d == 0 { 0 } else { c.len() / d } };
+        let shape = Shape { n: targets.len(), d, v: c.len().checked_div(d).unwrap_or(0) };
         HostInputs { shape, e, c, bias: None, targets, class_weights: None }
     }
 
@@ -134,12 +134,7 @@ impl Prepared {
         }
         for (index, &value) in targets.iter().enumerate() {
             if value != opts.ignore_index && !(0..shape.v as i64).contains(&value) {
-                return Err(Error::TargetOutOfRange {
-                    index,
-                    value,
-                    vocab: shape.v,
-                    ignore_index: opts.ignore_index,
-                });
+                return Err(Error::TargetOutOfRange { index, value, vocab: shape.v, ignore_index: opts.ignore_index });
             }
         }
         let effective: Vec<i32> = (0..shape.n)

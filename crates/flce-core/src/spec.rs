@@ -84,23 +84,15 @@ impl RowStats {
             Some(w) => z.iter().zip(w).map(|(&x, &w)| (x * w) as f64).sum(),
             None => z.iter().map(|&x| x as f64).sum(),
         };
-        self.merge(RowStats {
-            max: tile_max,
-            sum_exp: sum,
-            weighted_logit_sum: wz,
-            argmax: (first + tile_arg) as u32,
-        });
+        self.merge(RowStats { max: tile_max, sum_exp: sum, weighted_logit_sum: wz, argmax: (first + tile_arg) as u32 });
     }
 
     /// Merge the statistics of the range that follows this one.
     pub fn merge(&mut self, next: RowStats) {
         let m = nan_max(self.max, next.max);
         let scaled = |s: f32, mx: f32| if s == 0.0 { 0.0 } else { s * (mx - m).exp() };
-        self.sum_exp = if m == f32::NEG_INFINITY {
-            0.0
-        } else {
-            scaled(self.sum_exp, self.max) + scaled(next.sum_exp, next.max)
-        };
+        self.sum_exp =
+            if m == f32::NEG_INFINITY { 0.0 } else { scaled(self.sum_exp, self.max) + scaled(next.sum_exp, next.max) };
         if next.max > self.max || self.argmax == u32::MAX || (next.max.is_nan() && !self.max.is_nan()) {
             self.argmax = next.argmax;
         }

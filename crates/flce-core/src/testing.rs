@@ -55,46 +55,67 @@ pub struct RandomProblem<T> {
 impl<T: Real> RandomProblem<T> {
     /// Random E, C (logit scale ~1 before outliers), targets with `ignore_fraction` of them set to
     /// `ignore_index`, optional bias and class weights.
-    pub fn new(shape: Shape, seed: u64, kind: DataKind, ignore_fraction: f32, opts: &Options, bias: bool, class_weights: bool) -> Self {
-        let mut rng = Rng::new(seed);
+    pub fn new(
+        shape: Shape,
+        seed: u64,
+        kind: DataKind,
+        ignore_fraction: f32,
+        opts: &Options,
+        bias: bool,
+        class_weights: bool,
+    ) -> Self {
+        use rayon::prelude::*;
         let Shape { n, d, v } = shape;
         let scale = 1.0 / (d as f32).sqrt();
-        let mut e: Vec<f32> = (0..n * d).map(|_| rng.normal()).collect();
-        let mut c: Vec<f32> = (0..v * d).map(|_| rng.normal() * scale).collect();
-        match kind {
-            DataKind::Planted => {
-                // A few vocabulary rows with 10-30x the norm: logits in the tens for every token.
-                for _ in 0..(v / 50).max(1) {
-                    let j = rng.below(v);
-                    let f = 10.0 + 20.0 * rng.uniform();
-                    c[j * d..(j + 1) * d].iter_mut().for_each(|x| *x *= f);
-                }
-            }
-            DataKind::Peaky => {
-                // Each token's hidden state leans towards one of a few "popular" classifier rows.
-                let popular: Vec<usize> = (0..8.min(v)).map(|_| rng.below(v)).collect();
-                for i in 0..n {
-                    let j = popular[rng.below(popular.len())];
-                    for k in 0..d {
-                        // |c_j|² ≈ 1, so this adds ~10 to the logit of class j.
-                        e[i * d + k] += 10.0 * c[j * d + k];
-                    }
-                }
+        // Every row has its own generator, so rows fill in parallel and the data do not depend on
+        // the thread count.
+        let row_rng =
+            |tensor: u64, row: usize| Rng::new(seed.wrapping_mul(0x100_0000_01B3) ^ (tensor << 56) ^ row as u64);
+        let mut rng = row_rng(0, 0);
+        // Planted outliers: a few vocabulary rows with 10-30x the norm (logits in the tens).
+        let mut row_gain = vec![1.0f32; v];
+        if kind == DataKind::Planted {
+            for _ in 0..(v / 50).max(1) {
+                row_gain[rng.below(v)] = 10.0 + 20.0 * rng.uniform();
             }
         }
+        let mut c = vec![T::default(); v * d];
+        c.par_chunks_mut(d).enumerate().for_each(|(j, row)| {
+            let mut r = row_rng(1, j);
+            row.iter_mut().for_each(|x| *x = T::real_from_f64((r.normal() * scale * row_gain[j]) as f64));
+        });
+        // Peaky: each token leans towards one of a few "popular" classes (|c_j|² ≈ 1, so adding
+        // 10·c_j adds ~10 to that logit), and half the time that class is also the target, as for
+        // a trained model.
+        let popular: Vec<usize> = (0..8.min(v)).map(|_| rng.below(v)).collect();
+        let mut leaned = vec![usize::MAX; n];
+        let mut e = vec![T::default(); n * d];
+        let c_ref = &c;
+        e.par_chunks_mut(d).zip(leaned.par_iter_mut()).enumerate().for_each(|(i, (row, lean))| {
+            let mut r = row_rng(2, i);
+            row.iter_mut().for_each(|x| *x = T::real_from_f64(r.normal() as f64));
+            if kind == DataKind::Peaky {
+                let j = popular[r.below(popular.len())];
+                *lean = j;
+                for (x, cj) in row.iter_mut().zip(&c_ref[j * d..(j + 1) * d]) {
+                    *x = T::real_from_f64(x.real_to_f64() + 10.0 * cj.real_to_f64());
+                }
+            }
+        });
         let targets = (0..n)
-            .map(|_| if rng.uniform() < ignore_fraction { opts.ignore_index } else { rng.below(v) as i64 })
+            .map(|i| {
+                if rng.uniform() < ignore_fraction {
+                    opts.ignore_index
+                } else if leaned[i] != usize::MAX && rng.uniform() < 0.5 {
+                    leaned[i] as i64
+                } else {
+                    rng.below(v) as i64
+                }
+            })
             .collect();
         let bias = bias.then(|| (0..v).map(|_| T::real_from_f64(f64::from(rng.normal()))).collect());
         let class_weights = class_weights.then(|| (0..v).map(|_| 0.25 + 1.5 * rng.uniform()).collect());
-        RandomProblem {
-            shape,
-            e: e.into_iter().map(|x| T::real_from_f64(x.into())).collect(),
-            c: c.into_iter().map(|x| T::real_from_f64(x.into())).collect(),
-            bias,
-            targets,
-            class_weights,
-        }
+        RandomProblem { shape, e, c, bias, targets, class_weights }
     }
 
     pub fn inputs(&self) -> HostInputs<'_, T> {

@@ -6,7 +6,13 @@ use flce_core::{bf16, GradOutput, Options, Shape};
 
 #[test]
 fn bitwise_identical_for_any_thread_count() {
-    let opts = Options { label_smoothing: 0.1, z_loss: 1e-4, softcap: Some(30.0), return_accuracy: true, ..Options::default() };
+    let opts = Options {
+        label_smoothing: 0.1,
+        z_loss: 1e-4,
+        softcap: Some(30.0),
+        return_accuracy: true,
+        ..Options::default()
+    };
     let p = RandomProblem::<bf16>::new(Shape::new(301, 67, 1031), 7, DataKind::Planted, 0.1, &opts, true, true);
     let run = |threads: usize| {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();

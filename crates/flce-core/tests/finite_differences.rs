@@ -61,7 +61,17 @@ fn oracle_gradients_match_finite_differences() {
         (base.clone(), true, false),
         (base.clone(), false, true),
         (Options { label_smoothing: 0.2, ..base.clone() }, false, true),
-        (Options { label_smoothing: 0.1, z_loss: 0.01, softcap: Some(5.0), reduction: Reduction::None, ..base.clone() }, true, true),
+        (
+            Options {
+                label_smoothing: 0.1,
+                z_loss: 0.01,
+                softcap: Some(5.0),
+                reduction: Reduction::None,
+                ..base.clone()
+            },
+            true,
+            true,
+        ),
     ];
     for (seed, (opts, bias, weights)) in cases.into_iter().enumerate() {
         check(opts, bias, weights, seed as u64);

@@ -40,27 +40,42 @@ fn case() -> impl Strategy<Value = Case> {
         (any::<bool>(), 1usize..5, any::<bool>()),
         prop_oneof![Just(1.0f32), -3.0f32..3.0],
     )
-        .prop_map(|(shape, seed, kind, ignore_fraction, bias, class_weights, reduction, ls, zl, softcap, (shift, t, acc), grad_scale)| {
-            let mut shape = shape;
-            let shift = if shift {
-                // shift needs N to be a multiple of the sequence length
-                shape.n = shape.n.div_ceil(t) * t;
-                Some(t)
-            } else {
-                None
-            };
-            let opts = Options {
+        .prop_map(
+            |(
+                shape,
+                seed,
+                kind,
+                ignore_fraction,
+                bias,
+                class_weights,
                 reduction,
-                ignore_index: -100,
-                label_smoothing: ls,
-                z_loss: zl,
+                ls,
+                zl,
                 softcap,
-                shift,
-                return_per_token_loss: true,
-                return_accuracy: acc,
-            };
-            Case { shape, seed, kind, ignore_fraction, bias, class_weights, opts, grad_scale }
-        })
+                (shift, t, acc),
+                grad_scale,
+            )| {
+                let mut shape = shape;
+                let shift = if shift {
+                    // shift needs N to be a multiple of the sequence length
+                    shape.n = shape.n.div_ceil(t) * t;
+                    Some(t)
+                } else {
+                    None
+                };
+                let opts = Options {
+                    reduction,
+                    ignore_index: -100,
+                    label_smoothing: ls,
+                    z_loss: zl,
+                    softcap,
+                    shift,
+                    return_per_token_loss: true,
+                    return_accuracy: acc,
+                };
+                Case { shape, seed, kind, ignore_fraction, bias, class_weights, opts, grad_scale }
+            },
+        )
 }
 
 /// Tolerance on gradients: f32 accumulation, then one rounding to the dtype.
@@ -73,7 +88,15 @@ fn grad_tol<T: Element>() -> f64 {
 }
 
 fn check<T: Element>(case: &Case) -> Result<(), TestCaseError> {
-    let p = RandomProblem::<T>::new(case.shape, case.seed, case.kind, case.ignore_fraction, &case.opts, case.bias, case.class_weights);
+    let p = RandomProblem::<T>::new(
+        case.shape,
+        case.seed,
+        case.kind,
+        case.ignore_fraction,
+        &case.opts,
+        case.bias,
+        case.class_weights,
+    );
     let inputs = p.inputs();
     let opts = &case.opts;
     let per_token_g: Vec<f32> = (0..case.shape.n).map(|i| case.grad_scale * (1.0 + (i % 3) as f32)).collect();
@@ -90,11 +113,20 @@ fn check<T: Element>(case: &Case) -> Result<(), TestCaseError> {
         prop_assert!(fwd.loss.is_nan(), "mean over no tokens must be NaN (PyTorch), got {}", fwd.loss);
     } else {
         let e = ((fwd.loss as f64 - oracle.loss) / oracle.loss.abs().max(1e-30)).abs();
-        prop_assert!(e <= 2e-5 || (fwd.loss as f64 - oracle.loss).abs() < 1e-5, "loss {} vs {} (rel {e:e})", fwd.loss, oracle.loss);
+        prop_assert!(
+            e <= 2e-5 || (fwd.loss as f64 - oracle.loss).abs() < 1e-5,
+            "loss {} vs {} (rel {e:e})",
+            fwd.loss,
+            oracle.loss
+        );
     }
     if opts.return_accuracy {
         let acc = fwd.accuracy.unwrap() as f64;
-        prop_assert!((acc - oracle.accuracy).abs() < 1e-6 || (acc.is_nan() && oracle.accuracy.is_nan()), "accuracy {acc} vs {}", oracle.accuracy);
+        prop_assert!(
+            (acc - oracle.accuracy).abs() < 1e-6 || (acc.is_nan() && oracle.accuracy.is_nan()),
+            "accuracy {acc} vs {}",
+            oracle.accuracy
+        );
     } else {
         prop_assert!(fwd.accuracy.is_none());
     }
@@ -115,7 +147,12 @@ fn check<T: Element>(case: &Case) -> Result<(), TestCaseError> {
             d.sqrt()
         };
         let norm = want.iter().map(|x| x * x).sum::<f64>().sqrt();
-        prop_assert!(abs <= tol * norm + floor(got.len()), "{name}: |diff| {abs:e} vs tol·|ref| {:e} (rel {:e})", tol * norm, abs / norm);
+        prop_assert!(
+            abs <= tol * norm + floor(got.len()),
+            "{name}: |diff| {abs:e} vs tol·|ref| {:e} (rel {:e})",
+            tol * norm,
+            abs / norm
+        );
         Ok(())
     };
     let close = |name: &str, got: &[f64], want: &[f64]| close_tol(name, got, want, tol);
@@ -160,18 +197,44 @@ fn every_option_alone() {
         ("ignore_index=7", Options { ignore_index: 7, ..base.clone() }, false, false),
         ("bias", base.clone(), true, false),
         ("class_weights", base.clone(), false, true),
-        (
-            "all",
-            Options { label_smoothing: 0.2, z_loss: 1e-4, softcap: Some(15.0), ..base.clone() },
-            true,
-            true,
-        ),
+        ("all", Options { label_smoothing: 0.2, z_loss: 1e-4, softcap: Some(15.0), ..base.clone() }, true, true),
     ];
     for (name, opts, bias, weights) in variants {
         for seed in 0..2 {
-            let case = Case { shape, seed, kind: DataKind::Planted, ignore_fraction: 0.2, bias, class_weights: weights, opts: opts.clone(), grad_scale: 1.0 };
+            let case = Case {
+                shape,
+                seed,
+                kind: DataKind::Planted,
+                ignore_fraction: 0.2,
+                bias,
+                class_weights: weights,
+                opts: opts.clone(),
+                grad_scale: 1.0,
+            };
             check::<f32>(&case).unwrap_or_else(|e| panic!("{name} f32: {e}"));
             check::<bf16>(&case).unwrap_or_else(|e| panic!("{name} bf16: {e}"));
         }
+    }
+}
+
+/// The naive materialised path (the demo's and benchmarks' baseline) computes the same function.
+#[test]
+fn materialized_matches_oracle() {
+    let opts = Options {
+        label_smoothing: 0.1,
+        z_loss: 1e-3,
+        softcap: Some(20.0),
+        return_per_token_loss: true,
+        return_accuracy: true,
+        ..Options::default()
+    };
+    let p = RandomProblem::<bf16>::new(Shape::new(70, 33, 300), 3, DataKind::Peaky, 0.2, &opts, true, true);
+    let oracle = reference::evaluate(&p.inputs(), &opts, GradOutput::Scalar(1.0)).unwrap();
+    let (f, g) = cpu::materialized::loss_and_grads(&p.inputs(), &opts, GradOutput::Scalar(1.0)).unwrap();
+    assert!(((f.loss as f64 - oracle.loss) / oracle.loss).abs() < 2e-5);
+    assert_eq!(f.accuracy.unwrap() as f64, oracle.accuracy as f32 as f64);
+    for (name, got, want) in [("dE", &g.de, &oracle.de), ("dC", &g.dc, &oracle.dc)] {
+        let e = flce_core::testing::rel_err(&to_f64(got), want);
+        assert!(e < 8e-3, "{name} rel {e:e}");
     }
 }

@@ -18,12 +18,20 @@ fn both_fail(inputs: &HostInputs<'_, f32>, opts: &Options, go: GradOutput<'_>) -
     let s = inputs.shape;
     let mut lse = vec![POISON; s.n];
     let mut ptl = vec![POISON; s.n];
-    let fe = cpu::forward_into(inputs, opts, ForwardBuffers { lse: &mut lse, per_token_loss: Some(&mut ptl) }).unwrap_err();
+    let fe =
+        cpu::forward_into(inputs, opts, ForwardBuffers { lse: &mut lse, per_token_loss: Some(&mut ptl) }).unwrap_err();
     assert!(lse.iter().chain(&ptl).all(|&x| x == POISON), "forward wrote before failing: {fe}");
     let mut de = vec![POISON; s.n * s.d];
     let mut dc = vec![POISON; s.v * s.d];
     let lse_in = vec![0.0; s.n];
-    let be = cpu::backward_into(inputs, opts, &lse_in, go, GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: None }).unwrap_err();
+    let be = cpu::backward_into(
+        inputs,
+        opts,
+        &lse_in,
+        go,
+        GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: None },
+    )
+    .unwrap_err();
     assert!(de.iter().chain(&dc).all(|&x| x == POISON), "backward wrote before failing: {be}");
     (fe, be)
 }
@@ -94,7 +102,8 @@ fn invalid_options_are_errors() {
         }
     }
     let w = [1.0, f32::NAN, 1.0, 1.0, 1.0];
-    let (fe, _) = both_fail(&HostInputs::new(&e, &c, &t, 3).with_class_weights(&w), &Options::default(), GradOutput::Scalar(1.0));
+    let (fe, _) =
+        both_fail(&HostInputs::new(&e, &c, &t, 3).with_class_weights(&w), &Options::default(), GradOutput::Scalar(1.0));
     assert!(matches!(fe, Error::InvalidOption { name: "class_weights", .. }), "{fe}");
 }
 
@@ -105,12 +114,33 @@ fn grad_output_must_match_reduction() {
     let none = Options { reduction: Reduction::None, ..Options::default() };
     let lse = vec![0.0; 4];
     let mut de = vec![POISON; 12];
-    let err = cpu::backward_into(&inputs, &none, &lse, GradOutput::Scalar(1.0), GradBuffers { de: Some(&mut de), dc: None, dbias: None }).unwrap_err();
+    let err = cpu::backward_into(
+        &inputs,
+        &none,
+        &lse,
+        GradOutput::Scalar(1.0),
+        GradBuffers { de: Some(&mut de), dc: None, dbias: None },
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::ShapeMismatch { arg: "grad_output", .. }), "{err}");
     let g = [1.0f32; 3];
-    let err = cpu::backward_into(&inputs, &none, &lse, GradOutput::PerToken(&g), GradBuffers { de: Some(&mut de), dc: None, dbias: None }).unwrap_err();
+    let err = cpu::backward_into(
+        &inputs,
+        &none,
+        &lse,
+        GradOutput::PerToken(&g),
+        GradBuffers { de: Some(&mut de), dc: None, dbias: None },
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::ShapeMismatch { arg: "grad_output", expected: 4, got: 3, .. }), "{err}");
-    let err = cpu::backward_into(&inputs, &Options::default(), &lse, GradOutput::PerToken(&[1.0; 4]), GradBuffers { de: Some(&mut de), dc: None, dbias: None }).unwrap_err();
+    let err = cpu::backward_into(
+        &inputs,
+        &Options::default(),
+        &lse,
+        GradOutput::PerToken(&[1.0; 4]),
+        GradBuffers { de: Some(&mut de), dc: None, dbias: None },
+    )
+    .unwrap_err();
     assert!(matches!(err, Error::ShapeMismatch { arg: "grad_output", .. }), "{err}");
     assert!(de.iter().all(|&x| x == POISON));
     // reduction none needs somewhere to put the per-token loss

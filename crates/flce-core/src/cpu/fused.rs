@@ -23,10 +23,16 @@ use crate::problem::{check_len, GradOutput, HostInputs, Prepared};
 use crate::spec::{cap_logit, GradCoeffs, LossTerms, RowStats};
 use crate::Element;
 
-/// Tokens per tile. Sized so a tile of E (f32) stays in L2 for D up to ~8k.
-pub const TOKEN_BLOCK: usize = 64;
+/// Tokens per tile in the forward and in backward pass 1 (dE).
+pub const TOKEN_BLOCK: usize = 128;
 /// Vocabulary rows per tile.
-pub const VOCAB_BLOCK: usize = 256;
+pub const VOCAB_BLOCK: usize = 512;
+/// Tokens per tile in backward pass 2 (dC): the inner dimension of its Gᵀ·E product.
+pub const DC_TOKEN_BLOCK: usize = 512;
+/// The forward splits the vocabulary into at most this many segments, merged in order, so that
+/// few tokens still fill every core. A constant, not the thread count: results must not depend
+/// on the machine.
+pub const FORWARD_VOCAB_SEGMENTS: usize = 8;
 
 /// Rows `rows` of a row-major [_, d] matrix as f32: borrowed when T is f32, widened into `buf`
 /// otherwise.
@@ -44,17 +50,17 @@ fn rows_f32<'s, T: Element>(src: &'s [T], rows: &Range<usize>, d: usize, buf: &'
 
 /// A strided f32 matrix view for [`matmul`].
 #[derive(Clone, Copy)]
-struct View<'s> {
+pub(crate) struct View<'s> {
     data: &'s [f32],
     row_stride: usize,
     col_stride: usize,
 }
 
 impl<'s> View<'s> {
-    fn row_major(data: &'s [f32], cols: usize) -> Self {
+    pub(crate) fn row_major(data: &'s [f32], cols: usize) -> Self {
         View { data, row_stride: cols, col_stride: 1 }
     }
-    fn transposed(data: &'s [f32], cols: usize) -> Self {
+    pub(crate) fn transposed(data: &'s [f32], cols: usize) -> Self {
         View { data, row_stride: 1, col_stride: cols }
     }
     fn check(&self, rows: usize, cols: usize) {
@@ -65,7 +71,22 @@ impl<'s> View<'s> {
 
 /// dst[m×n] (row-major) = a[m×k]·b[k×n] (+ dst when `accumulate`), single-threaded (callers are
 /// already parallel), f32 accumulation.
-fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], a: View<'_>, b: View<'_>, accumulate: bool) {
+pub(crate) fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], a: View<'_>, b: View<'_>, accumulate: bool) {
+    matmul_with(m, n, k, dst, a, b, accumulate, gemm::Parallelism::None)
+}
+
+/// [`matmul`] with the GEMM's own parallelism (for whole-matrix products).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_with(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: &mut [f32],
+    a: View<'_>,
+    b: View<'_>,
+    accumulate: bool,
+    par: gemm::Parallelism,
+) {
     if m == 0 || n == 0 || k == 0 {
         return;
     }
@@ -94,7 +115,7 @@ fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], a: View<'_>, b: View<'_
             false,
             false,
             false,
-            gemm::Parallelism::None,
+            par,
         );
     }
 }
@@ -114,14 +135,14 @@ impl<'a, T: Element> Problem<'a, T> {
         Ok(Problem { inputs, prep, softcap: opts.softcap, terms })
     }
 
-    fn token_blocks(&self) -> usize {
-        self.prep.shape.n.div_ceil(TOKEN_BLOCK)
+    fn token_blocks(&self, block: usize) -> usize {
+        self.prep.shape.n.div_ceil(block)
     }
     fn vocab_blocks(&self) -> usize {
         self.prep.shape.v.div_ceil(VOCAB_BLOCK)
     }
-    fn token_range(&self, b: usize) -> Range<usize> {
-        b * TOKEN_BLOCK..((b + 1) * TOKEN_BLOCK).min(self.prep.shape.n)
+    fn token_range(&self, b: usize, block: usize) -> Range<usize> {
+        b * block..((b + 1) * block).min(self.prep.shape.n)
     }
     fn vocab_range(&self, b: usize) -> Range<usize> {
         b * VOCAB_BLOCK..((b + 1) * VOCAB_BLOCK).min(self.prep.shape.v)
@@ -170,15 +191,12 @@ struct Scratch {
     acc: Vec<f32>,
 }
 
-/// Per-token forward results of one token block.
-struct TokenResult {
-    lse: f32,
-    loss: f32,
-    correct: bool,
-}
-
 /// Fused forward into caller-owned buffers.
-pub fn forward_into<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options, out: ForwardBuffers<'_>) -> Result<ForwardScalars> {
+pub fn forward_into<T: Element>(
+    inputs: &HostInputs<'_, T>,
+    opts: &Options,
+    out: ForwardBuffers<'_>,
+) -> Result<ForwardScalars> {
     let p = Problem::new(inputs, opts)?;
     let n = p.prep.shape.n;
     check_len("lse", "[N]", n, out.lse.len())?;
@@ -195,51 +213,63 @@ pub fn forward_into<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options, out:
         (None, _) => {}
     }
     let d = p.prep.shape.d;
-    let results: Vec<Vec<TokenResult>> = (0..p.token_blocks())
+    // Work items: (token block, vocabulary segment); each yields (stats, target logit) per row.
+    let vblocks = p.vocab_blocks();
+    let segments = FORWARD_VOCAB_SEGMENTS.min(vblocks);
+    let blocks_per_segment = vblocks.div_ceil(segments);
+    let tblocks = p.token_blocks(TOKEN_BLOCK);
+    let partials: Vec<Vec<(RowStats, f32)>> = (0..tblocks * segments)
         .into_par_iter()
-        .map_init(Scratch::default, |s, tb| {
-            let rows = p.token_range(tb);
+        .map_init(Scratch::default, |s, item| {
+            let (tb, seg) = (item / segments, item % segments);
+            let rows = p.token_range(tb, TOKEN_BLOCK);
             let e_rows = rows_f32(inputs.e, &rows, d, &mut s.e);
-            let mut stats = vec![RowStats::EMPTY; rows.len()];
-            let mut target_logit = vec![f32::NAN; rows.len()];
-            for vb in 0..p.vocab_blocks() {
+            let mut acc = vec![(RowStats::EMPTY, f32::NAN); rows.len()];
+            for vb in seg * blocks_per_segment..((seg + 1) * blocks_per_segment).min(vblocks) {
                 let cols = p.vocab_range(vb);
                 let c_rows = rows_f32(inputs.c, &cols, d, &mut s.c);
                 p.logits(e_rows, c_rows, &cols, &mut s.tile);
                 let w = inputs.class_weights.map(|w| &w[cols.clone()]);
-                for (r, z) in s.tile.chunks_exact(cols.len()).enumerate() {
-                    stats[r].fold(z, cols.start, w);
+                for ((r, z), (stats, target_logit)) in s.tile.chunks_exact(cols.len()).enumerate().zip(&mut acc) {
+                    stats.fold(z, cols.start, w);
                     let t = p.prep.targets[rows.start + r];
                     if t >= 0 && cols.contains(&(t as usize)) {
-                        target_logit[r] = z[t as usize - cols.start];
+                        *target_logit = z[t as usize - cols.start];
                     }
                 }
             }
-            rows.clone()
-                .zip(stats.iter().zip(&target_logit))
-                .map(|(i, (st, &zt))| {
-                    let lse = st.lse();
-                    let t = p.prep.targets[i];
-                    if t < 0 {
-                        return TokenResult { lse, loss: 0.0, correct: false };
-                    }
-                    let loss = p.terms.token_loss(lse, zt, p.class_weight(t as usize), st.weighted_logit_sum);
-                    TokenResult { lse, loss, correct: st.argmax == t as u32 }
-                })
-                .collect()
+            acc
         })
         .collect();
 
     let mut total = 0.0f64;
     let mut correct = 0usize;
     let mut per_token = out.per_token_loss;
-    for (i, r) in results.iter().flatten().enumerate() {
-        out.lse[i] = r.lse;
-        if let Some(buf) = per_token.as_deref_mut() {
-            buf[i] = r.loss;
+    for tb in 0..tblocks {
+        let rows = p.token_range(tb, TOKEN_BLOCK);
+        for (r, i) in rows.clone().enumerate() {
+            let mut stats = RowStats::EMPTY;
+            let mut target_logit = f32::NAN;
+            for part in &partials[tb * segments..(tb + 1) * segments] {
+                stats.merge(part[r].0);
+                if !part[r].1.is_nan() {
+                    target_logit = part[r].1;
+                }
+            }
+            let lse = stats.lse();
+            out.lse[i] = lse;
+            let t = p.prep.targets[i];
+            let loss = if t < 0 {
+                0.0
+            } else {
+                correct += (stats.argmax == t as u32) as usize;
+                p.terms.token_loss(lse, target_logit, p.class_weight(t as usize), stats.weighted_logit_sum)
+            };
+            if let Some(buf) = per_token.as_deref_mut() {
+                buf[i] = loss;
+            }
+            total += loss as f64;
         }
-        total += r.loss as f64;
-        correct += r.correct as usize;
     }
     let loss = (total * p.prep.reduction_scale(opts.reduction)) as f32;
     let accuracy = opts.return_accuracy.then(|| (correct as f64 / p.prep.active_tokens as f64) as f32);
@@ -251,7 +281,8 @@ pub fn forward<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options) -> Result
     let n = inputs.shape.n;
     let mut lse = vec![0.0; n];
     let mut per_token = opts.wants_per_token_loss().then(|| vec![0.0; n]);
-    let scalars = forward_into(inputs, opts, ForwardBuffers { lse: &mut lse, per_token_loss: per_token.as_deref_mut() })?;
+    let scalars =
+        forward_into(inputs, opts, ForwardBuffers { lse: &mut lse, per_token_loss: per_token.as_deref_mut() })?;
     Ok(ForwardOutput { loss: scalars.loss, lse, per_token_loss: per_token, accuracy: scalars.accuracy })
 }
 
@@ -289,7 +320,7 @@ pub fn backward_into<T: Element>(
     if let Some(de) = grads.de {
         // Pass 1: each token block owns its rows of dE.
         de.par_chunks_mut(TOKEN_BLOCK * d).enumerate().for_each_init(Scratch::default, |sc, (tb, de_rows)| {
-            let rows = p.token_range(tb);
+            let rows = p.token_range(tb, TOKEN_BLOCK);
             let e_rows = rows_f32(inputs.e, &rows, d, &mut sc.e);
             sc.acc.clear();
             sc.acc.resize(rows.len() * d, 0.0);
@@ -298,7 +329,15 @@ pub fn backward_into<T: Element>(
                 let c_rows = rows_f32(inputs.c, &cols, d, &mut sc.c);
                 p.logits(e_rows, c_rows, &cols, &mut sc.tile);
                 p.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs);
-                matmul(rows.len(), d, cols.len(), &mut sc.acc, View::row_major(&sc.tile, cols.len()), View::row_major(c_rows, d), true);
+                matmul(
+                    rows.len(),
+                    d,
+                    cols.len(),
+                    &mut sc.acc,
+                    View::row_major(&sc.tile, cols.len()),
+                    View::row_major(c_rows, d),
+                    true,
+                );
             }
             for (o, &x) in de_rows.iter_mut().zip(&sc.acc) {
                 *o = T::from_f32(x);
@@ -330,8 +369,8 @@ pub fn backward_into<T: Element>(
                 sc.acc.resize(cols.len() * d, 0.0);
             }
             let mut db_acc = vec![0.0f64; cols.len()];
-            for tb in 0..p.token_blocks() {
-                let rows = p.token_range(tb);
+            for tb in 0..p.token_blocks(DC_TOKEN_BLOCK) {
+                let rows = p.token_range(tb, DC_TOKEN_BLOCK);
                 let e_rows = rows_f32(inputs.e, &rows, d, &mut sc.e);
                 p.logits(e_rows, c_rows, &cols, &mut sc.tile);
                 p.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs);
@@ -341,7 +380,15 @@ pub fn backward_into<T: Element>(
                     }
                 }
                 if want_dc {
-                    matmul(cols.len(), d, rows.len(), &mut sc.acc, View::transposed(&sc.tile, cols.len()), View::row_major(e_rows, d), true);
+                    matmul(
+                        cols.len(),
+                        d,
+                        rows.len(),
+                        &mut sc.acc,
+                        View::transposed(&sc.tile, cols.len()),
+                        View::row_major(e_rows, d),
+                        true,
+                    );
                 }
             }
             if let Some(dc_rows) = dc_rows {
@@ -360,11 +407,22 @@ pub fn backward_into<T: Element>(
 }
 
 /// Fused backward with owned gradients (dE, dC, and db when the inputs have a bias).
-pub fn backward<T: Element>(inputs: &HostInputs<'_, T>, opts: &Options, lse: &[f32], grad_output: GradOutput<'_>) -> Result<Gradients<T>> {
+pub fn backward<T: Element>(
+    inputs: &HostInputs<'_, T>,
+    opts: &Options,
+    lse: &[f32],
+    grad_output: GradOutput<'_>,
+) -> Result<Gradients<T>> {
     let s = inputs.shape;
     let mut de = vec![T::default(); s.n * s.d];
     let mut dc = vec![T::default(); s.v * s.d];
     let mut dbias = inputs.bias.map(|_| vec![T::default(); s.v]);
-    backward_into(inputs, opts, lse, grad_output, GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: dbias.as_deref_mut() })?;
+    backward_into(
+        inputs,
+        opts,
+        lse,
+        grad_output,
+        GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: dbias.as_deref_mut() },
+    )?;
     Ok(Gradients { de, dc, dbias })
 }

@@ -3,6 +3,7 @@
 //! runs on host data.
 
 pub mod fused;
+pub mod materialized;
 pub mod reference;
 
 pub use fused::{backward, backward_into, forward, forward_into};

@@ -1,0 +1,77 @@
+//! # flce
+//!
+//! A fused linear cross-entropy: the loss of a language model's last layer,
+//! `cross_entropy(E·Cᵀ + b, targets)`, and its exact gradients, computed without ever holding
+//! the N×V logits.
+//!
+//! This is the public API. Where the data lives picks the backend: host slices
+//! ([`HostInputs`]) run on the CPU (the [`cpu`] module's fused path); device buffers run on the
+//! CUDA backend. Options, validation and errors are the same for every backend.
+//!
+//! ```
+//! use flce::{Device, GradOutput, HostInputs, Options};
+//! let (n, d, v) = (2, 3, 4);
+//! let e = vec![0.5f32; n * d];
+//! let c: Vec<f32> = (0..v * d).map(|i| i as f32 * 0.1).collect();
+//! let targets = [3i64, 0];
+//! let out = flce::loss_and_grads(&HostInputs::new(&e, &c, &targets, d), &Options::default(), Device::Cpu).unwrap();
+//! assert!(out.forward.loss > 0.0);
+//! ```
+
+pub use flce_core::{
+    bf16, cpu, f16, spec, testing, DType, Element, Error, ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers,
+    GradOutput, Gradients, HostInputs, Options, Prepared, Real, Reduction, Result, Shape,
+};
+
+/// Where a computation runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Cpu,
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Cpu => write!(f, "CPU (fused, {} threads)", rayon_threads()),
+        }
+    }
+}
+
+fn rayon_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The devices this process can use, best first.
+pub fn available_devices() -> Vec<Device> {
+    vec![Device::Cpu]
+}
+
+/// Forward and backward outputs of one call.
+#[derive(Clone, Debug)]
+pub struct LossAndGrads<T: Element> {
+    pub forward: ForwardOutput,
+    pub grads: Gradients<T>,
+}
+
+/// Loss and gradients for host inputs on `device` (grad_output 1 for mean/sum, all ones for
+/// reduction none: the gradient of the plain loss).
+pub fn loss_and_grads<T: Element>(
+    inputs: &HostInputs<'_, T>,
+    opts: &Options,
+    device: Device,
+) -> Result<LossAndGrads<T>> {
+    match device {
+        Device::Cpu => {
+            let forward = cpu::forward(inputs, opts)?;
+            let ones;
+            let go = if opts.reduction == Reduction::None {
+                ones = vec![1.0f32; inputs.shape.n];
+                GradOutput::PerToken(&ones)
+            } else {
+                GradOutput::Scalar(1.0)
+            };
+            let grads = cpu::backward(inputs, opts, &forward.lse, go)?;
+            Ok(LossAndGrads { forward, grads })
+        }
+    }
+}
