@@ -85,7 +85,7 @@ impl<'a, T: Real> HostInputs<'a, T> {
     }
 }
 
-pub(crate) fn check_len(arg: &'static str, layout: &str, expected: usize, got: usize) -> Result<()> {
+pub fn check_len(arg: &'static str, layout: &str, expected: usize, got: usize) -> Result<()> {
     if expected != got {
         return Err(Error::ShapeMismatch { arg, layout: layout.to_string(), expected, got });
     }

@@ -1,0 +1,231 @@
+// flce forward: fused logits GEMM + online log-sum-exp, then a deterministic merge.
+//
+// flce_forward_tiles — grid (ceil(N/128), splits), 256 threads, dynamic smem FORWARD_SMEM_BYTES.
+//   Block (x, s) owns tokens [128x, 128x + 128) and vocabulary tiles
+//   [s·tiles_per_split, (s+1)·tiles_per_split). For each 128×128 logit tile (tile_gemm.cuh) the
+//   epilogue applies bias and softcap, then folds the tile into each row's running
+//   (max, Σexp, Σw·z, argmax) — per warp, over that warp's 32-column slice of every tile — and
+//   writes the target logit where the target column falls in the tile (one writer per token).
+//   At the end the 4 warp slices are merged in a fixed order and written as one float4 per
+//   (split, token) to `partials` [splits, N]. Reads E, C, bias, class weights, targets; writes
+//   partials and target_logit. No atomics: bitwise reproducible.
+//
+// flce_forward_finish — one block of 1024 threads. Merges the splits of each token in split
+//   order, writes lse [N] (and per-token loss [N] when asked), and reduces loss, weight and
+//   accuracy over tokens in a fixed tree order into out_scalars = {loss, accuracy, Σw_t, W}.
+//
+// Host side: crates/flce-cuda/src/launch.rs (forward); test: crates/flce-cuda/tests/gpu.rs.
+#include "tile_gemm.cuh"
+
+#define FORWARD_SMEM_BYTES (PIPELINE_BYTES + TILE_M * 4 + TILE_M * 4 * 16)
+
+struct ForwardParams {
+  LogitParams lp;
+  int tiles_per_split;
+  float4* partials;     // [splits, n]: max, Σexp, Σw·z, argmax (int bits)
+  float* target_logit;  // [n]
+};
+
+struct ForwardEpilogue {
+  const LogitParams& p;
+  float* target_logit;
+  const int* s_target;  // [TILE_M] targets of the block's rows
+  int row0, col_end, wm, wn, g, t;
+  float m[8], s[8], w[8];
+  int idx[8];
+
+  __device__ __forceinline__ void tile(float (&acc)[4][4][4], int col0) {
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = mi * 2 + h;
+        const int row_local = wm * 64 + mi * 16 + g + h * 8;
+        const int tgt = s_target[row_local];
+        float z[8];
+        float tmax = FLCE_NEG_INF;
+        int targ = 0x7fffffff;
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) {
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int col = col0 + wn * 32 + ni * 8 + 2 * t + q;
+            float x = FLCE_NEG_INF;
+            if (col < col_end) {
+              x = logit_transform(p, acc[mi][ni][h * 2 + q], col);
+              if (x > tmax || (x != x && tmax == tmax)) {
+                tmax = x;
+                targ = col;
+              }
+              w[j] += class_weight(p, col) * x;
+              if (col == tgt && row0 + row_local < p.n) target_logit[row0 + row_local] = x;
+            }
+            z[ni * 2 + q] = x;
+          }
+        }
+        // the 4 lanes of a quad hold the 32 columns of this row: agree on max and argmax
+#pragma unroll
+        for (int off = 1; off <= 2; off <<= 1) {
+          float om = __shfl_xor_sync(0xffffffffu, tmax, off);
+          int oi = __shfl_xor_sync(0xffffffffu, targ, off);
+          if (om > tmax || (om == tmax && oi < targ) || (om != om && tmax == tmax)) {
+            tmax = om;
+            targ = oi;
+          }
+        }
+        const float new_m = nan_max(m[j], tmax);
+        if (new_m != FLCE_NEG_INF) {
+          float acc_s = s[j] == 0.0f ? 0.0f : s[j] * fast_exp(m[j] - new_m);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc_s += fast_exp(z[e] - new_m);
+          s[j] = acc_s;
+        }
+        if (tmax > m[j] || (tmax != tmax && m[j] == m[j])) idx[j] = targ;
+        m[j] = new_m;
+      }
+    }
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(THREADS) flce_forward_tiles(const ForwardParams fp) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  elem_t* smem = (elem_t*)smem_raw;
+  int* s_target = (int*)(smem_raw + PIPELINE_BYTES);
+  float4* s_red = (float4*)(smem_raw + PIPELINE_BYTES + TILE_M * 4);  // [TILE_M][4]
+  const LogitParams& p = fp.lp;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int row0 = blockIdx.x * TILE_M;
+  const int tile_count = (p.v + TILE_N - 1) / TILE_N;
+  const int tile_begin = blockIdx.y * fp.tiles_per_split;
+  const int tile_end = min(tile_begin + fp.tiles_per_split, tile_count);
+
+  if (tid < TILE_M) s_target[tid] = row0 + tid < p.n ? p.targets[row0 + tid] : -1;
+  __syncthreads();
+
+  ForwardEpilogue epi{p, fp.target_logit, s_target, row0, p.v, warp >> 2, warp & 3, lane >> 2, lane & 3};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    epi.m[j] = FLCE_NEG_INF;
+    epi.s[j] = 0.0f;
+    epi.w[j] = 0.0f;
+    epi.idx[j] = 0x7fffffff;
+  }
+  logits_tiles(p, row0, tile_begin, tile_end, smem, epi);
+
+  // quad lanes hold disjoint columns: sum their Σexp and Σw·z (they share max and argmax)
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      epi.s[j] += __shfl_xor_sync(0xffffffffu, epi.s[j], off);
+      epi.w[j] += __shfl_xor_sync(0xffffffffu, epi.w[j], off);
+    }
+  }
+  if (epi.t == 0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int row_local = epi.wm * 64 + (j >> 1) * 16 + epi.g + (j & 1) * 8;
+      s_red[row_local * 4 + epi.wn] = make_float4(epi.m[j], epi.s[j], epi.w[j], __int_as_float(epi.idx[j]));
+    }
+  }
+  __syncthreads();
+  if (tid < TILE_M && row0 + tid < p.n) {
+    RowStats acc = row_stats_empty();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float4 r = s_red[tid * 4 + k];
+      RowStats b;
+      b.max = r.x;
+      b.sum_exp = r.y;
+      b.wsum = r.z;
+      b.argmax = __float_as_int(r.w);
+      acc = row_stats_merge(acc, b);
+    }
+    fp.partials[(size_t)blockIdx.y * p.n + row0 + tid] =
+        make_float4(acc.max, acc.sum_exp, acc.wsum, __int_as_float(acc.argmax));
+  }
+}
+
+struct FinishParams {
+  const float4* partials;
+  const float* target_logit;
+  const int* targets;
+  const float* class_w;  // [v] or null
+  int n, v, splits;
+  int reduction;  // 0 mean, 1 sum, 2 none
+  float label_smoothing, z_loss;
+  float* lse;             // [n]
+  float* per_token_loss;  // [n] or null
+  float* out_scalars;     // {loss, accuracy, Σ w_t over non-ignored tokens, W}
+};
+
+#define FINISH_THREADS 1024
+
+// Sum over the block in a fixed tree order (deterministic).
+__device__ double block_sum(double x, double* s_red) {
+  const int tid = threadIdx.x;
+  s_red[tid] = x;
+  __syncthreads();
+  for (int stride = FINISH_THREADS / 2; stride > 0; stride >>= 1) {
+    if (tid < stride) s_red[tid] += s_red[tid + stride];
+    __syncthreads();
+  }
+  double r = s_red[0];
+  __syncthreads();
+  return r;
+}
+
+extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish(const FinishParams fp) {
+  __shared__ double s_red[FINISH_THREADS];
+  const int tid = threadIdx.x;
+  double wsum_all = 0.0;
+  for (int j = tid; j < fp.v; j += FINISH_THREADS) wsum_all += fp.class_w ? (double)fp.class_w[j] : 1.0;
+  const double W = block_sum(wsum_all, s_red);
+
+  double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
+  const float eps = fp.label_smoothing;
+  for (int i = tid; i < fp.n; i += FINISH_THREADS) {
+    RowStats st = row_stats_empty();
+    for (int k = 0; k < fp.splits; ++k) {
+      float4 r = fp.partials[(size_t)k * fp.n + i];
+      RowStats b;
+      b.max = r.x;
+      b.sum_exp = r.y;
+      b.wsum = r.z;
+      b.argmax = __float_as_int(r.w);
+      st = row_stats_merge(st, b);
+    }
+    const float lse = st.max + logf(st.sum_exp);
+    fp.lse[i] = lse;
+    const int t = fp.targets[i];
+    float loss = 0.0f;
+    if (t >= 0) {
+      const float w_t = fp.class_w ? fp.class_w[t] : 1.0f;
+      double l = (1.0 - eps) * (double)w_t * ((double)lse - (double)fp.target_logit[i]);
+      if (eps > 0.0f) l += (double)eps / fp.v * (W * (double)lse - (double)st.wsum);
+      if (fp.z_loss > 0.0f) l += (double)fp.z_loss * (double)lse * (double)lse;
+      loss = (float)l;
+      weight_sum += w_t;
+      active += 1.0;
+      correct += st.argmax == t ? 1.0 : 0.0;
+    }
+    if (fp.per_token_loss) fp.per_token_loss[i] = loss;
+    loss_sum += loss;
+  }
+  loss_sum = block_sum(loss_sum, s_red);
+  weight_sum = block_sum(weight_sum, s_red);
+  correct = block_sum(correct, s_red);
+  active = block_sum(active, s_red);
+  if (tid == 0) {
+    fp.out_scalars[0] = (float)(fp.reduction == 0 ? loss_sum / weight_sum : loss_sum);
+    fp.out_scalars[1] = (float)(correct / active);
+    fp.out_scalars[2] = (float)weight_sum;
+    fp.out_scalars[3] = (float)W;
+  }
+}
+
+// Layouts shared with crates/flce-cuda/src/params.rs.
+static_assert(sizeof(LogitParams) == 64, "LogitParams layout");
+static_assert(sizeof(ForwardParams) == 88, "ForwardParams layout");
+static_assert(sizeof(FinishParams) == 80, "FinishParams layout");
+static_assert(FORWARD_SMEM_BYTES == 70144, "plan.rs FORWARD_SMEM_BYTES");

@@ -1,0 +1,280 @@
+//! Compiling the kernels: NVRTC at first use, for the GPU's own architecture, to a cubin, cached
+//! on disk so a second process starts without compiling.
+//!
+//! Cache key: SHA-256 of the expanded source, the NVRTC options (architecture and dtype among
+//! them) and the NVRTC version. Location: `$FLCE_CACHE_DIR`, else `$XDG_CACHE_HOME/flce/kernels`,
+//! else `~/.cache/flce/kernels`; unwritable locations only cost the cache, never the call.
+
+use std::ffi::{c_char, CString};
+use std::path::PathBuf;
+
+use cudarc::nvrtc::sys as nvrtc;
+use flce_core::DType;
+use sha2::{Digest, Sha256};
+
+use crate::error::{CudaError, CudaResult};
+use crate::library::{require, Library};
+
+/// A kernel source file of this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelFile {
+    Forward,
+    Backward,
+    Prep,
+}
+
+impl KernelFile {
+    pub const ALL: [KernelFile; 3] = [KernelFile::Forward, KernelFile::Backward, KernelFile::Prep];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelFile::Forward => "forward.cu",
+            KernelFile::Backward => "backward.cu",
+            KernelFile::Prep => "prep.cu",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            KernelFile::Forward => include_str!("../kernels/forward.cu"),
+            KernelFile::Backward => include_str!("../kernels/backward.cu"),
+            KernelFile::Prep => include_str!("../kernels/prep.cu"),
+        }
+    }
+}
+
+fn header(name: &str) -> Option<&'static str> {
+    match name {
+        "common.cuh" => Some(include_str!("../kernels/common.cuh")),
+        "tile_gemm.cuh" => Some(include_str!("../kernels/tile_gemm.cuh")),
+        _ => None,
+    }
+}
+
+/// The source with our `#include "x.cuh"` lines expanded (each header once), so NVRTC needs no
+/// include path and the cache key covers every byte compiled.
+pub fn expanded_source(file: KernelFile) -> String {
+    fn expand(text: &str, seen: &mut Vec<String>, out: &mut String) {
+        for line in text.lines() {
+            let t = line.trim();
+            if t == "#pragma once" {
+                continue;
+            }
+            if let Some(name) = t.strip_prefix("#include \"").and_then(|r| r.strip_suffix('"')) {
+                let body = header(name).unwrap_or_else(|| panic!("unknown kernel header {name}"));
+                if !seen.iter().any(|s| s == name) {
+                    seen.push(name.to_string());
+                    expand(body, seen, out);
+                }
+                continue;
+            }
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    let mut out = String::new();
+    expand(file.text(), &mut Vec::new(), &mut out);
+    out
+}
+
+/// A GPU architecture target, e.g. `sm_86` or `sm_90a`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Arch(pub String);
+
+impl Arch {
+    /// The target for a device of compute capability major.minor. Hopper gets the `a` target
+    /// (wgmma, setmaxnreg) so a Hopper kernel family can sit beside the portable one.
+    pub fn for_capability(major: i32, minor: i32) -> Arch {
+        let suffix = if major == 9 { "a" } else { "" };
+        Arch(format!("sm_{major}{minor}{suffix}"))
+    }
+}
+
+/// The architectures CI compiles every kernel for.
+pub const CI_ARCHES: [&str; 4] = ["sm_80", "sm_86", "sm_89", "sm_90a"];
+
+/// NVRTC options for one (architecture, dtype).
+pub fn options(arch: &Arch, dtype: DType) -> Vec<String> {
+    let code = match dtype {
+        DType::BF16 => 0,
+        DType::F16 => 1,
+        DType::F32 => 2,
+    };
+    vec![
+        format!("--gpu-architecture={}", arch.0),
+        "--std=c++17".into(),
+        format!("-DFLCE_DTYPE={code}"),
+        "--device-as-default-execution-space".into(),
+        "-lineinfo".into(),
+    ]
+}
+
+/// NVRTC's version, (major, minor).
+pub fn nvrtc_version() -> CudaResult<(i32, i32)> {
+    require(Library::Nvrtc)?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters.
+    let r = unsafe { nvrtc::nvrtcVersion(&mut major, &mut minor) };
+    nvrtc_ok(r, "nvrtcVersion")?;
+    Ok((major, minor))
+}
+
+fn nvrtc_ok(r: nvrtc::nvrtcResult, call: &str) -> CudaResult<()> {
+    if r == nvrtc::nvrtcResult::NVRTC_SUCCESS {
+        Ok(())
+    } else {
+        Err(CudaError::call(call, r))
+    }
+}
+
+/// The cache key of a compile.
+pub fn cache_key(source: &str, options: &[String], nvrtc_version: (i32, i32)) -> String {
+    let mut h = Sha256::new();
+    h.update(source.as_bytes());
+    for o in options {
+        h.update([0u8]);
+        h.update(o.as_bytes());
+    }
+    h.update(format!("\0nvrtc {}.{}", nvrtc_version.0, nvrtc_version.1).as_bytes());
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where compiled kernels are kept.
+pub fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("FLCE_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("flce").join("kernels"))
+}
+
+/// A compiled kernel file and whether it came from the disk cache.
+pub struct Cubin {
+    pub image: Vec<u8>,
+    pub from_cache: bool,
+}
+
+/// Compile `file` for `arch` and `dtype` to a cubin, through the disk cache.
+pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin> {
+    let source = expanded_source(file);
+    let opts = options(arch, dtype);
+    let key = cache_key(&source, &opts, nvrtc_version()?);
+    let path = cache_dir().map(|d| d.join(format!("{}-{}-{}-{key}.cubin", file.name(), arch.0, dtype)));
+    if let Some(p) = &path {
+        if let Ok(image) = std::fs::read(p) {
+            if !image.is_empty() {
+                return Ok(Cubin { image, from_cache: true });
+            }
+        }
+    }
+    let image = compile_uncached(&source, file.name(), &opts)?;
+    if let Some(p) = &path {
+        // Best effort, atomic: write a temporary file and rename it into place.
+        if let Some(dir) = p.parent() {
+            let _ = std::fs::create_dir_all(dir);
+            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &image).is_ok() {
+                let _ = std::fs::rename(&tmp, p);
+            }
+        }
+    }
+    Ok(Cubin { image, from_cache: false })
+}
+
+/// Compile source text with NVRTC to a cubin (no cache). Errors carry the NVRTC log.
+pub fn compile_uncached(source: &str, name: &str, opts: &[String]) -> CudaResult<Vec<u8>> {
+    require(Library::Nvrtc)?;
+    let src = CString::new(source).expect("kernel source has no NUL");
+    let cname = CString::new(name).expect("kernel name has no NUL");
+    let copts: Vec<CString> = opts.iter().map(|o| CString::new(o.as_str()).expect("option has no NUL")).collect();
+    let ptrs: Vec<*const c_char> = copts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: nvrtc::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: every pointer is a live NUL-terminated string for the duration of the calls; the
+    // program is destroyed on every path below.
+    unsafe {
+        nvrtc_ok(
+            nvrtc::nvrtcCreateProgram(&mut prog, src.as_ptr(), cname.as_ptr(), 0, std::ptr::null(), std::ptr::null()),
+            "nvrtcCreateProgram",
+        )?;
+        let compiled = nvrtc::nvrtcCompileProgram(prog, ptrs.len() as i32, ptrs.as_ptr());
+        let result = if compiled == nvrtc::nvrtcResult::NVRTC_SUCCESS {
+            let mut size = 0usize;
+            nvrtc_ok(nvrtc::nvrtcGetCUBINSize(prog, &mut size), "nvrtcGetCUBINSize").and_then(|_| {
+                let mut image = vec![0u8; size];
+                nvrtc_ok(nvrtc::nvrtcGetCUBIN(prog, image.as_mut_ptr() as *mut c_char), "nvrtcGetCUBIN").map(|_| image)
+            })
+        } else {
+            Err(CudaError::Compile { kernel: name.to_string(), options: opts.join(" "), log: program_log(prog) })
+        };
+        let _ = nvrtc::nvrtcDestroyProgram(&mut prog);
+        result
+    }
+}
+
+/// # Safety
+/// `prog` must be a live NVRTC program.
+unsafe fn program_log(prog: nvrtc::nvrtcProgram) -> String {
+    let mut size = 0usize;
+    if nvrtc::nvrtcGetProgramLogSize(prog, &mut size) != nvrtc::nvrtcResult::NVRTC_SUCCESS {
+        return "(no log)".into();
+    }
+    let mut log = vec![0u8; size];
+    if nvrtc::nvrtcGetProgramLog(prog, log.as_mut_ptr() as *mut c_char) != nvrtc::nvrtcResult::NVRTC_SUCCESS {
+        return "(no log)".into();
+    }
+    String::from_utf8_lossy(&log).trim_end_matches('\0').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_names() {
+        assert_eq!(Arch::for_capability(8, 0).0, "sm_80");
+        assert_eq!(Arch::for_capability(8, 6).0, "sm_86");
+        assert_eq!(Arch::for_capability(8, 9).0, "sm_89");
+        assert_eq!(Arch::for_capability(9, 0).0, "sm_90a");
+    }
+
+    #[test]
+    fn includes_are_expanded_once_and_everything_is_covered() {
+        for f in KernelFile::ALL {
+            let s = expanded_source(f);
+            assert!(!s.contains("#include \""), "{}: unexpanded include", f.name());
+            assert_eq!(s.matches("typedef unsigned short u16;").count(), 1, "{}: common.cuh expanded twice", f.name());
+        }
+        assert!(expanded_source(KernelFile::Forward).contains("logits_tiles"));
+    }
+
+    #[test]
+    fn cache_key_depends_on_source_options_and_version() {
+        let o = options(&Arch("sm_80".into()), DType::BF16);
+        let k = cache_key("a", &o, (13, 0));
+        assert_eq!(k.len(), 64);
+        assert_eq!(k, cache_key("a", &o, (13, 0)));
+        assert_ne!(k, cache_key("b", &o, (13, 0)));
+        assert_ne!(k, cache_key("a", &o, (12, 8)));
+        assert_ne!(k, cache_key("a", &options(&Arch("sm_86".into()), DType::BF16), (13, 0)));
+        assert_ne!(k, cache_key("a", &options(&Arch("sm_80".into()), DType::F16), (13, 0)));
+    }
+
+    #[test]
+    fn options_name_arch_and_dtype() {
+        let o = options(&Arch("sm_90a".into()), DType::F32);
+        assert!(o.contains(&"--gpu-architecture=sm_90a".to_string()));
+        assert!(o.contains(&"-DFLCE_DTYPE=2".to_string()));
+    }
+
+    #[test]
+    fn cache_dir_honours_the_environment_variable() {
+        // Only read here; the variable is not set by the test harness.
+        if let Some(d) = std::env::var_os("FLCE_CACHE_DIR") {
+            assert_eq!(cache_dir(), Some(PathBuf::from(d)));
+        } else {
+            assert!(cache_dir().is_none_or(|d| d.ends_with("flce/kernels")));
+        }
+    }
+}

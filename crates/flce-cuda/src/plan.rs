@@ -1,0 +1,345 @@
+//! Tiling plans and workspace layouts: pure host logic, unit-tested without a GPU.
+//!
+//! Forward: the vocabulary is split across blocks for occupancy (`splits`), each split leaving a
+//! 16-byte partial per token; the split count is capped so the workspace stays within
+//! 1 MB + 16·N bytes.
+//!
+//! Backward: vocabulary-chunk-outer. For each chunk of `vocab_chunk` rows of C and
+//! `token_chunk` tokens the gradient tile kernel writes G [token_chunk, ldg] in the input dtype,
+//! and cuBLAS computes dE_acc += G·C_chunk and dC_chunk = Gᵀ·E with f32 accumulation. When one
+//! token chunk covers all N, every dC chunk is finished in one product and rounded once; dE
+//! accumulates in f32 across vocabulary chunks (in dE itself for f32 inputs). The chunk sizes
+//! come from the caller's workspace budget, by default 10% of the gradient bytes.
+
+use flce_core::{DType, Error, Result, Shape};
+
+/// Logit tile of the kernels (tokens × vocabulary), see kernels/tile_gemm.cuh.
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+/// Threads per tile block.
+pub const TILE_THREADS: u32 = 256;
+/// Dynamic shared memory of the tile kernels (tile_gemm.cuh PIPELINE_BYTES plus each epilogue's
+/// scratch; the formulas mirror FORWARD_SMEM_BYTES and GRAD_SMEM_BYTES).
+pub const PIPELINE_BYTES: usize = 3 * (TILE_M + TILE_N) * 40 * 2;
+pub const FORWARD_SMEM_BYTES: usize = PIPELINE_BYTES + TILE_M * 4 + TILE_M * 4 * 16;
+pub const GRAD_SMEM_BYTES: usize = PIPELINE_BYTES + TILE_M * 4 + TILE_M * 16 + 2 * TILE_N * 4;
+/// At most this many forward splits.
+pub const MAX_SPLITS: usize = 8;
+/// Forward workspace target: 1 MB plus this many bytes per token.
+pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
+
+const ALIGN: usize = 256;
+
+fn align(x: usize) -> usize {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// A region of a workspace: byte offset and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Region {
+    pub offset: usize,
+    pub bytes: usize,
+}
+
+/// Lays out regions one after another, each aligned to 256 bytes.
+#[derive(Default)]
+struct Layout {
+    end: usize,
+}
+
+impl Layout {
+    fn take(&mut self, bytes: usize) -> Region {
+        let r = Region { offset: self.end, bytes };
+        self.end = align(self.end + bytes);
+        r
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardPlan {
+    pub token_tiles: usize,
+    pub vocab_tiles: usize,
+    pub splits: usize,
+    pub tiles_per_split: usize,
+    pub targets: Region,
+    pub target_logit: Region,
+    pub partials: Region,
+    pub status: Region,
+    pub workspace_bytes: usize,
+}
+
+/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors.
+pub fn forward_plan(shape: Shape, sm_count: usize) -> ForwardPlan {
+    let n = shape.n;
+    let token_tiles = n.div_ceil(TILE_M);
+    let vocab_tiles = shape.v.div_ceil(TILE_N);
+    // Aim for two waves of blocks; never more partials than the memory target allows.
+    let wanted = (2 * sm_count.max(1)).div_ceil(token_tiles);
+    let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
+    let splits = wanted.min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
+    let tiles_per_split = vocab_tiles.div_ceil(splits);
+    let splits = vocab_tiles.div_ceil(tiles_per_split);
+    let mut l = Layout::default();
+    let targets = l.take(4 * n);
+    let target_logit = l.take(4 * n);
+    let partials = l.take(16 * n * splits);
+    let status = l.take(4);
+    ForwardPlan {
+        token_tiles,
+        vocab_tiles,
+        splits,
+        tiles_per_split,
+        targets,
+        target_logit,
+        partials,
+        status,
+        workspace_bytes: l.end,
+    }
+}
+
+/// Which gradients a backward call computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wanted {
+    pub de: bool,
+    pub dc: bool,
+    pub dbias: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackwardPlan {
+    /// Tokens per chunk (a multiple of 128, or N).
+    pub token_chunk: usize,
+    /// Vocabulary rows per chunk (a multiple of 128).
+    pub vocab_chunk: usize,
+    /// Row pitch of G, in elements.
+    pub ldg: usize,
+    pub targets: Region,
+    pub token_scale: Region,
+    pub scalars: Region,
+    pub status: Region,
+    /// f32 accumulator of dE [N, D] (absent for f32 inputs: dE accumulates in place).
+    pub de_acc: Option<Region>,
+    /// f32 accumulator of db [V].
+    pub db_acc: Option<Region>,
+    pub g: Region,
+    pub db_partial: Option<Region>,
+    /// f32 accumulator of one dC chunk, when tokens are chunked (absent for f32 inputs).
+    pub dc_acc: Option<Region>,
+    pub workspace_bytes: usize,
+}
+
+impl BackwardPlan {
+    pub fn token_chunks(&self, n: usize) -> usize {
+        n.div_ceil(self.token_chunk)
+    }
+    pub fn vocab_chunks(&self, v: usize) -> usize {
+        v.div_ceil(self.vocab_chunk)
+    }
+}
+
+/// Bytes of the gradients a backward call returns.
+pub fn gradient_bytes(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    let s = dtype.size_in_bytes();
+    (wanted.de as usize * shape.n * shape.d + wanted.dc as usize * shape.v * shape.d + wanted.dbias as usize * shape.v)
+        * s
+}
+
+/// The default workspace budget: 10% of the gradient bytes, but never below what the smallest
+/// exact plan with unchunked tokens and 1024-row vocabulary chunks needs.
+pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    let tenth = gradient_bytes(shape, dtype, wanted) / 10;
+    let floor = layout(shape, dtype, wanted, shape.n, 1024.min(shape.v.div_ceil(TILE_N) * TILE_N)).workspace_bytes;
+    tenth.max(floor)
+}
+
+fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> BackwardPlan {
+    let Shape { n, d, v } = shape;
+    let s = dtype.size_in_bytes();
+    let f32_inputs = dtype == DType::F32;
+    let chunked = token_chunk < n;
+    let ldg = vocab_chunk.div_ceil(TILE_N) * TILE_N;
+    let rows = token_chunk.min(n);
+    let mut l = Layout::default();
+    let targets = l.take(4 * n);
+    let token_scale = l.take(4 * n);
+    let scalars = l.take(16);
+    let status = l.take(4);
+    let de_acc = (wanted.de && !f32_inputs).then(|| l.take(4 * n * d));
+    let db_acc = wanted.dbias.then(|| l.take(4 * v));
+    let g = l.take(rows * ldg * s);
+    let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
+    let dc_acc = (wanted.dc && chunked && !f32_inputs).then(|| l.take(vocab_chunk * d * 4));
+    BackwardPlan {
+        token_chunk: rows,
+        vocab_chunk,
+        ldg,
+        targets,
+        token_scale,
+        scalars,
+        status,
+        de_acc,
+        db_acc,
+        g,
+        db_partial,
+        dc_acc,
+        workspace_bytes: l.end,
+    }
+}
+
+/// The backward plan within `budget` bytes of workspace (None: the default budget). Prefers one
+/// token chunk (each dC chunk finished in one product) with the largest vocabulary chunk that
+/// fits; chunks tokens only when even 1024 vocabulary rows for all N tokens do not fit.
+pub fn backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>) -> Result<BackwardPlan> {
+    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted));
+    let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
+    let fits = |p: &BackwardPlan| p.workspace_bytes <= budget;
+    // Unchunked tokens: the largest vocabulary chunk (multiple of 128) that fits.
+    let mut best: Option<BackwardPlan> = None;
+    let (mut lo, mut hi) = (1usize, v_pad / TILE_N);
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        let p = layout(shape, dtype, wanted, shape.n, mid * TILE_N);
+        if fits(&p) {
+            best = Some(p);
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if let Some(p) = &best {
+        if p.vocab_chunk >= 1024.min(v_pad) {
+            return Ok(best.unwrap());
+        }
+    }
+    // Chunk tokens: for the largest vocabulary chunk in 2048, 1024, ..., 128, the largest token
+    // chunk (multiple of 128) that fits.
+    for vc in [2048usize, 1024, 512, 256, 128] {
+        let vc = vc.min(v_pad);
+        let (mut lo, mut hi) = (1usize, shape.n.div_ceil(TILE_M));
+        let mut found = None;
+        while lo <= hi {
+            let mid = (lo + hi) / 2;
+            let p = layout(shape, dtype, wanted, (mid * TILE_M).min(shape.n), vc);
+            if fits(&p) {
+                found = Some(p);
+                lo = mid + 1;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        if let Some(p) = found {
+            return Ok(p);
+        }
+    }
+    best.ok_or_else(|| {
+        let min = layout(shape, dtype, wanted, TILE_M.min(shape.n), TILE_N).workspace_bytes;
+        Error::InvalidOption {
+            name: "workspace_budget",
+            value: budget.to_string(),
+            reason: if min > budget { "below the smallest backward workspace for this shape" } else { "no plan fits" },
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
+    const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+    const ALL: Wanted = Wanted { de: true, dc: true, dbias: false };
+
+    #[test]
+    fn smem_matches_the_kernel_formulas() {
+        assert_eq!(PIPELINE_BYTES, 61_440);
+        assert_eq!(FORWARD_SMEM_BYTES, 70_144);
+        assert_eq!(GRAD_SMEM_BYTES, 65_024);
+        const { assert!(FORWARD_SMEM_BYTES <= 99 * 1024, "must fit sm_86's 99 KB per block") };
+    }
+
+    #[test]
+    fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
+        for n in [1usize, 7, 128, 255, 1000, 8192, 65_536, 131_072] {
+            for v in [1usize, 123, 128_256, 256_000] {
+                let p = forward_plan(Shape::new(n, 64, v), 132);
+                let limit = (1 << 20) + FORWARD_BYTES_PER_TOKEN * n + 4 * ALIGN;
+                assert!(p.workspace_bytes <= limit, "n {n} v {v}: {} > {limit}", p.workspace_bytes);
+                assert!(p.splits >= 1 && p.splits <= MAX_SPLITS);
+                assert!(p.splits * p.tiles_per_split >= p.vocab_tiles);
+                assert!((p.splits - 1) * p.tiles_per_split < p.vocab_tiles, "an empty split");
+            }
+        }
+    }
+
+    #[test]
+    fn forward_splits_fill_the_gpu_for_few_tokens() {
+        assert_eq!(forward_plan(GEMMA, 132).splits, 5);
+        assert_eq!(forward_plan(Shape::new(128, 64, 256_000), 132).splits, MAX_SPLITS);
+        assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), 132).splits, 1);
+    }
+
+    #[test]
+    fn default_backward_fits_ten_percent_at_gemma() {
+        let p = backward_plan(GEMMA, DType::BF16, ALL, None).unwrap();
+        let grads = gradient_bytes(GEMMA, DType::BF16, ALL);
+        assert!(p.workspace_bytes <= grads / 10, "{} > {}", p.workspace_bytes, grads / 10);
+        assert_eq!(p.token_chunk, GEMMA.n);
+        assert!(p.vocab_chunk >= 2048, "vocab chunk {}", p.vocab_chunk);
+        assert!(p.dc_acc.is_none());
+    }
+
+    #[test]
+    fn llama_default_is_the_smallest_unchunked_plan() {
+        // dE's f32 accumulator (134 MB) alone is over 10% of Llama's gradients (112 MB).
+        let p = backward_plan(LLAMA, DType::BF16, ALL, None).unwrap();
+        assert_eq!(p.token_chunk, LLAMA.n);
+        assert_eq!(p.vocab_chunk, 1024);
+    }
+
+    #[test]
+    fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
+        let p = backward_plan(GEMMA, DType::BF16, ALL, Some(80 << 20)).unwrap();
+        assert!(p.token_chunk < GEMMA.n && p.token_chunk % TILE_M == 0);
+        assert!(p.dc_acc.is_some());
+        assert!(p.workspace_bytes <= 80 << 20);
+        let err = backward_plan(GEMMA, DType::BF16, ALL, Some(1 << 20)).unwrap_err();
+        assert!(matches!(err, Error::InvalidOption { name: "workspace_budget", .. }), "{err}");
+    }
+
+    #[test]
+    fn f32_inputs_accumulate_in_place() {
+        let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, ALL, None).unwrap();
+        assert!(p.de_acc.is_none() && p.dc_acc.is_none());
+    }
+
+    #[test]
+    fn regions_do_not_overlap() {
+        let p = backward_plan(
+            Shape::new(1000, 96, 5000),
+            DType::F16,
+            Wanted { de: true, dc: true, dbias: true },
+            Some(3 << 20),
+        )
+        .unwrap();
+        let mut rs: Vec<Region> = [
+            Some(p.targets),
+            Some(p.token_scale),
+            Some(p.scalars),
+            Some(p.status),
+            p.de_acc,
+            p.db_acc,
+            Some(p.g),
+            p.db_partial,
+            p.dc_acc,
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        rs.sort_by_key(|r| r.offset);
+        for w in rs.windows(2) {
+            assert!(w[0].offset + w[0].bytes <= w[1].offset);
+        }
+        assert!(rs.last().unwrap().offset + rs.last().unwrap().bytes <= p.workspace_bytes);
+        assert!(p.workspace_bytes <= 3 << 20);
+    }
+}

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build everything the GPU machine needs (it has no Rust) into gpu-bundle/ (git-ignored):
+#   gpu-tests   the GPU test binary (crates/flce-cuda/tests/gpu.rs)
+#   flce        the CLI (demo, bench)
+#   scripts     the run-side scripts
+# Then run on the GPU machine:  bash gpu-bundle/scripts/gpu-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf gpu-bundle && mkdir -p gpu-bundle/scripts
+test_bin=$(cargo test --release -p flce-cuda --test gpu --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
+        print(m["executable"])' | tail -n 1)
+cp "$test_bin" gpu-bundle/gpu-tests
+cargo build --release -p flce-cli
+cp target/release/flce gpu-bundle/flce
+cp scripts/gpu-check.sh scripts/pytorch_expected.py gpu-bundle/scripts/
+strip gpu-bundle/gpu-tests gpu-bundle/flce
+du -sh gpu-bundle
