@@ -1,38 +1,49 @@
 #!/usr/bin/env bash
 # The whole GPU check, run on the GPU machine from the repository root after
-# scripts/gpu-prepare.sh (carry gpu-bundle). Logs go to $OUT (or ./gpu-logs); the summary
-# table is printed last.
-#   bash gpu-bundle/scripts/gpu-check.sh [--no-sanitizer] [--no-bench]
+# scripts/gpu-prepare.sh (carry gpu-bundle, and .whl for the peers). Logs go to $OUT (or
+# ./gpu-logs); a summary is printed last.
+#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,peers (default all)
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-/tmp/flce-kernels}
-sanitizer=1; bench=1
-for a in "$@"; do
-  case $a in --no-sanitizer) sanitizer=0 ;; --no-bench) bench=0 ;; esac
-done
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+steps=${1:-tests,sanitizer,demo,bench,peers}
+has() { [[ ",$steps," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 summary=()
 
-echo "== GPU tests"
-$B/gpu-tests 2>&1 | tee "$OUT/gpu-tests.log"
-summary+=("gpu tests: $(tail -n 1 "$OUT/gpu-tests.log")")
+if has tests; then
+  echo "== GPU tests"
+  $B/gpu-tests 2>&1 | tee "$OUT/gpu-tests.log" | grep -vE "^\| " | tail -n 5
+  summary+=("gpu tests: $(tail -n 1 "$OUT/gpu-tests.log")")
+fi
 
-if [ $sanitizer = 1 ] && command -v compute-sanitizer >/dev/null; then
+if has sanitizer && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     echo "== compute-sanitizer --tool $tool (small cases)"
-    compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu-tests --small "(255,507,123)" > "$OUT/sanitizer-$tool.log" 2>&1
+    compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu-tests --small "(255,507,123)" "(1,64,1000)" chunked bad-target > "$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
-    tail -n 3 "$OUT/sanitizer-$tool.log"
-    summary+=("compute-sanitizer $tool: exit $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -n 1)")
+    summary+=("compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -n 1); $(grep -E '^gpu:' "$OUT/sanitizer-$tool.log")")
   done
 fi
 
-if [ $bench = 1 ] && [ -x $B/flce ]; then
+if has demo; then
+  echo "== flce demo"
+  $B/flce demo 2>&1 | tee "$OUT/demo.log"
+fi
+
+if has bench; then
   echo "== flce bench"
-  $B/flce bench 2>&1 | tee "$OUT/bench.log"
-  summary+=("bench: see $OUT/bench.log")
+  $B/flce bench --shapes gemma2,llama3,qwen25 --json "$OUT/bench.jsonl" 2>&1 | tee "$OUT/bench.log"
+  summary+=("bench (Rust API):")
+  while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^\| ' "$OUT/bench.log")
+fi
+
+if has peers && [ -f $B/scripts/bench_peers.py ]; then
+  echo "== peers (bench_peers.py)"
+  python3 $B/scripts/bench_peers.py --shapes gemma2,llama3 --data peaky --methods ${PEERS:-cce,cce_nofilter} --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | tail -n 12
+  summary+=("peers: see $OUT/peers.log")
 fi
 
 echo

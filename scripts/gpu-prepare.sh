@@ -17,5 +17,7 @@ cp "$test_bin" gpu-bundle/gpu-tests
 cargo build --release -p flce-cli
 cp target/release/flce gpu-bundle/flce
 cp scripts/gpu-check.sh scripts/pytorch_expected.py gpu-bundle/scripts/
+# the peers harness from the shared folder (not part of the repository)
+[ -f ../shared/peers/bench_peers.py ] && cp ../shared/peers/bench_peers.py gpu-bundle/scripts/
 strip gpu-bundle/gpu-tests gpu-bundle/flce
 du -sh gpu-bundle

@@ -2,6 +2,7 @@
 //! sets it beside the naive materialised computation.
 
 mod alloc;
+mod bench;
 mod demo;
 
 use clap::{Parser, Subcommand};
@@ -24,12 +25,15 @@ struct Cli {
 enum Command {
     /// Run the fused loss + gradients on a Llama-sized problem, beside the naive materialised one.
     Demo(demo::DemoArgs),
+    /// Time the CUDA backend against cuBLAS at LLM shapes (needs a GPU).
+    Bench(bench::BenchArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     if let Err(e) = result {
         eprintln!("flce: {e}");

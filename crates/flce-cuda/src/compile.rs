@@ -185,6 +185,12 @@ pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin>
 
 /// Compile source text with NVRTC to a cubin (no cache). Errors carry the NVRTC log.
 pub fn compile_uncached(source: &str, name: &str, opts: &[String]) -> CudaResult<Vec<u8>> {
+    compile_with_log(source, name, opts).map(|(image, _)| image)
+}
+
+/// [`compile_uncached`], also returning NVRTC's log (ptxas's resource report with
+/// `--ptxas-options=-v`).
+pub fn compile_with_log(source: &str, name: &str, opts: &[String]) -> CudaResult<(Vec<u8>, String)> {
     require(Library::Nvrtc)?;
     let src = CString::new(source).expect("kernel source has no NUL");
     let cname = CString::new(name).expect("kernel name has no NUL");
@@ -203,7 +209,8 @@ pub fn compile_uncached(source: &str, name: &str, opts: &[String]) -> CudaResult
             let mut size = 0usize;
             nvrtc_ok(nvrtc::nvrtcGetCUBINSize(prog, &mut size), "nvrtcGetCUBINSize").and_then(|_| {
                 let mut image = vec![0u8; size];
-                nvrtc_ok(nvrtc::nvrtcGetCUBIN(prog, image.as_mut_ptr() as *mut c_char), "nvrtcGetCUBIN").map(|_| image)
+                nvrtc_ok(nvrtc::nvrtcGetCUBIN(prog, image.as_mut_ptr() as *mut c_char), "nvrtcGetCUBIN")
+                    .map(|_| (image, program_log(prog)))
             })
         } else {
             Err(CudaError::Compile { kernel: name.to_string(), options: opts.join(" "), log: program_log(prog) })

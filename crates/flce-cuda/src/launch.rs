@@ -552,14 +552,8 @@ impl CudaLoss {
         let db_acc = plan.db_acc.map(|r| ws.at(r));
         let g = ws.at(plan.g);
         let ty = cuda_type(x.dtype);
-        let mut blas = self.cublas.lock().unwrap_or_else(|e| e.into_inner());
-        if blas.is_none() {
-            require(Library::Cublas)?;
-            let h = cudarc::cublas::result::create_handle().check("cublasCreate")?;
-            *blas = Some(Cublas(h));
-        }
-        let handle = blas.as_ref().unwrap().0;
-        cudarc::cublas::result::set_stream(handle, stream as cublas::cudaStream_t).check("cublasSetStream")?;
+        let blas = self.cublas_locked(stream)?;
+        let handle = blas.as_ref().expect("created by cublas_locked").0;
 
         for vc in 0..plan.vocab_chunks(v) {
             let v0 = vc * plan.vocab_chunk;
@@ -674,6 +668,25 @@ impl CudaLoss {
             self.to_elem(&bwd, acc, db, v, stream)?;
         }
         Ok(())
+    }
+
+    /// The cuBLAS handle, created on first use, bound to `stream`, locked for the caller.
+    fn cublas_locked(&self, stream: Stream) -> Result<std::sync::MutexGuard<'_, Option<Cublas>>> {
+        let mut blas = self.cublas.lock().unwrap_or_else(|e| e.into_inner());
+        if blas.is_none() {
+            require(Library::Cublas)?;
+            let h = cudarc::cublas::result::create_handle().check("cublasCreate")?;
+            *blas = Some(Cublas(h));
+        }
+        let handle = blas.as_ref().expect("just created").0;
+        // SAFETY: a live handle; the stream belongs to this context.
+        unsafe { cudarc::cublas::result::set_stream(handle, stream as cublas::cudaStream_t) }.check("cublasSetStream")?;
+        Ok(blas)
+    }
+
+    /// The raw cuBLAS handle bound to `stream` (for benchmarks; callers serialise themselves).
+    pub(crate) fn cublas_handle(&self, stream: Stream) -> Result<cublas::cublasHandle_t> {
+        Ok(self.cublas_locked(stream)?.as_ref().expect("created").0)
     }
 
     unsafe fn to_elem(&self, m: &Module, src: DevPtr, dst: DevPtr, count: usize, stream: Stream) -> CudaResult<()> {

@@ -16,6 +16,7 @@
 //! Layers, as in cudarc: raw FFI (cudarc's `sys`), checked calls ([`error::Check`] gives each
 //! failure its call and context), safe types ([`DeviceInputs`], [`DeviceBuffer`], [`CudaLoss`]).
 
+pub mod bench;
 pub mod compile;
 pub mod error;
 mod host;

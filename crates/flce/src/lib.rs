@@ -5,8 +5,10 @@
 //! the N×V logits.
 //!
 //! This is the public API. Where the data lives picks the backend: host slices
-//! ([`HostInputs`]) run on the CPU (the [`cpu`] module's fused path); device buffers run on the
-//! CUDA backend. Options, validation and errors are the same for every backend.
+//! ([`HostInputs`]) run on the CPU (the [`cpu`] module's fused path) or, asked for with
+//! [`Device::Cuda`], are uploaded to the GPU; device buffers ([`cuda::DeviceInputs`]) run on the
+//! CUDA backend ([`cuda::CudaLoss`]). Options, validation and errors are the same for every
+//! backend.
 //!
 //! ```
 //! use flce::{Device, GradOutput, HostInputs, Options};
@@ -23,16 +25,22 @@ pub use flce_core::{
     GradOutput, Gradients, HostInputs, Options, Prepared, Real, Reduction, Result, Shape,
 };
 
+/// The CUDA backend (raw device-pointer API, workspace planning, timing helpers).
+pub use flce_cuda as cuda;
+
 /// Where a computation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
     Cpu,
+    /// A CUDA device by ordinal.
+    Cuda(usize),
 }
 
 impl std::fmt::Display for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Device::Cpu => write!(f, "CPU (fused, {} threads)", rayon_threads()),
+            Device::Cuda(i) => write!(f, "CUDA device {i}"),
         }
     }
 }
@@ -41,9 +49,26 @@ fn rayon_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The devices this process can use, best first.
+/// The devices this process can use, best first: every CUDA device the driver reports, then the
+/// CPU.
 pub fn available_devices() -> Vec<Device> {
-    vec![Device::Cpu]
+    let mut v: Vec<Device> = (0..cuda::CudaLoss::device_count()).map(Device::Cuda).collect();
+    v.push(Device::Cpu);
+    v
+}
+
+/// The CUDA backend for `ordinal`, created once per process and device.
+pub fn cuda_backend(ordinal: usize) -> Result<std::sync::Arc<cuda::CudaLoss>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static BACKENDS: OnceLock<Mutex<HashMap<usize, Arc<cuda::CudaLoss>>>> = OnceLock::new();
+    let mut map = BACKENDS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(b) = map.get(&ordinal) {
+        return Ok(b.clone());
+    }
+    let b = Arc::new(cuda::CudaLoss::new(ordinal)?);
+    map.insert(ordinal, b.clone());
+    Ok(b)
 }
 
 /// Forward and backward outputs of one call.
@@ -60,17 +85,24 @@ pub fn loss_and_grads<T: Element>(
     opts: &Options,
     device: Device,
 ) -> Result<LossAndGrads<T>> {
+    let ones;
+    let go = if opts.reduction == Reduction::None {
+        ones = vec![1.0f32; inputs.shape.n];
+        GradOutput::PerToken(&ones)
+    } else {
+        GradOutput::Scalar(1.0)
+    };
     match device {
         Device::Cpu => {
             let forward = cpu::forward(inputs, opts)?;
-            let ones;
-            let go = if opts.reduction == Reduction::None {
-                ones = vec![1.0f32; inputs.shape.n];
-                GradOutput::PerToken(&ones)
-            } else {
-                GradOutput::Scalar(1.0)
-            };
             let grads = cpu::backward(inputs, opts, &forward.lse, go)?;
+            Ok(LossAndGrads { forward, grads })
+        }
+        Device::Cuda(i) => {
+            let be = cuda_backend(i)?;
+            let up = be.upload(inputs, opts)?;
+            let forward = be.forward_uploaded(&up, opts)?;
+            let grads = be.backward_uploaded(&up, opts, &forward.lse, go, None)?;
             Ok(LossAndGrads { forward, grads })
         }
     }

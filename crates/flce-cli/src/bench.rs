@@ -1,0 +1,130 @@
+//! `flce bench`: the CUDA backend through the Rust API beside one cuBLAS logits GEMM of the same
+//! shape (the floor: an exact forward + backward needs four such products), with the workspace
+//! each call uses. Times are medians of CUDA-event-timed calls on resident data.
+
+use clap::Args;
+use flce::cuda::{bench::median_ms, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
+use flce::testing::{DataKind, RandomProblem};
+use flce::{bf16, f16, DType, Element, Options, Shape};
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Shapes: gemma2, llama3, qwen25 or N,D,V (comma-separated list of names; N,D,V one at a time).
+    #[arg(long, default_value = "gemma2,llama3")]
+    shapes: String,
+    /// Input dtype.
+    #[arg(long, default_value = "bf16")]
+    dtype: DType,
+    /// Timed iterations per measurement (median reported).
+    #[arg(long, default_value_t = 10)]
+    iters: usize,
+    /// Backward workspace budget in MB (default: flce's default plan).
+    #[arg(long)]
+    budget_mb: Option<usize>,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Also write the rows as JSON lines to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+fn parse_shapes(s: &str) -> Result<Vec<(String, Shape)>, String> {
+    if s.split(',').count() == 3 && s.split(',').all(|x| x.trim().parse::<usize>().is_ok()) {
+        let v: Vec<usize> = s.split(',').map(|x| x.trim().parse().unwrap()).collect();
+        return Ok(vec![(format!("{}x{}x{}", v[0], v[1], v[2]), Shape::new(v[0], v[1], v[2]))]);
+    }
+    s.split(',')
+        .map(|name| match name.trim() {
+            "gemma2" => Ok(("gemma2".to_string(), Shape::new(8192, 2304, 256_000))),
+            "llama3" => Ok(("llama3".to_string(), Shape::new(8192, 4096, 128_256))),
+            "qwen25" => Ok(("qwen25".to_string(), Shape::new(8192, 3584, 152_064))),
+            other => Err(format!("unknown shape '{other}' (gemma2, llama3, qwen25 or N,D,V)")),
+        })
+        .collect()
+}
+
+pub fn run(args: &BenchArgs) -> flce::Result<()> {
+    let shapes = parse_shapes(&args.shapes).map_err(flce::Error::Unsupported)?;
+    match args.dtype {
+        DType::BF16 => run_typed::<bf16>(args, &shapes),
+        DType::F16 => run_typed::<f16>(args, &shapes),
+        DType::F32 => run_typed::<f32>(args, &shapes),
+    }
+}
+
+fn mb(b: usize) -> f64 {
+    b as f64 / (1 << 20) as f64
+}
+
+fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::Result<()> {
+    let be = flce::cuda_backend(args.device)?;
+    be.warm_up(T::DTYPE)?;
+    println!("flce bench on {} ({}, {} SMs), {}, median of {} CUDA-event-timed calls", be.device_name(), be.arch().0, be.sm_count(), T::DTYPE, args.iters);
+    let opts = Options::default();
+    let mut rows = vec![];
+    let mut json = String::new();
+    for (name, shape) in shapes {
+        let p = RandomProblem::<T>::new(*shape, 1, DataKind::Peaky, 0.05, &opts, false, false);
+        let up = be.upload(&p.inputs(), &opts)?;
+        let Shape { n, d, v } = *shape;
+        let es = std::mem::size_of::<T>();
+        let stream = std::ptr::null_mut();
+        let logits = DeviceBuffer::new(n * v * es)?;
+        let lse = DeviceBuffer::new(4 * n)?;
+        let scalars = DeviceBuffer::new(16)?;
+        let status = DeviceBuffer::new(4)?;
+        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape))?;
+        let de = DeviceBuffer::new(n * d * es)?;
+        let dc = DeviceBuffer::new(v * d * es)?;
+        let go = DeviceBuffer::from_slice(&[1.0f32])?;
+        let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
+        let budget = args.budget_mb.map(|m| m << 20);
+        let bplan = be.backward_plan(*shape, T::DTYPE, grads.wanted(), budget)?;
+        let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
+        let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
+        let x = up.inputs;
+        // SAFETY (all closures): every buffer is live and sized for the shape; median_ms
+        // synchronises before returning.
+        let gemm_ms = median_ms(stream, 3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
+        drop(logits);
+        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), stream) };
+        let fwd_ms = median_ms(stream, 3, args.iters, fwd)?;
+        let bwd = || unsafe { be.backward(&x, &opts, lse.ptr(), DeviceGradOutput::Scalar(go.ptr()), &grads, bws.workspace(), budget, stream) };
+        let fb_ms = median_ms(stream, 2, args.iters, || {
+            fwd()?;
+            bwd()
+        })?;
+        let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
+        let grad_bytes = (n + v) * d * es;
+        let fplan = be.forward_plan(*shape);
+        rows.push(format!(
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | splits {}, bwd chunk {}x{} |",
+            fwd_ms / gemm_ms,
+            fb_ms / (4.0 * gemm_ms),
+            mb(fwd_extra),
+            mb(bws.bytes()),
+            100.0 * bws.bytes() as f64 / grad_bytes as f64,
+            fplan.splits,
+            bplan.token_chunk,
+            bplan.vocab_chunk,
+        ));
+        json.push_str(&format!(
+            "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"}}\n",
+            T::DTYPE,
+            mb(fwd_extra),
+            mb(fwd_extra.max(bws.bytes()) + grad_bytes),
+            be.device_name()
+        ));
+        println!("{}", rows.last().unwrap());
+    }
+    println!("\n| shape (N, D, V) | cuBLAS logits GEMM ms | flce fwd ms | flce fwd+bwd ms | fwd extra MB | bwd workspace MB | plan |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!("{r}");
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, json).map_err(|e| flce::Error::Unsupported(format!("writing {}: {e}", path.display())))?;
+    }
+    Ok(())
+}
