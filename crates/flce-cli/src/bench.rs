@@ -3,7 +3,7 @@
 //! each call uses. Times are medians of CUDA-event-timed calls on resident data.
 
 use clap::Args;
-use flce::cuda::{bench::median_ms, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
+use flce::cuda::{BackwardConfig, BackwardMode, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
 use flce::testing::{DataKind, RandomProblem};
 use flce::{bf16, f16, DType, Element, Options, Shape};
 
@@ -21,6 +21,10 @@ pub struct BenchArgs {
     /// Backward workspace budget in MB (default: flce's default plan).
     #[arg(long)]
     budget_mb: Option<usize>,
+    /// Backward logits recompute: cublas (cuBLAS product + elementwise kernel) or fused (flce's
+    /// tile kernel).
+    #[arg(long, default_value = "cublas")]
+    backward: String,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -53,6 +57,12 @@ pub fn run(args: &BenchArgs) -> flce::Result<()> {
     }
 }
 
+/// Median CUDA-event time of `f` on the default stream (the stream every call here uses).
+pub fn time_ms(warmup: usize, iters: usize, f: impl FnMut() -> flce::Result<()>) -> flce::Result<f32> {
+    // SAFETY: the null stream is the default stream of the current context, always valid.
+    unsafe { flce::cuda::bench::median_ms(std::ptr::null_mut(), warmup, iters, f) }
+}
+
 fn mb(b: usize) -> f64 {
     b as f64 / (1 << 20) as f64
 }
@@ -60,7 +70,14 @@ fn mb(b: usize) -> f64 {
 fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::Result<()> {
     let be = flce::cuda_backend(args.device)?;
     be.warm_up(T::DTYPE)?;
-    println!("flce bench on {} ({}, {} SMs), {}, median of {} CUDA-event-timed calls", be.device_name(), be.arch().0, be.sm_count(), T::DTYPE, args.iters);
+    println!(
+        "flce bench on {} ({}, {} SMs), {}, median of {} CUDA-event-timed calls",
+        be.device_name(),
+        be.arch().0,
+        be.sm_count(),
+        T::DTYPE,
+        args.iters
+    );
     let opts = Options::default();
     let mut rows = vec![];
     let mut json = String::new();
@@ -79,19 +96,36 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let dc = DeviceBuffer::new(v * d * es)?;
         let go = DeviceBuffer::from_slice(&[1.0f32])?;
         let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
-        let budget = args.budget_mb.map(|m| m << 20);
-        let bplan = be.backward_plan(*shape, T::DTYPE, grads.wanted(), budget)?;
+        let mode = match args.backward.as_str() {
+            "cublas" => BackwardMode::CublasLogits,
+            "fused" => BackwardMode::FusedTiles,
+            other => return Err(flce::Error::Unsupported(format!("--backward {other}: expected cublas or fused"))),
+        };
+        let config = BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode };
+        let bplan = be.backward_plan(*shape, T::DTYPE, grads.wanted(), config)?;
         let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
-        let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
+        let out =
+            DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
         let x = up.inputs;
         // SAFETY (all closures): every buffer is live and sized for the shape; median_ms
         // synchronises before returning.
-        let gemm_ms = median_ms(stream, 3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
+        let gemm_ms = time_ms(3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
         drop(logits);
         let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), stream) };
-        let fwd_ms = median_ms(stream, 3, args.iters, fwd)?;
-        let bwd = || unsafe { be.backward(&x, &opts, lse.ptr(), DeviceGradOutput::Scalar(go.ptr()), &grads, bws.workspace(), budget, stream) };
-        let fb_ms = median_ms(stream, 2, args.iters, || {
+        let fwd_ms = time_ms(3, args.iters, fwd)?;
+        let bwd = || unsafe {
+            be.backward(
+                &x,
+                &opts,
+                lse.ptr(),
+                DeviceGradOutput::Scalar(go.ptr()),
+                &grads,
+                bws.workspace(),
+                config,
+                stream,
+            )
+        };
+        let fb_ms = time_ms(2, args.iters, || {
             fwd()?;
             bwd()
         })?;
@@ -99,13 +133,14 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let grad_bytes = (n + v) * d * es;
         let fplan = be.forward_plan(*shape);
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | splits {}, bwd chunk {}x{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | splits {}, bwd {:?} chunk {}x{} |",
             fwd_ms / gemm_ms,
             fb_ms / (4.0 * gemm_ms),
             mb(fwd_extra),
             mb(bws.bytes()),
             100.0 * bws.bytes() as f64 / grad_bytes as f64,
             fplan.splits,
+            bplan.mode,
             bplan.token_chunk,
             bplan.vocab_chunk,
         ));

@@ -2,9 +2,10 @@
 
 use std::time::Instant;
 
+use crate::bench::time_ms;
 use clap::Args;
+use flce::cuda::{DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
 use flce::testing::{rel_err, to_f64, DataKind, RandomProblem};
-use flce::cuda::{bench::median_ms, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
 use flce::{bf16, cpu, f16, DType, Device, Element, GradOutput, Options, Shape};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -160,7 +161,13 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let cached = be.warm_up(T::DTYPE)?;
     println!(
         "flce demo: N {} · D {} · V {}, {}, on {} ({}, CUDA path; {} of 3 kernel files from the disk cache)",
-        shape.n, shape.d, shape.v, T::DTYPE, be.device_name(), be.arch().0, cached
+        shape.n,
+        shape.d,
+        shape.v,
+        T::DTYPE,
+        be.device_name(),
+        be.arch().0,
+        cached
     );
     let p = RandomProblem::<T>::new(shape, args.seed, DataKind::Peaky, 0.1, opts, false, false);
     let up = be.upload(&p.inputs(), opts)?;
@@ -175,19 +182,34 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let (de, dc) = (DeviceBuffer::new(n * d * es)?, DeviceBuffer::new(v * d * es)?);
     let go = DeviceBuffer::from_slice(&[1.0f32])?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
-    let bws = DeviceBuffer::new(be.backward_workspace_bytes(shape, T::DTYPE, grads.wanted(), None)?)?;
+    let bws = DeviceBuffer::new(be.backward_workspace_bytes(shape, T::DTYPE, grads.wanted(), Default::default())?)?;
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
     // SAFETY: every buffer is live and sized for the shape; median_ms synchronises.
     let fwd = || unsafe { be.forward(&x, opts, &out, fws.workspace(), stream) };
-    let fwd_ms = median_ms(stream, 2, 5, fwd)?;
-    let fb_ms = median_ms(stream, 1, 5, || {
+    let fwd_ms = time_ms(2, 5, fwd)?;
+    let fb_ms = time_ms(1, 5, || {
         fwd()?;
-        unsafe { be.backward(&x, opts, lse.ptr(), DeviceGradOutput::Scalar(go.ptr()), &grads, bws.workspace(), None, stream) }
+        unsafe {
+            be.backward(
+                &x,
+                opts,
+                lse.ptr(),
+                DeviceGradOutput::Scalar(go.ptr()),
+                &grads,
+                bws.workspace(),
+                Default::default(),
+                stream,
+            )
+        }
     })?;
     let logits = DeviceBuffer::new(n * v * es)?;
-    let gemm_ms = median_ms(stream, 2, 5, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
+    let gemm_ms = time_ms(2, 5, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
     let grad_bytes = (n + v) * d * es;
-    println!("  fused : loss {:.6}  accuracy {:.3}  forward {fwd_ms:.2} ms  forward+backward {fb_ms:.2} ms", f.loss, f.accuracy.unwrap_or(f32::NAN));
+    println!(
+        "  fused : loss {:.6}  accuracy {:.3}  forward {fwd_ms:.2} ms  forward+backward {fb_ms:.2} ms",
+        f.loss,
+        f.accuracy.unwrap_or(f32::NAN)
+    );
     println!(
         "          extra memory: forward {} (workspace + lse), backward workspace {} beside the {} of gradients",
         mb(fws.bytes() + 4 * n),

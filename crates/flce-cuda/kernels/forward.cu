@@ -4,7 +4,8 @@
 //   Block (x, s) owns tokens [128x, 128x + 128) and vocabulary tiles
 //   [s·tiles_per_split, (s+1)·tiles_per_split). For each 128×128 logit tile (tile_gemm.cuh) the
 //   epilogue applies bias and softcap, then folds the tile into each row's running
-//   (max, Σexp, Σw·z, argmax) — per warp, over that warp's 32-column slice of every tile — and
+//   (max, Σexp, Σw·z, argmax) in shared memory — per warp, over that warp's 32-column slice of
+//   every tile — and
 //   writes the target logit where the target column falls in the tile (one writer per token).
 //   At the end the 4 warp slices are merged in a fixed order and written as one float4 per
 //   (split, token) to `partials` [splits, N]. Reads E, C, bias, class weights, targets; writes
@@ -26,25 +27,27 @@ struct ForwardParams {
   float* target_logit;  // [n]
 };
 
+// Running statistics live in shared memory, one float4 (max, Σexp, Σw·z, argmax) per
+// (row, warp column slice), each written by exactly one quad leader: no block barrier needed,
+// and 32 registers fewer than keeping them in registers (two blocks per Hopper SM).
 struct ForwardEpilogue {
   const LogitParams& p;
   float* target_logit;
   const int* s_target;  // [TILE_M] targets of the block's rows
+  float4* s_state;      // [TILE_M][4] running stats per row and warp column slice
   int row0, col_end, wm, wn, g, t;
-  float m[8], s[8], w[8];
-  int idx[8];
 
   __device__ __forceinline__ void tile(float (&acc)[4][4][4], int col0) {
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int j = mi * 2 + h;
         const int row_local = wm * 64 + mi * 16 + g + h * 8;
         const int tgt = s_target[row_local];
         float z[8];
         float tmax = FLCE_NEG_INF;
         int targ = 0x7fffffff;
+        float wz = 0.0f;
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) {
 #pragma unroll
@@ -57,7 +60,7 @@ struct ForwardEpilogue {
                 tmax = x;
                 targ = col;
               }
-              w[j] += class_weight(p, col) * x;
+              wz += class_weight(p, col) * x;
               if (col == tgt && row0 + row_local < p.n) target_logit[row0 + row_local] = x;
             }
             z[ni * 2 + q] = x;
@@ -73,25 +76,36 @@ struct ForwardEpilogue {
             targ = oi;
           }
         }
-        const float new_m = nan_max(m[j], tmax);
+        float4 st = s_state[row_local * 4 + wn];
+        const float m_run = st.x;
+        const float new_m = nan_max(m_run, tmax);
+        float part = 0.0f;
         if (new_m != FLCE_NEG_INF) {
-          float acc_s = s[j] == 0.0f ? 0.0f : s[j] * fast_exp(m[j] - new_m);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc_s += fast_exp(z[e] - new_m);
-          s[j] = acc_s;
+          for (int e = 0; e < 8; ++e) part += fast_exp(z[e] - new_m);
         }
-        if (tmax > m[j] || (tmax != tmax && m[j] == m[j])) idx[j] = targ;
-        m[j] = new_m;
+#pragma unroll
+        for (int off = 1; off <= 2; off <<= 1) {
+          part += __shfl_xor_sync(0xffffffffu, part, off);
+          wz += __shfl_xor_sync(0xffffffffu, wz, off);
+        }
+        if (t == 0) {
+          if (new_m != FLCE_NEG_INF) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
+          st.z += wz;
+          if (tmax > m_run || (tmax != tmax && m_run == m_run)) st.w = __int_as_float(targ);
+          st.x = new_m;
+          s_state[row_local * 4 + wn] = st;
+        }
       }
     }
   }
 };
 
-extern "C" __global__ void __launch_bounds__(THREADS) flce_forward_tiles(const ForwardParams fp) {
+extern "C" __global__ void __launch_bounds__(THREADS, 2) flce_forward_tiles(const ForwardParams fp) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   elem_t* smem = (elem_t*)smem_raw;
   int* s_target = (int*)(smem_raw + PIPELINE_BYTES);
-  float4* s_red = (float4*)(smem_raw + PIPELINE_BYTES + TILE_M * 4);  // [TILE_M][4]
+  float4* s_state = (float4*)(smem_raw + PIPELINE_BYTES + TILE_M * 4);  // [TILE_M][4]
   const LogitParams& p = fp.lp;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int row0 = blockIdx.x * TILE_M;
@@ -100,40 +114,20 @@ extern "C" __global__ void __launch_bounds__(THREADS) flce_forward_tiles(const F
   const int tile_end = min(tile_begin + fp.tiles_per_split, tile_count);
 
   if (tid < TILE_M) s_target[tid] = row0 + tid < p.n ? p.targets[row0 + tid] : -1;
+  for (int i = tid; i < TILE_M * 4; i += THREADS)
+    s_state[i] = make_float4(FLCE_NEG_INF, 0.0f, 0.0f, __int_as_float(0x7fffffff));
   __syncthreads();
 
-  ForwardEpilogue epi{p, fp.target_logit, s_target, row0, p.v, warp >> 2, warp & 3, lane >> 2, lane & 3};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    epi.m[j] = FLCE_NEG_INF;
-    epi.s[j] = 0.0f;
-    epi.w[j] = 0.0f;
-    epi.idx[j] = 0x7fffffff;
-  }
+  ForwardEpilogue epi{p, fp.target_logit, s_target, s_state, row0, p.v, warp >> 2, warp & 3, lane >> 2, lane & 3};
   logits_tiles(p, row0, tile_begin, tile_end, smem, epi);
-
-  // quad lanes hold disjoint columns: sum their Σexp and Σw·z (they share max and argmax)
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      epi.s[j] += __shfl_xor_sync(0xffffffffu, epi.s[j], off);
-      epi.w[j] += __shfl_xor_sync(0xffffffffu, epi.w[j], off);
-    }
-  }
-  if (epi.t == 0) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int row_local = epi.wm * 64 + (j >> 1) * 16 + epi.g + (j & 1) * 8;
-      s_red[row_local * 4 + epi.wn] = make_float4(epi.m[j], epi.s[j], epi.w[j], __int_as_float(epi.idx[j]));
-    }
-  }
   __syncthreads();
+
+  // merge the 4 warp column slices of each row in a fixed order
   if (tid < TILE_M && row0 + tid < p.n) {
     RowStats acc = row_stats_empty();
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      float4 r = s_red[tid * 4 + k];
+      float4 r = s_state[tid * 4 + k];
       RowStats b;
       b.max = r.x;
       b.sum_exp = r.y;
@@ -228,4 +222,4 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
 static_assert(sizeof(LogitParams) == 64, "LogitParams layout");
 static_assert(sizeof(ForwardParams) == 88, "ForwardParams layout");
 static_assert(sizeof(FinishParams) == 80, "FinishParams layout");
-static_assert(FORWARD_SMEM_BYTES == 70144, "plan.rs FORWARD_SMEM_BYTES");
+static_assert(FORWARD_SMEM_BYTES == 90624, "plan.rs FORWARD_SMEM_BYTES");

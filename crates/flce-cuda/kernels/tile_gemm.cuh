@@ -3,15 +3,15 @@
 // Computes 128×128 tiles of E[rows]·C[cols]ᵀ over K = D and hands each finished tile, in
 // registers, to an epilogue. One block (256 threads, 8 warps as 2 along tokens × 4 along the
 // vocabulary, each warp 64×32) walks a run of vocabulary tiles for one fixed token tile; the
-// (tile, k-step) loop is flattened so the copy pipeline (3 stages of cp.async) never drains
-// between tiles.
+// (tile, k-step) loop is flattened so the copy pipeline (4 stages of cp.async) never drains
+// between tiles. Two blocks fit on a Hopper SM (registers capped at 128 by __launch_bounds__).
 //
 // Tensor cores for bf16/f16: ldmatrix + mma.sync.m16n8k16 with f32 accumulation (sm_80+). f32
 // inputs take an exact f32 FFMA path (no tf32 rounding) with the same register layout, so every
 // epilogue sees one layout: acc[mi][ni][r] holds row 16·mi + g + 8·(r/2) and column
 // 8·ni + 2·t + (r%2) of the warp's 64×32 sub-tile (g = lane/4, t = lane%4).
 //
-// Shared memory: STAGES × (BM + BN) × PITCH elements (61,440 bytes), rows padded by 16 bytes so
+// Shared memory: STAGES × (BM + BN) × PITCH elements (81,920 bytes), rows padded by 16 bytes so
 // ldmatrix and the f32 loads are free of bank conflicts. Rows past N or V and k past D load as
 // zero. Unaligned rows (D not a multiple of 16 bytes) take a synchronous element-wise copy.
 #pragma once
@@ -20,7 +20,7 @@
 #define TILE_M 128
 #define TILE_N 128
 #define THREADS 256
-#define STAGES 3
+#define STAGES 4
 #define CHUNK (16 / (int)sizeof(elem_t))  // elements per 16-byte copy
 #define TILE_K (4 * CHUNK)                // 32 for 16-bit types, 16 for f32
 #define PITCH (TILE_K + CHUNK)            // padded row, in elements

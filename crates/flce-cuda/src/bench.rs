@@ -14,7 +14,10 @@ use crate::params::DevPtr;
 
 /// Median milliseconds of `iters` timed calls of `f` on `stream` (after `warmup` untimed calls),
 /// measured with CUDA events around each call.
-pub fn median_ms(stream: Stream, warmup: usize, iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
+///
+/// # Safety
+/// `stream` must be a live stream of the current context (or null, the default stream).
+pub unsafe fn median_ms(stream: Stream, warmup: usize, iters: usize, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
     for _ in 0..warmup {
         f()?;
     }

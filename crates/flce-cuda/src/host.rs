@@ -9,7 +9,9 @@ use cudarc::driver::sys as cu;
 use flce_core::{Element, ForwardOutput, GradOutput, Gradients, HostInputs, Options, Reduction, Result};
 
 use crate::error::{Check, CudaError, CudaResult};
-use crate::launch::{CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Workspace};
+use crate::launch::{
+    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Workspace,
+};
 use crate::params::DevPtr;
 
 /// A device allocation freed on drop.
@@ -163,10 +165,10 @@ impl CudaLoss {
         opts: &Options,
         lse: &[f32],
         grad_output: GradOutput<'_>,
-        budget: Option<usize>,
+        config: BackwardConfig,
     ) -> Result<Gradients<T>> {
         let up = self.upload(x, opts)?;
-        self.backward_uploaded(&up, opts, lse, grad_output, budget)
+        self.backward_uploaded(&up, opts, lse, grad_output, config)
     }
 
     /// Backward on uploaded inputs; synchronises and copies the gradients back.
@@ -176,7 +178,7 @@ impl CudaLoss {
         opts: &Options,
         lse: &[f32],
         grad_output: GradOutput<'_>,
-        budget: Option<usize>,
+        config: BackwardConfig,
     ) -> Result<Gradients<T>> {
         let s = up.inputs.shape;
         flce_core::problem_check_len("lse", "[N]", s.n, lse.len())?;
@@ -206,7 +208,7 @@ impl CudaLoss {
         let dc = DeviceBuffer::new(s.v * s.d * es)?;
         let db = up.bias.as_ref().map(|_| DeviceBuffer::new(s.v * es)).transpose()?;
         let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-        let ws = DeviceBuffer::new(self.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), budget)?)?;
+        let ws = DeviceBuffer::new(self.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), config)?)?;
         let gop = if opts.reduction == Reduction::None {
             DeviceGradOutput::PerToken(go.ptr())
         } else {
@@ -214,7 +216,7 @@ impl CudaLoss {
         };
         // SAFETY: every buffer above is live, sized for the shape, and synchronised before drop.
         unsafe {
-            self.backward(&up.inputs, opts, lse_d.ptr(), gop, &grads, ws.workspace(), budget, std::ptr::null_mut())?
+            self.backward(&up.inputs, opts, lse_d.ptr(), gop, &grads, ws.workspace(), config, std::ptr::null_mut())?
         };
         self.sync()?;
         Ok(Gradients {

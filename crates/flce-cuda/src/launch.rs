@@ -17,7 +17,7 @@ use crate::compile::{compile, Arch, KernelFile};
 use crate::error::{Check, CudaError, CudaResult};
 use crate::library::{require, Library};
 use crate::params::*;
-use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
+use crate::plan::{self, BackwardMode, BackwardPlan, ForwardPlan, Wanted};
 
 /// A raw CUDA stream (`cudaStream_t`); null is the legacy default stream.
 pub type Stream = cu::CUstream;
@@ -76,6 +76,14 @@ impl DeviceGrads {
     }
 }
 
+/// How a backward call is planned: the workspace budget (None: 10% of the gradient bytes, or
+/// the smallest exact unchunked plan if larger) and how logits are recomputed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BackwardConfig {
+    pub budget: Option<usize>,
+    pub mode: BackwardMode,
+}
+
 /// Caller-owned scratch memory.
 #[derive(Clone, Copy, Debug)]
 pub struct Workspace {
@@ -122,6 +130,7 @@ const KERNELS: &[(KernelFile, &str, usize)] = &[
     (KernelFile::Forward, "flce_forward_tiles", plan::FORWARD_SMEM_BYTES),
     (KernelFile::Forward, "flce_forward_finish", 0),
     (KernelFile::Backward, "flce_grad_tiles", plan::GRAD_SMEM_BYTES),
+    (KernelFile::Backward, "flce_grad_from_logits", 0),
     (KernelFile::Backward, "flce_db_reduce", 0),
     (KernelFile::Backward, "flce_to_elem", 0),
     (KernelFile::Prep, "flce_prep_targets", 0),
@@ -286,16 +295,15 @@ impl CudaLoss {
         plan::forward_plan(shape, self.sm_count)
     }
 
-    /// Workspace bytes a backward call needs, for a budget (None: the default, 10% of the
-    /// gradient bytes or the smallest exact unchunked plan if larger).
+    /// Workspace bytes a backward call with `config` needs.
     pub fn backward_workspace_bytes(
         &self,
         shape: Shape,
         dtype: DType,
         wanted: Wanted,
-        budget: Option<usize>,
+        config: BackwardConfig,
     ) -> Result<usize> {
-        Ok(plan::backward_plan(shape, dtype, wanted, budget)?.workspace_bytes)
+        Ok(self.backward_plan(shape, dtype, wanted, config)?.workspace_bytes)
     }
 
     pub fn backward_plan(
@@ -303,9 +311,9 @@ impl CudaLoss {
         shape: Shape,
         dtype: DType,
         wanted: Wanted,
-        budget: Option<usize>,
+        config: BackwardConfig,
     ) -> Result<BackwardPlan> {
-        plan::backward_plan(shape, dtype, wanted, budget)
+        plan::backward_plan(shape, dtype, wanted, config.budget, config.mode)
     }
 
     fn logit_params(x: &DeviceInputs, opts: &Options, targets: DevPtr) -> LogitParams {
@@ -463,7 +471,7 @@ impl CudaLoss {
     }
 
     /// The exact backward: dE, dC, db (each optional) from forward's lse, on `stream`.
-    /// `budget` must be the one the workspace was sized with.
+    /// `config` must be the one the workspace was sized with.
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`]; `lse` is forward's output for the same inputs and options.
@@ -476,7 +484,7 @@ impl CudaLoss {
         grad_output: DeviceGradOutput,
         grads: &DeviceGrads,
         ws: Workspace,
-        budget: Option<usize>,
+        config: BackwardConfig,
         stream: Stream,
     ) -> Result<()> {
         Self::validate(x, opts)?;
@@ -497,7 +505,7 @@ impl CudaLoss {
         if !(wanted.de || wanted.dc || wanted.dbias) {
             return Ok(());
         }
-        let plan = plan::backward_plan(x.shape, x.dtype, wanted, budget)?;
+        let plan = self.backward_plan(x.shape, x.dtype, wanted, config)?;
         Self::check_workspace(&ws, plan.workspace_bytes)?;
         self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
         let prep = self.module(KernelFile::Prep, DType::BF16)?;
@@ -565,30 +573,80 @@ impl CudaLoss {
                 let n_end = (n0 + plan.token_chunk).min(n);
                 let nlen = n_end - n0;
                 let row_tiles = nlen.div_ceil(plan::TILE_M);
-                self.launch(
-                    &bwd,
-                    "flce_grad_tiles",
-                    (row_tiles as u32, vlen.div_ceil(plan::TILE_N) as u32, 1),
-                    plan::TILE_THREADS,
-                    plan::GRAD_SMEM_BYTES,
-                    stream,
-                    &GradParams {
-                        lp,
-                        lse,
-                        token_scale,
-                        scalars,
-                        label_smoothing: opts.label_smoothing,
-                        z_loss: opts.z_loss,
-                        n0: n0 as i32,
-                        n_end: n_end as i32,
-                        v0: v0 as i32,
-                        v_end: v_end as i32,
-                        g_out: g,
-                        ldg: plan.ldg as i32,
-                        db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
-                        ldb: plan.ldg as i32,
-                    },
-                )?;
+                let col_tiles = vlen.div_ceil(plan::TILE_N) as u32;
+                let db_partial = plan.db_partial.map_or(0, |r| ws.at(r));
+                match plan.logits {
+                    Some(logits_region) => {
+                        // logits[n0.., v0..] (f32) = E·Cᵀ; column-major view: (vlen × nlen) = C_chunkᵀ · E_chunk
+                        let logits = ws.at(logits_region);
+                        let c_chunk = x.c + v0 as u64 * d as u64 * s;
+                        let e_chunk = x.e + n0 as u64 * d as u64 * s;
+                        let f32_ty = cublas::cudaDataType::CUDA_R_32F;
+                        gemm(
+                            handle, true, false, vlen, nlen, d, c_chunk, ty, d, e_chunk, ty, d, 0.0, logits, f32_ty,
+                            plan.ldg,
+                        )?;
+                        let params = GradLogitsParams {
+                            logits,
+                            ldl: plan.ldg as i32,
+                            bias: lp.bias,
+                            class_w: lp.class_w,
+                            targets,
+                            lse,
+                            token_scale,
+                            scalars,
+                            softcap: lp.softcap,
+                            label_smoothing: opts.label_smoothing,
+                            z_loss: opts.z_loss,
+                            v: v as i32,
+                            n0: n0 as i32,
+                            n_end: n_end as i32,
+                            v0: v0 as i32,
+                            v_end: v_end as i32,
+                            g_out: g,
+                            ldg: plan.ldg as i32,
+                            db_partial,
+                            ldb: plan.ldg as i32,
+                        };
+                        self.launch(
+                            &bwd,
+                            "flce_grad_from_logits",
+                            (col_tiles, row_tiles as u32, 1),
+                            256,
+                            0,
+                            stream,
+                            &params,
+                        )?;
+                    }
+                    None => {
+                        let params = GradParams {
+                            lp,
+                            lse,
+                            token_scale,
+                            scalars,
+                            label_smoothing: opts.label_smoothing,
+                            z_loss: opts.z_loss,
+                            n0: n0 as i32,
+                            n_end: n_end as i32,
+                            v0: v0 as i32,
+                            v_end: v_end as i32,
+                            g_out: g,
+                            ldg: plan.ldg as i32,
+                            db_partial,
+                            ldb: plan.ldg as i32,
+                        };
+                        let grid = (row_tiles as u32, col_tiles, 1);
+                        self.launch(
+                            &bwd,
+                            "flce_grad_tiles",
+                            grid,
+                            plan::TILE_THREADS,
+                            plan::GRAD_SMEM_BYTES,
+                            stream,
+                            &params,
+                        )?;
+                    }
+                }
                 if let (Some(dbp), Some(acc)) = (plan.db_partial, db_acc) {
                     self.launch(
                         &bwd,
@@ -680,7 +738,8 @@ impl CudaLoss {
         }
         let handle = blas.as_ref().expect("just created").0;
         // SAFETY: a live handle; the stream belongs to this context.
-        unsafe { cudarc::cublas::result::set_stream(handle, stream as cublas::cudaStream_t) }.check("cublasSetStream")?;
+        unsafe { cudarc::cublas::result::set_stream(handle, stream as cublas::cudaStream_t) }
+            .check("cublasSetStream")?;
         Ok(blas)
     }
 

@@ -27,5 +27,7 @@ pub mod plan;
 
 pub use error::CudaError;
 pub use host::{DeviceBuffer, UploadedInputs};
-pub use launch::{CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
-pub use plan::Wanted;
+pub use launch::{
+    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace,
+};
+pub use plan::{BackwardMode, Wanted};

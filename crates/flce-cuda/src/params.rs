@@ -69,6 +69,31 @@ pub struct GradParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
+pub struct GradLogitsParams {
+    pub logits: DevPtr,
+    pub ldl: i32,
+    pub bias: DevPtr,
+    pub class_w: DevPtr,
+    pub targets: DevPtr,
+    pub lse: DevPtr,
+    pub token_scale: DevPtr,
+    pub scalars: DevPtr,
+    pub softcap: f32,
+    pub label_smoothing: f32,
+    pub z_loss: f32,
+    pub v: i32,
+    pub n0: i32,
+    pub n_end: i32,
+    pub v0: i32,
+    pub v_end: i32,
+    pub g_out: DevPtr,
+    pub ldg: i32,
+    pub db_partial: DevPtr,
+    pub ldb: i32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct DbReduceParams {
     pub db_partial: DevPtr,
     pub row_tiles: i32,
@@ -123,6 +148,7 @@ mod tests {
         assert_eq!(size_of::<ForwardParams>(), 88);
         assert_eq!(size_of::<FinishParams>(), 80);
         assert_eq!(size_of::<GradParams>(), 144);
+        assert_eq!(size_of::<GradLogitsParams>(), 128);
         assert_eq!(size_of::<DbReduceParams>(), 40);
         assert_eq!(size_of::<ToElemParams>(), 24);
         assert_eq!(size_of::<PrepParams>(), 48);

@@ -20,7 +20,7 @@ pub const TILE_N: usize = 128;
 pub const TILE_THREADS: u32 = 256;
 /// Dynamic shared memory of the tile kernels (tile_gemm.cuh PIPELINE_BYTES plus each epilogue's
 /// scratch; the formulas mirror FORWARD_SMEM_BYTES and GRAD_SMEM_BYTES).
-pub const PIPELINE_BYTES: usize = 3 * (TILE_M + TILE_N) * 40 * 2;
+pub const PIPELINE_BYTES: usize = 4 * (TILE_M + TILE_N) * 40 * 2;
 pub const FORWARD_SMEM_BYTES: usize = PIPELINE_BYTES + TILE_M * 4 + TILE_M * 4 * 16;
 pub const GRAD_SMEM_BYTES: usize = PIPELINE_BYTES + TILE_M * 4 + TILE_M * 16 + 2 * TILE_N * 4;
 /// At most this many forward splits.
@@ -97,6 +97,18 @@ pub fn forward_plan(shape: Shape, sm_count: usize) -> ForwardPlan {
     }
 }
 
+/// How the backward gets each chunk's logits back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum BackwardMode {
+    /// A cuBLAS product writes the chunk's logits in f32, then an elementwise kernel forms G:
+    /// three cuBLAS-speed products in all; 4 + dtype bytes of workspace per chunk element.
+    #[default]
+    CublasLogits,
+    /// flce's own tile kernel recomputes the logits and forms G in its epilogue: no f32 logits
+    /// buffer (dtype bytes per chunk element), at the speed of flce's tile main loop.
+    FusedTiles,
+}
+
 /// Which gradients a backward call computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wanted {
@@ -122,9 +134,12 @@ pub struct BackwardPlan {
     /// f32 accumulator of db [V].
     pub db_acc: Option<Region>,
     pub g: Region,
+    /// f32 logits of one chunk [token_chunk, ldg] (CublasLogits mode).
+    pub logits: Option<Region>,
     pub db_partial: Option<Region>,
     /// f32 accumulator of one dC chunk, when tokens are chunked (absent for f32 inputs).
     pub dc_acc: Option<Region>,
+    pub mode: BackwardMode,
     pub workspace_bytes: usize,
 }
 
@@ -146,13 +161,21 @@ pub fn gradient_bytes(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
 
 /// The default workspace budget: 10% of the gradient bytes, but never below what the smallest
 /// exact plan with unchunked tokens and 1024-row vocabulary chunks needs.
-pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = gradient_bytes(shape, dtype, wanted) / 10;
-    let floor = layout(shape, dtype, wanted, shape.n, 1024.min(shape.v.div_ceil(TILE_N) * TILE_N)).workspace_bytes;
+    let floor =
+        layout(shape, dtype, wanted, mode, shape.n, 1024.min(shape.v.div_ceil(TILE_N) * TILE_N)).workspace_bytes;
     tenth.max(floor)
 }
 
-fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> BackwardPlan {
+fn layout(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    mode: BackwardMode,
+    token_chunk: usize,
+    vocab_chunk: usize,
+) -> BackwardPlan {
     let Shape { n, d, v } = shape;
     let s = dtype.size_in_bytes();
     let f32_inputs = dtype == DType::F32;
@@ -167,6 +190,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_
     let de_acc = (wanted.de && !f32_inputs).then(|| l.take(4 * n * d));
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let g = l.take(rows * ldg * s);
+    let logits = (mode == BackwardMode::CublasLogits).then(|| l.take(rows * ldg * 4));
     let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
     let dc_acc = (wanted.dc && chunked && !f32_inputs).then(|| l.take(vocab_chunk * d * 4));
     BackwardPlan {
@@ -180,8 +204,10 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_
         de_acc,
         db_acc,
         g,
+        logits,
         db_partial,
         dc_acc,
+        mode,
         workspace_bytes: l.end,
     }
 }
@@ -189,8 +215,14 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_
 /// The backward plan within `budget` bytes of workspace (None: the default budget). Prefers one
 /// token chunk (each dC chunk finished in one product) with the largest vocabulary chunk that
 /// fits; chunks tokens only when even 1024 vocabulary rows for all N tokens do not fit.
-pub fn backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>) -> Result<BackwardPlan> {
-    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted));
+pub fn backward_plan(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: Option<usize>,
+    mode: BackwardMode,
+) -> Result<BackwardPlan> {
+    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, mode));
     let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
     let fits = |p: &BackwardPlan| p.workspace_bytes <= budget;
     // Unchunked tokens: the largest vocabulary chunk (multiple of 128) that fits.
@@ -198,7 +230,7 @@ pub fn backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<
     let (mut lo, mut hi) = (1usize, v_pad / TILE_N);
     while lo <= hi {
         let mid = (lo + hi) / 2;
-        let p = layout(shape, dtype, wanted, shape.n, mid * TILE_N);
+        let p = layout(shape, dtype, wanted, mode, shape.n, mid * TILE_N);
         if fits(&p) {
             best = Some(p);
             lo = mid + 1;
@@ -219,7 +251,7 @@ pub fn backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<
         let mut found = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
-            let p = layout(shape, dtype, wanted, (mid * TILE_M).min(shape.n), vc);
+            let p = layout(shape, dtype, wanted, mode, (mid * TILE_M).min(shape.n), vc);
             if fits(&p) {
                 found = Some(p);
                 lo = mid + 1;
@@ -232,7 +264,7 @@ pub fn backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<
         }
     }
     best.ok_or_else(|| {
-        let min = layout(shape, dtype, wanted, TILE_M.min(shape.n), TILE_N).workspace_bytes;
+        let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N).workspace_bytes;
         Error::InvalidOption {
             name: "workspace_budget",
             value: budget.to_string(),
@@ -251,9 +283,9 @@ mod tests {
 
     #[test]
     fn smem_matches_the_kernel_formulas() {
-        assert_eq!(PIPELINE_BYTES, 61_440);
-        assert_eq!(FORWARD_SMEM_BYTES, 70_144);
-        assert_eq!(GRAD_SMEM_BYTES, 65_024);
+        assert_eq!(PIPELINE_BYTES, 81_920);
+        assert_eq!(FORWARD_SMEM_BYTES, 90_624);
+        assert_eq!(GRAD_SMEM_BYTES, 85_504);
         const { assert!(FORWARD_SMEM_BYTES <= 99 * 1024, "must fit sm_86's 99 KB per block") };
     }
 
@@ -280,7 +312,7 @@ mod tests {
 
     #[test]
     fn default_backward_fits_ten_percent_at_gemma() {
-        let p = backward_plan(GEMMA, DType::BF16, ALL, None).unwrap();
+        let p = backward_plan(GEMMA, DType::BF16, ALL, None, BackwardMode::FusedTiles).unwrap();
         let grads = gradient_bytes(GEMMA, DType::BF16, ALL);
         assert!(p.workspace_bytes <= grads / 10, "{} > {}", p.workspace_bytes, grads / 10);
         assert_eq!(p.token_chunk, GEMMA.n);
@@ -291,24 +323,32 @@ mod tests {
     #[test]
     fn llama_default_is_the_smallest_unchunked_plan() {
         // dE's f32 accumulator (134 MB) alone is over 10% of Llama's gradients (112 MB).
-        let p = backward_plan(LLAMA, DType::BF16, ALL, None).unwrap();
+        let p = backward_plan(LLAMA, DType::BF16, ALL, None, BackwardMode::FusedTiles).unwrap();
         assert_eq!(p.token_chunk, LLAMA.n);
         assert_eq!(p.vocab_chunk, 1024);
     }
 
     #[test]
     fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
-        let p = backward_plan(GEMMA, DType::BF16, ALL, Some(80 << 20)).unwrap();
+        let p = backward_plan(GEMMA, DType::BF16, ALL, Some(80 << 20), BackwardMode::FusedTiles).unwrap();
         assert!(p.token_chunk < GEMMA.n && p.token_chunk % TILE_M == 0);
         assert!(p.dc_acc.is_some());
         assert!(p.workspace_bytes <= 80 << 20);
-        let err = backward_plan(GEMMA, DType::BF16, ALL, Some(1 << 20)).unwrap_err();
+        let err = backward_plan(GEMMA, DType::BF16, ALL, Some(1 << 20), BackwardMode::FusedTiles).unwrap_err();
         assert!(matches!(err, Error::InvalidOption { name: "workspace_budget", .. }), "{err}");
     }
 
     #[test]
+    fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
+        let p = backward_plan(GEMMA, DType::BF16, ALL, None, BackwardMode::CublasLogits).unwrap();
+        let grads = gradient_bytes(GEMMA, DType::BF16, ALL);
+        assert!(p.workspace_bytes <= grads / 10);
+        assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 1024);
+    }
+
+    #[test]
     fn f32_inputs_accumulate_in_place() {
-        let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, ALL, None).unwrap();
+        let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, ALL, None, BackwardMode::default()).unwrap();
         assert!(p.de_acc.is_none() && p.dc_acc.is_none());
     }
 
@@ -319,6 +359,7 @@ mod tests {
             DType::F16,
             Wanted { de: true, dc: true, dbias: true },
             Some(3 << 20),
+            BackwardMode::CublasLogits,
         )
         .unwrap();
         let mut rs: Vec<Region> = [
@@ -329,6 +370,7 @@ mod tests {
             p.de_acc,
             p.db_acc,
             Some(p.g),
+            p.logits,
             p.db_partial,
             p.dc_acc,
         ]

@@ -14,7 +14,10 @@ use std::time::Instant;
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, DataKind, RandomProblem, Rng};
 use flce_core::{bf16, f16, DType, Element, GradOutput, Options, Reduction, Shape};
-use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, UploadedInputs};
+use flce_cuda::{
+    BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
+    UploadedInputs,
+};
 use rayon::prelude::*;
 
 const POISON: u32 = 0x7FC0_7FC0; // NaN as bf16, f16 and f32
@@ -70,7 +73,7 @@ fn gpu_run<T: Element>(
     up: &UploadedInputs,
     opts: &Options,
     go: &[f32],
-    budget: Option<usize>,
+    config: BackwardConfig,
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let e = |x: flce_core::Error| x.to_string();
@@ -102,13 +105,13 @@ fn gpu_run<T: Element>(
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let go_d = DeviceBuffer::from_slice(go).map_err(|x| x.to_string())?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    let ws2 = buf(be.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), budget).map_err(e)?)?;
+    let ws2 = buf(be.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), config).map_err(e)?)?;
     let gop = if opts.reduction == Reduction::None {
         DeviceGradOutput::PerToken(go_d.ptr())
     } else {
         DeviceGradOutput::Scalar(go_d.ptr())
     };
-    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), budget, std::ptr::null_mut()) }
+    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), config, std::ptr::null_mut()) }
         .map_err(e)?;
     be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
     let sc: Vec<f32> = scalars.to_vec(4).map_err(|x| x.to_string())?;
@@ -153,11 +156,31 @@ fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
         if c.opts.reduction == Reduction::None { GradOutput::PerToken(&go) } else { GradOutput::Scalar(go[0]) };
     let oracle = reference::evaluate(&host, &c.opts, go_host).map_err(|e| e.to_string())?;
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
-    let a = gpu_run::<T>(be, &up, &c.opts, &go, c.budget)?;
-    let b = gpu_run::<T>(be, &up, &c.opts, &go, c.budget)?;
-    if bits(&a) != bits(&b) {
-        return Err("results differ between two identical runs (race?)".into());
+    let mut report = String::new();
+    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
+        let config = BackwardConfig { budget: c.budget, mode };
+        let a = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
+        let b = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
+        if bits(&a) != bits(&b) {
+            return Err(format!("{mode:?}: results differ between two identical runs (race?)"));
+        }
+        let m = compare(c, &p, &oracle, &go, &a).map_err(|e| format!("{mode:?}: {e}"))?;
+        if report.is_empty() {
+            report = m;
+        } else {
+            report.push_str(" | fused-tiles bwd ok");
+        }
     }
+    Ok(report)
+}
+
+fn compare<T: Element>(
+    c: &Case,
+    p: &RandomProblem<T>,
+    oracle: &reference::Reference,
+    go: &[f32],
+    a: &GpuRun<T>,
+) -> Result<String, String> {
     let t = tol(c.dtype);
     let loss_err = if oracle.loss.is_nan() {
         if !a.loss.is_nan() {
@@ -207,8 +230,9 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     let host = p.inputs();
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
     let go = go_for(&c.opts, n);
-    let a = gpu_run::<T>(be, &up, &c.opts, &go, c.budget)?;
-    let b = gpu_run::<T>(be, &up, &c.opts, &go, c.budget)?;
+    let config = BackwardConfig { budget: c.budget, mode: BackwardMode::default() };
+    let a = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
+    let b = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
     if bits(&a) != bits(&b) {
         return Err("results differ between two identical runs (race?)".into());
     }
@@ -246,10 +270,10 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
             .into_par_iter()
             .map(|k| (0..v).map(|j| grad(z[j], lse, gi, j as i32 == t) * p.c[j * d + k].to_f64()).sum::<f64>())
             .collect();
-        for k in 0..d {
-            let x = a.de[i * d + k].to_f64();
-            de_num += (x - row[k]) * (x - row[k]);
-            de_den += row[k] * row[k];
+        for (x, r) in a.de[i * d..(i + 1) * d].iter().zip(&row) {
+            let x = x.to_f64();
+            de_num += (x - r) * (x - r);
+            de_den += r * r;
         }
     }
     if worst_lse > 1e-5 {
@@ -272,10 +296,10 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
                     acc
                 },
             );
-        for k in 0..d {
-            let x = a.dc[j * d + k].to_f64();
-            dc_num += (x - row[k]) * (x - row[k]);
-            dc_den += row[k] * row[k];
+        for (x, r) in a.dc[j * d..(j + 1) * d].iter().zip(&row) {
+            let x = x.to_f64();
+            dc_num += (x - r) * (x - r);
+            dc_den += r * r;
         }
     }
     let (de, dc) = ((de_num / de_den).sqrt(), (dc_num / dc_den).sqrt());

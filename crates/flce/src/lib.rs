@@ -102,7 +102,7 @@ pub fn loss_and_grads<T: Element>(
             let be = cuda_backend(i)?;
             let up = be.upload(inputs, opts)?;
             let forward = be.forward_uploaded(&up, opts)?;
-            let grads = be.backward_uploaded(&up, opts, &forward.lse, go, None)?;
+            let grads = be.backward_uploaded(&up, opts, &forward.lse, go, cuda::BackwardConfig::default())?;
             Ok(LossAndGrads { forward, grads })
         }
     }
