@@ -76,14 +76,16 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const elem_t* p) {
 }
 
 __device__ __forceinline__ void mma16816(float* c, const u32* a, const u32* b) {
+// Not volatile: a pure register operation, so the compiler may interleave the MMAs of one k-step
+// with the (volatile, ordered) ldmatrix loads of the next.
 #if FLCE_DTYPE == FLCE_BF16
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
-  asm volatile(
+  asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -152,14 +154,19 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
   const int total = (tile_end - tile_begin) * kt_count;
   const bool aligned = p.aligned != 0;
 
-  auto issue = [&](int it) {
-    if (it < total) {
-      int tile = tile_begin + it / kt_count;
-      int k0 = (it % kt_count) * TILE_K;
-      elem_t* As = smem + (it % STAGES) * STAGE_ELEMS;
+  // (tile, k-step) of the next copy to issue, advanced without divisions
+  int load_tile = tile_begin, load_kt = 0, load_it = 0;
+  auto issue = [&]() {
+    if (load_it < total) {
+      elem_t* As = smem + (load_it % STAGES) * STAGE_ELEMS;
       elem_t* Bs = As + TILE_M * PITCH;
-      load_slab(As, p.e, p.n, p.d, row0, k0, aligned, tid);
-      load_slab(Bs, p.c, p.v, p.d, tile * TILE_N, k0, aligned, tid);
+      load_slab(As, p.e, p.n, p.d, row0, load_kt * TILE_K, aligned, tid);
+      load_slab(Bs, p.c, p.v, p.d, load_tile * TILE_N, load_kt * TILE_K, aligned, tid);
+      if (++load_kt == kt_count) {
+        load_kt = 0;
+        ++load_tile;
+      }
+      ++load_it;
     }
     cp_async_commit();
   };
@@ -173,16 +180,19 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
       for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
 
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue(s);
+  for (int s = 0; s < STAGES - 1; ++s) issue();
 
+  int kt = 0, tile = tile_begin;
   for (int it = 0; it < total; ++it) {
     cp_async_wait<STAGES - 2>();
     __syncthreads();
-    issue(it + STAGES - 1);
+    issue();
     const elem_t* As = smem + (it % STAGES) * STAGE_ELEMS;
     compute_stage(acc, As, As + TILE_M * PITCH, wm, wn, lane);
-    if (it % kt_count == kt_count - 1) {
-      epi.tile(acc, (tile_begin + it / kt_count) * TILE_N);
+    if (++kt == kt_count) {
+      kt = 0;
+      epi.tile(acc, tile * TILE_N);
+      ++tile;
 #pragma unroll
       for (int mi = 0; mi < 4; ++mi)
 #pragma unroll
