@@ -3,7 +3,10 @@
 //! each call uses. Times are medians of CUDA-event-timed calls on resident data.
 
 use clap::Args;
-use flce::cuda::{BackwardConfig, BackwardMode, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
+use flce::cuda::{
+    BackwardConfig, BackwardMode, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, ForwardConfig,
+    ForwardMode,
+};
 use flce::testing::{DataKind, RandomProblem};
 use flce::{bf16, f16, DType, Element, Options, Shape};
 
@@ -21,6 +24,9 @@ pub struct BenchArgs {
     /// Backward workspace budget in MB (default: flce's default plan).
     #[arg(long)]
     budget_mb: Option<usize>,
+    /// Forward: cublas (cuBLAS chunks + reduction kernel) or fused (flce's tile kernel).
+    #[arg(long, default_value = "cublas")]
+    forward: String,
     /// Backward logits recompute: cublas (cuBLAS product + elementwise kernel) or fused (flce's
     /// tile kernel).
     #[arg(long, default_value = "cublas")]
@@ -91,7 +97,15 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let lse = DeviceBuffer::new(4 * n)?;
         let scalars = DeviceBuffer::new(16)?;
         let status = DeviceBuffer::new(4)?;
-        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape))?;
+        let fconfig = ForwardConfig {
+            budget: None,
+            mode: match args.forward.as_str() {
+                "cublas" => ForwardMode::CublasChunks,
+                "fused" => ForwardMode::Fused,
+                other => return Err(flce::Error::Unsupported(format!("--forward {other}: expected cublas or fused"))),
+            },
+        };
+        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape, fconfig))?;
         let de = DeviceBuffer::new(n * d * es)?;
         let dc = DeviceBuffer::new(v * d * es)?;
         let go = DeviceBuffer::from_slice(&[1.0f32])?;
@@ -111,7 +125,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         // synchronises before returning.
         let gemm_ms = time_ms(3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
         drop(logits);
-        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), stream) };
+        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), fconfig, stream) };
         let fwd_ms = time_ms(3, args.iters, fwd)?;
         let bwd = || unsafe {
             be.backward(
@@ -131,15 +145,17 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         })?;
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;
-        let fplan = be.forward_plan(*shape);
+        let fplan = be.forward_plan(*shape, fconfig);
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | splits {}, bwd {:?} chunk {}x{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{} |",
             fwd_ms / gemm_ms,
             fb_ms / (4.0 * gemm_ms),
             mb(fwd_extra),
             mb(bws.bytes()),
             100.0 * bws.bytes() as f64 / grad_bytes as f64,
+            fplan.mode,
             fplan.splits,
+            fplan.vocab_chunk,
             bplan.mode,
             bplan.token_chunk,
             bplan.vocab_chunk,

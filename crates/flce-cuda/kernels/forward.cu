@@ -15,6 +15,8 @@
 //   order, writes lse [N] (and per-token loss [N] when asked), and reduces loss, weight and
 //   accuracy over tokens in a fixed tree order into out_scalars = {loss, accuracy, Σw_t, W}.
 //
+// flce_stats_from_logits — the cuBLAS-chunk variant (ForwardMode::CublasChunks), see below.
+//
 // Host side: crates/flce-cuda/src/launch.rs (forward); test: crates/flce-cuda/tests/gpu.rs.
 #include "tile_gemm.cuh"
 
@@ -140,6 +142,69 @@ extern "C" __global__ void __launch_bounds__(THREADS, 2) flce_forward_tiles(cons
   }
 }
 
+// flce_stats_from_logits — the cuBLAS variant of flce_forward_tiles: a cuBLAS product writes a
+//   vocabulary chunk of logits E·Cᵀ in f32 ([N, ldl]); one warp per token folds the chunk into the
+//   token's running statistics (partials [1, N], merged in chunk order: deterministic) and picks
+//   out the target logit. Grid ceil(N/8), 256 threads.
+struct StatsParams {
+  const float* logits;
+  int ldl;
+  const elem_t* bias;
+  const float* class_w;
+  const int* targets;
+  float softcap;
+  int n, v0, v_end;
+  int first_chunk;
+  float4* partials;
+  float* target_logit;
+};
+
+extern "C" __global__ void __launch_bounds__(256) flce_stats_from_logits(const StatsParams sp) {
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * 8 + (threadIdx.x >> 5);
+  if (row >= sp.n) return;
+  const int tgt = sp.targets[row];
+  const float* src = sp.logits + (size_t)row * sp.ldl;
+  const int vlen = sp.v_end - sp.v0;
+  RowStats st = row_stats_empty();
+  for (int j = lane; j < vlen; j += 32) {
+    const int col = sp.v0 + j;
+    float x = src[j];
+    if (sp.bias) x += to_f32(sp.bias[col]);
+    if (sp.softcap > 0.0f) x = softcap_logit(x, sp.softcap);
+    if (col == tgt) sp.target_logit[row] = x;
+    RowStats one;
+    one.max = x;
+    one.sum_exp = 1.0f;
+    one.wsum = (sp.class_w ? sp.class_w[col] : 1.0f) * x;
+    one.argmax = col;
+    st = row_stats_merge(st, one);
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    RowStats o;
+    o.max = __shfl_xor_sync(0xffffffffu, st.max, off);
+    o.sum_exp = __shfl_xor_sync(0xffffffffu, st.sum_exp, off);
+    o.wsum = __shfl_xor_sync(0xffffffffu, st.wsum, off);
+    o.argmax = __shfl_xor_sync(0xffffffffu, st.argmax, off);
+    // every lane merges in the same (lower lane first) order, so all lanes agree bitwise
+    st = (lane & off) ? row_stats_merge(o, st) : row_stats_merge(st, o);
+  }
+  if (lane == 0) {
+    float4* dst = sp.partials + row;
+    if (!sp.first_chunk) {
+      const float4 r = *dst;
+      RowStats prev;
+      prev.max = r.x;
+      prev.sum_exp = r.y;
+      prev.wsum = r.z;
+      prev.argmax = __float_as_int(r.w);
+      st = row_stats_merge(prev, st);
+    }
+    *dst = make_float4(st.max, st.sum_exp, st.wsum, __int_as_float(st.argmax));
+  }
+}
+
 struct FinishParams {
   const float4* partials;
   const float* target_logit;
@@ -222,4 +287,5 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
 static_assert(sizeof(LogitParams) == 64, "LogitParams layout");
 static_assert(sizeof(ForwardParams) == 88, "ForwardParams layout");
 static_assert(sizeof(FinishParams) == 80, "FinishParams layout");
+static_assert(sizeof(StatsParams) == 80, "StatsParams layout");
 static_assert(FORWARD_SMEM_BYTES == 90624, "plan.rs FORWARD_SMEM_BYTES");

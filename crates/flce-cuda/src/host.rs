@@ -10,7 +10,8 @@ use flce_core::{Element, ForwardOutput, GradOutput, Gradients, HostInputs, Optio
 
 use crate::error::{Check, CudaError, CudaResult};
 use crate::launch::{
-    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Workspace,
+    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig,
+    Workspace,
 };
 use crate::params::DevPtr;
 
@@ -135,7 +136,7 @@ impl CudaLoss {
         let ptl = opts.wants_per_token_loss().then(|| DeviceBuffer::new(4 * n)).transpose()?;
         let scalars = DeviceBuffer::new(16)?;
         let status = DeviceBuffer::new(4)?;
-        let ws = DeviceBuffer::new(self.forward_workspace_bytes(up.inputs.shape))?;
+        let ws = DeviceBuffer::new(self.forward_workspace_bytes(up.inputs.shape, ForwardConfig::default()))?;
         let out = DeviceForwardOutputs {
             lse: lse.ptr(),
             per_token_loss: ptl.as_ref().map(|b| b.ptr()),
@@ -143,7 +144,9 @@ impl CudaLoss {
             status: status.ptr(),
         };
         // SAFETY: every buffer above is live, sized for the shape, and synchronised before drop.
-        unsafe { self.forward(&up.inputs, opts, &out, ws.workspace(), std::ptr::null_mut())? };
+        unsafe {
+            self.forward(&up.inputs, opts, &out, ws.workspace(), ForwardConfig::default(), std::ptr::null_mut())?
+        };
         self.sync()?;
         let st: Vec<i32> = status.to_vec(1)?;
         if st[0] != i32::MAX {

@@ -17,7 +17,7 @@ use crate::compile::{compile, Arch, KernelFile};
 use crate::error::{Check, CudaError, CudaResult};
 use crate::library::{require, Library};
 use crate::params::*;
-use crate::plan::{self, BackwardMode, BackwardPlan, ForwardPlan, Wanted};
+use crate::plan::{self, BackwardMode, BackwardPlan, ForwardMode, ForwardPlan, Wanted};
 
 /// A raw CUDA stream (`cudaStream_t`); null is the legacy default stream.
 pub type Stream = cu::CUstream;
@@ -76,6 +76,14 @@ impl DeviceGrads {
     }
 }
 
+/// How a forward call is planned: the mode and, for CublasChunks, its workspace budget (None:
+/// 64 MB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForwardConfig {
+    pub budget: Option<usize>,
+    pub mode: ForwardMode,
+}
+
 /// How a backward call is planned: the workspace budget (None: 10% of the gradient bytes, or
 /// the smallest exact unchunked plan if larger) and how logits are recomputed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,6 +136,7 @@ pub struct CudaLoss {
 
 const KERNELS: &[(KernelFile, &str, usize)] = &[
     (KernelFile::Forward, "flce_forward_tiles", plan::FORWARD_SMEM_BYTES),
+    (KernelFile::Forward, "flce_stats_from_logits", 0),
     (KernelFile::Forward, "flce_forward_finish", 0),
     (KernelFile::Backward, "flce_grad_tiles", plan::GRAD_SMEM_BYTES),
     (KernelFile::Backward, "flce_grad_from_logits", 0),
@@ -285,14 +294,14 @@ impl CudaLoss {
         }
     }
 
-    /// Workspace bytes a forward call needs.
-    pub fn forward_workspace_bytes(&self, shape: Shape) -> usize {
-        plan::forward_plan(shape, self.sm_count).workspace_bytes
+    /// Workspace bytes a forward call with `config` needs.
+    pub fn forward_workspace_bytes(&self, shape: Shape, config: ForwardConfig) -> usize {
+        self.forward_plan(shape, config).workspace_bytes
     }
 
     /// The forward plan (for reports and benchmarks).
-    pub fn forward_plan(&self, shape: Shape) -> ForwardPlan {
-        plan::forward_plan(shape, self.sm_count)
+    pub fn forward_plan(&self, shape: Shape, config: ForwardConfig) -> ForwardPlan {
+        plan::forward_plan(shape, self.sm_count, config.mode, config.budget)
     }
 
     /// Workspace bytes a backward call with `config` needs.
@@ -392,6 +401,7 @@ impl CudaLoss {
         opts: &Options,
         out: &DeviceForwardOutputs,
         ws: Workspace,
+        config: ForwardConfig,
         stream: Stream,
     ) -> Result<()> {
         Self::validate(x, opts)?;
@@ -403,7 +413,7 @@ impl CudaLoss {
                 got: 0,
             });
         }
-        let plan = plan::forward_plan(x.shape, self.sm_count);
+        let plan = self.forward_plan(x.shape, config);
         Self::check_workspace(&ws, plan.workspace_bytes)?;
         self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
         let prep = self.module(KernelFile::Prep, DType::BF16)?;
@@ -429,21 +439,70 @@ impl CudaLoss {
             },
         )?;
         let lp = Self::logit_params(x, opts, targets);
-        let fp = ForwardParams {
-            lp,
-            tiles_per_split: plan.tiles_per_split as i32,
-            partials: ws.at(plan.partials),
-            target_logit: ws.at(plan.target_logit),
-        };
-        self.launch(
-            &fwd,
-            "flce_forward_tiles",
-            (plan.token_tiles as u32, plan.splits as u32, 1),
-            plan::TILE_THREADS,
-            plan::FORWARD_SMEM_BYTES,
-            stream,
-            &fp,
-        )?;
+        let partials = ws.at(plan.partials);
+        let target_logit = ws.at(plan.target_logit);
+        match plan.logits {
+            None => {
+                let fp = ForwardParams { lp, tiles_per_split: plan.tiles_per_split as i32, partials, target_logit };
+                let grid = (plan.token_tiles as u32, plan.splits as u32, 1);
+                self.launch(
+                    &fwd,
+                    "flce_forward_tiles",
+                    grid,
+                    plan::TILE_THREADS,
+                    plan::FORWARD_SMEM_BYTES,
+                    stream,
+                    &fp,
+                )?;
+            }
+            Some(region) => {
+                let logits = ws.at(region);
+                let (d, v) = (x.shape.d, x.shape.v);
+                let s = x.dtype.size_in_bytes() as u64;
+                let blas = self.cublas_locked(stream)?;
+                let handle = blas.as_ref().expect("created by cublas_locked").0;
+                let ty = cuda_type(x.dtype);
+                for (k, v0) in (0..v).step_by(plan.vocab_chunk).enumerate() {
+                    let v_end = (v0 + plan.vocab_chunk).min(v);
+                    // logits[:, v0..v_end] (f32) = E·C_chunkᵀ; column-major view: (vlen × N) = C_chunkᵀ · E
+                    let c_chunk = x.c + v0 as u64 * d as u64 * s;
+                    let f32_ty = cublas::cudaDataType::CUDA_R_32F;
+                    gemm(
+                        handle,
+                        true,
+                        false,
+                        v_end - v0,
+                        n,
+                        d,
+                        c_chunk,
+                        ty,
+                        d,
+                        x.e,
+                        ty,
+                        d,
+                        0.0,
+                        logits,
+                        f32_ty,
+                        plan.vocab_chunk,
+                    )?;
+                    let sp = StatsParams {
+                        logits,
+                        ldl: plan.vocab_chunk as i32,
+                        bias: lp.bias,
+                        class_w: lp.class_w,
+                        targets,
+                        softcap: lp.softcap,
+                        n: n as i32,
+                        v0: v0 as i32,
+                        v_end: v_end as i32,
+                        first_chunk: (k == 0) as i32,
+                        partials,
+                        target_logit,
+                    };
+                    self.launch(&fwd, "flce_stats_from_logits", ((n as u32).div_ceil(8), 1, 1), 256, 0, stream, &sp)?;
+                }
+            }
+        }
         self.launch(
             &fwd,
             "flce_forward_finish",
@@ -452,8 +511,8 @@ impl CudaLoss {
             0,
             stream,
             &FinishParams {
-                partials: fp.partials,
-                target_logit: fp.target_logit,
+                partials,
+                target_logit,
                 targets,
                 class_w: lp.class_w,
                 n: n as i32,

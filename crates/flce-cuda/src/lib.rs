@@ -28,6 +28,7 @@ pub mod plan;
 pub use error::CudaError;
 pub use host::{DeviceBuffer, UploadedInputs};
 pub use launch::{
-    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace,
+    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig, Stream,
+    Workspace,
 };
-pub use plan::{BackwardMode, Wanted};
+pub use plan::{BackwardMode, ForwardMode, Wanted};

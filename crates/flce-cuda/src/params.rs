@@ -32,6 +32,23 @@ pub struct ForwardParams {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
+pub struct StatsParams {
+    pub logits: DevPtr,
+    pub ldl: i32,
+    pub bias: DevPtr,
+    pub class_w: DevPtr,
+    pub targets: DevPtr,
+    pub softcap: f32,
+    pub n: i32,
+    pub v0: i32,
+    pub v_end: i32,
+    pub first_chunk: i32,
+    pub partials: DevPtr,
+    pub target_logit: DevPtr,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct FinishParams {
     pub partials: DevPtr,
     pub target_logit: DevPtr,
@@ -147,6 +164,7 @@ mod tests {
         assert_eq!(size_of::<LogitParams>(), 64);
         assert_eq!(size_of::<ForwardParams>(), 88);
         assert_eq!(size_of::<FinishParams>(), 80);
+        assert_eq!(size_of::<StatsParams>(), 80);
         assert_eq!(size_of::<GradParams>(), 144);
         assert_eq!(size_of::<GradLogitsParams>(), 128);
         assert_eq!(size_of::<DbReduceParams>(), 40);

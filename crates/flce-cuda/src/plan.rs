@@ -55,8 +55,29 @@ impl Layout {
     }
 }
 
+/// How the forward computes the logits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ForwardMode {
+    /// cuBLAS writes the logits of one vocabulary chunk in f32 and a reduction kernel folds them
+    /// into each token's statistics: cuBLAS speed, a workspace of one chunk (the budget, 64 MB by
+    /// default).
+    #[default]
+    CublasChunks,
+    /// flce's fused tile kernel: no logits anywhere, workspace within 1 MB + 16 bytes per token,
+    /// at the speed of flce's portable (mma.sync) main loop.
+    Fused,
+}
+
+/// Default workspace of a CublasChunks forward.
+pub const DEFAULT_FORWARD_BUDGET: usize = 64 << 20;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwardPlan {
+    pub mode: ForwardMode,
+    /// Vocabulary rows per cuBLAS chunk (CublasChunks).
+    pub vocab_chunk: usize,
+    /// f32 logits of one chunk [N, vocab_chunk] (CublasChunks).
+    pub logits: Option<Region>,
     pub token_tiles: usize,
     pub vocab_tiles: usize,
     pub splits: usize,
@@ -68,15 +89,24 @@ pub struct ForwardPlan {
     pub workspace_bytes: usize,
 }
 
-/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors.
-pub fn forward_plan(shape: Shape, sm_count: usize) -> ForwardPlan {
+/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors. CublasChunks falls back
+/// to Fused when not even 128 vocabulary columns of f32 logits for every token fit the budget.
+pub fn forward_plan(shape: Shape, sm_count: usize, mode: ForwardMode, budget: Option<usize>) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
     let vocab_tiles = shape.v.div_ceil(TILE_N);
-    // Aim for two waves of blocks; never more partials than the memory target allows.
-    let wanted = (2 * sm_count.max(1)).div_ceil(token_tiles);
-    let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    let splits = wanted.min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
+    let v_pad = vocab_tiles * TILE_N;
+    let budget = budget.unwrap_or(DEFAULT_FORWARD_BUDGET);
+    let chunk = (budget.saturating_sub(24 * n + 4 * ALIGN) / (4 * n) / TILE_N * TILE_N).min(v_pad);
+    let mode = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { mode } else { ForwardMode::Fused };
+    let splits = if mode == ForwardMode::Fused {
+        // Aim for two waves of blocks; never more partials than the memory target allows.
+        let wanted = (2 * sm_count.max(1)).div_ceil(token_tiles);
+        let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
+        wanted.min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
+    } else {
+        1
+    };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
     let splits = vocab_tiles.div_ceil(tiles_per_split);
     let mut l = Layout::default();
@@ -84,7 +114,14 @@ pub fn forward_plan(shape: Shape, sm_count: usize) -> ForwardPlan {
     let target_logit = l.take(4 * n);
     let partials = l.take(16 * n * splits);
     let status = l.take(4);
+    let (vocab_chunk, logits) = match mode {
+        ForwardMode::CublasChunks => (chunk, Some(l.take(4 * n * chunk))),
+        ForwardMode::Fused => (0, None),
+    };
     ForwardPlan {
+        mode,
+        vocab_chunk,
+        logits,
         token_tiles,
         vocab_tiles,
         splits,
@@ -160,11 +197,16 @@ pub fn gradient_bytes(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
 }
 
 /// The default workspace budget: 10% of the gradient bytes, but never below what the smallest
-/// exact plan with unchunked tokens and 1024-row vocabulary chunks needs.
+/// good unchunked plan needs (1024 vocabulary rows per chunk for the fused tiles, 512 for cuBLAS
+/// logits, whose f32 logits cost 4 more bytes per element).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = gradient_bytes(shape, dtype, wanted) / 10;
+    let rows = match mode {
+        BackwardMode::FusedTiles => 1024,
+        BackwardMode::CublasLogits => 512,
+    };
     let floor =
-        layout(shape, dtype, wanted, mode, shape.n, 1024.min(shape.v.div_ceil(TILE_N) * TILE_N)).workspace_bytes;
+        layout(shape, dtype, wanted, mode, shape.n, rows.min(shape.v.div_ceil(TILE_N) * TILE_N)).workspace_bytes;
     tenth.max(floor)
 }
 
@@ -238,8 +280,12 @@ pub fn backward_plan(
             hi = mid - 1;
         }
     }
+    let good = match mode {
+        BackwardMode::FusedTiles => 1024,
+        BackwardMode::CublasLogits => 512,
+    };
     if let Some(p) = &best {
-        if p.vocab_chunk >= 1024.min(v_pad) {
+        if p.vocab_chunk >= good.min(v_pad) {
             return Ok(best.unwrap());
         }
     }
@@ -293,7 +339,7 @@ mod tests {
     fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
         for n in [1usize, 7, 128, 255, 1000, 8192, 65_536, 131_072] {
             for v in [1usize, 123, 128_256, 256_000] {
-                let p = forward_plan(Shape::new(n, 64, v), 132);
+                let p = forward_plan(Shape::new(n, 64, v), 132, ForwardMode::Fused, None);
                 let limit = (1 << 20) + FORWARD_BYTES_PER_TOKEN * n + 4 * ALIGN;
                 assert!(p.workspace_bytes <= limit, "n {n} v {v}: {} > {limit}", p.workspace_bytes);
                 assert!(p.splits >= 1 && p.splits <= MAX_SPLITS);
@@ -305,9 +351,21 @@ mod tests {
 
     #[test]
     fn forward_splits_fill_the_gpu_for_few_tokens() {
-        assert_eq!(forward_plan(GEMMA, 132).splits, 5);
-        assert_eq!(forward_plan(Shape::new(128, 64, 256_000), 132).splits, MAX_SPLITS);
-        assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), 132).splits, 1);
+        assert_eq!(forward_plan(GEMMA, 132, ForwardMode::Fused, None).splits, 5);
+        assert_eq!(forward_plan(Shape::new(128, 64, 256_000), 132, ForwardMode::Fused, None).splits, MAX_SPLITS);
+        assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), 132, ForwardMode::Fused, None).splits, 1);
+    }
+
+    #[test]
+    fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
+        let p = forward_plan(GEMMA, 132, ForwardMode::CublasChunks, None);
+        assert_eq!(p.mode, ForwardMode::CublasChunks);
+        assert!(p.workspace_bytes <= DEFAULT_FORWARD_BUDGET, "{}", p.workspace_bytes);
+        assert!(p.vocab_chunk >= 1024 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
+        let small = forward_plan(Shape::new(100, 64, 300), 132, ForwardMode::CublasChunks, None);
+        assert_eq!(small.vocab_chunk, 384, "one chunk covers the padded vocabulary");
+        let tight = forward_plan(GEMMA, 132, ForwardMode::CublasChunks, Some(1 << 20));
+        assert_eq!(tight.mode, ForwardMode::Fused);
     }
 
     #[test]
@@ -343,7 +401,7 @@ mod tests {
         let p = backward_plan(GEMMA, DType::BF16, ALL, None, BackwardMode::CublasLogits).unwrap();
         let grads = gradient_bytes(GEMMA, DType::BF16, ALL);
         assert!(p.workspace_bytes <= grads / 10);
-        assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 1024);
+        assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 512, "{p:?}");
     }
 
     #[test]

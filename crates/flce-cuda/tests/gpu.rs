@@ -16,7 +16,7 @@ use flce_core::testing::{to_f64, DataKind, RandomProblem, Rng};
 use flce_core::{bf16, f16, DType, Element, GradOutput, Options, Reduction, Shape};
 use flce_cuda::{
     BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    UploadedInputs,
+    ForwardConfig, ForwardMode, UploadedInputs,
 };
 use rayon::prelude::*;
 
@@ -73,6 +73,7 @@ fn gpu_run<T: Element>(
     up: &UploadedInputs,
     opts: &Options,
     go: &[f32],
+    fconfig: ForwardConfig,
     config: BackwardConfig,
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
@@ -86,14 +87,14 @@ fn gpu_run<T: Element>(
     let ptl = buf(4 * s.n)?;
     let scalars = buf(16)?;
     let status = buf(4)?;
-    let ws = buf(be.forward_workspace_bytes(s))?;
+    let ws = buf(be.forward_workspace_bytes(s, fconfig))?;
     let out = DeviceForwardOutputs {
         lse: lse.ptr(),
         per_token_loss: Some(ptl.ptr()),
         scalars: scalars.ptr(),
         status: status.ptr(),
     };
-    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), std::ptr::null_mut()) }.map_err(e)?;
+    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), fconfig, std::ptr::null_mut()) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("forward: {x:?}"))?;
     let st: Vec<i32> = status.to_vec(1).map_err(|x| x.to_string())?;
     if st[0] != i32::MAX {
@@ -157,10 +158,22 @@ fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     let oracle = reference::evaluate(&host, &c.opts, go_host).map_err(|e| e.to_string())?;
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
     let mut report = String::new();
-    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
+    // Both kernel families: cuBLAS chunks + elementwise kernels, and flce's fused tile kernels.
+    // A small forward budget makes the cuBLAS forward take several vocabulary chunks.
+    let families = [
+        (
+            ForwardConfig {
+                budget: Some(40 * c.shape.n * 128 + 64 * c.shape.n + 4096),
+                mode: ForwardMode::CublasChunks,
+            },
+            BackwardMode::CublasLogits,
+        ),
+        (ForwardConfig { budget: None, mode: ForwardMode::Fused }, BackwardMode::FusedTiles),
+    ];
+    for (fconfig, mode) in families {
         let config = BackwardConfig { budget: c.budget, mode };
-        let a = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
-        let b = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
+        let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
+        let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         if bits(&a) != bits(&b) {
             return Err(format!("{mode:?}: results differ between two identical runs (race?)"));
         }
@@ -168,7 +181,7 @@ fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
         if report.is_empty() {
             report = m;
         } else {
-            report.push_str(" | fused-tiles bwd ok");
+            report.push_str(" | fused kernels ok");
         }
     }
     Ok(report)
@@ -231,8 +244,8 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
     let go = go_for(&c.opts, n);
     let config = BackwardConfig { budget: c.budget, mode: BackwardMode::default() };
-    let a = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
-    let b = gpu_run::<T>(be, &up, &c.opts, &go, config)?;
+    let a = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
+    let b = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
     if bits(&a) != bits(&b) {
         return Err("results differ between two identical runs (race?)".into());
     }
@@ -329,9 +342,10 @@ fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
     let lse = DeviceBuffer::new(4 * 40).unwrap();
     let sc = DeviceBuffer::new(16).unwrap();
     let st = DeviceBuffer::new(4).unwrap();
-    let ws = DeviceBuffer::new(be.forward_workspace_bytes(inputs.shape)).unwrap();
+    let ws = DeviceBuffer::new(be.forward_workspace_bytes(inputs.shape, ForwardConfig::default())).unwrap();
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
-    unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), std::ptr::null_mut()) }.map_err(|e| e.to_string())?;
+    unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), ForwardConfig::default(), std::ptr::null_mut()) }
+        .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|e| format!("{e:?}"))?;
     let status: Vec<i32> = st.to_vec(1).unwrap();
     if status[0] != 5 {
