@@ -105,7 +105,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
                 other => return Err(flce::Error::Unsupported(format!("--forward {other}: expected cublas or fused"))),
             },
         };
-        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape, fconfig))?;
+        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape, T::DTYPE, fconfig))?;
         let de = DeviceBuffer::new(n * d * es)?;
         let dc = DeviceBuffer::new(v * d * es)?;
         let go = DeviceBuffer::from_slice(&[1.0f32])?;
@@ -145,7 +145,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         })?;
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;
-        let fplan = be.forward_plan(*shape, fconfig);
+        let fplan = be.forward_plan(*shape, T::DTYPE, fconfig);
         rows.push(format!(
             "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{} |",
             fwd_ms / gemm_ms,

@@ -178,7 +178,7 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let x = up.inputs;
     let lse = DeviceBuffer::new(4 * n)?;
     let (sc, st) = (DeviceBuffer::new(16)?, DeviceBuffer::new(4)?);
-    let fws = DeviceBuffer::new(be.forward_workspace_bytes(shape, Default::default()))?;
+    let fws = DeviceBuffer::new(be.forward_workspace_bytes(shape, T::DTYPE, Default::default()))?;
     let (de, dc) = (DeviceBuffer::new(n * d * es)?, DeviceBuffer::new(v * d * es)?);
     let go = DeviceBuffer::from_slice(&[1.0f32])?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };

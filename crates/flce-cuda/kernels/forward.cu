@@ -78,8 +78,10 @@ struct ForwardEpilogue {
             targ = oi;
           }
         }
-        float4 st = s_state[row_local * 4 + wn];
-        const float m_run = st.x;
+        // only the quad leader touches the shared state; the others get its max by shuffle
+        float4 st = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t == 0) st = s_state[row_local * 4 + wn];
+        const float m_run = __shfl_sync(0xffffffffu, st.x, 0, 4);
         const float new_m = nan_max(m_run, tmax);
         float part = 0.0f;
         if (new_m != FLCE_NEG_INF) {

@@ -136,7 +136,11 @@ impl CudaLoss {
         let ptl = opts.wants_per_token_loss().then(|| DeviceBuffer::new(4 * n)).transpose()?;
         let scalars = DeviceBuffer::new(16)?;
         let status = DeviceBuffer::new(4)?;
-        let ws = DeviceBuffer::new(self.forward_workspace_bytes(up.inputs.shape, ForwardConfig::default()))?;
+        let ws = DeviceBuffer::new(self.forward_workspace_bytes(
+            up.inputs.shape,
+            up.inputs.dtype,
+            ForwardConfig::default(),
+        ))?;
         let out = DeviceForwardOutputs {
             lse: lse.ptr(),
             per_token_loss: ptl.as_ref().map(|b| b.ptr()),

@@ -77,7 +77,7 @@ impl DeviceGrads {
 }
 
 /// How a forward call is planned: the mode and, for CublasChunks, its workspace budget (None:
-/// 64 MB).
+/// 10% of the gradient bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ForwardConfig {
     pub budget: Option<usize>,
@@ -295,13 +295,13 @@ impl CudaLoss {
     }
 
     /// Workspace bytes a forward call with `config` needs.
-    pub fn forward_workspace_bytes(&self, shape: Shape, config: ForwardConfig) -> usize {
-        self.forward_plan(shape, config).workspace_bytes
+    pub fn forward_workspace_bytes(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> usize {
+        self.forward_plan(shape, dtype, config).workspace_bytes
     }
 
     /// The forward plan (for reports and benchmarks).
-    pub fn forward_plan(&self, shape: Shape, config: ForwardConfig) -> ForwardPlan {
-        plan::forward_plan(shape, self.sm_count, config.mode, config.budget)
+    pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
+        plan::forward_plan(shape, dtype, self.sm_count, config.mode, config.budget)
     }
 
     /// Workspace bytes a backward call with `config` needs.
@@ -413,7 +413,7 @@ impl CudaLoss {
                 got: 0,
             });
         }
-        let plan = self.forward_plan(x.shape, config);
+        let plan = self.forward_plan(x.shape, x.dtype, config);
         Self::check_workspace(&ws, plan.workspace_bytes)?;
         self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
         let prep = self.module(KernelFile::Prep, DType::BF16)?;

@@ -59,8 +59,8 @@ impl Layout {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ForwardMode {
     /// cuBLAS writes the logits of one vocabulary chunk in f32 and a reduction kernel folds them
-    /// into each token's statistics: cuBLAS speed, a workspace of one chunk (the budget, 64 MB by
-    /// default).
+    /// into each token's statistics: cuBLAS speed, a workspace of one chunk (the budget; by
+    /// default 10% of the gradient bytes).
     #[default]
     CublasChunks,
     /// flce's fused tile kernel: no logits anywhere, workspace within 1 MB + 16 bytes per token,
@@ -68,8 +68,11 @@ pub enum ForwardMode {
     Fused,
 }
 
-/// Default workspace of a CublasChunks forward.
-pub const DEFAULT_FORWARD_BUDGET: usize = 64 << 20;
+/// Default workspace of a CublasChunks forward: 10% of the bytes of dE and dC (the backward's
+/// default budget too, so forward + backward never hold more than that), at least 8 MB.
+pub fn default_forward_budget(shape: Shape, dtype: DType) -> usize {
+    (gradient_bytes(shape, dtype, Wanted { de: true, dc: true, dbias: false }) / 10).max(8 << 20)
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ForwardPlan {
@@ -91,12 +94,18 @@ pub struct ForwardPlan {
 
 /// The forward plan for `shape` on a GPU with `sm_count` multiprocessors. CublasChunks falls back
 /// to Fused when not even 128 vocabulary columns of f32 logits for every token fit the budget.
-pub fn forward_plan(shape: Shape, sm_count: usize, mode: ForwardMode, budget: Option<usize>) -> ForwardPlan {
+pub fn forward_plan(
+    shape: Shape,
+    dtype: DType,
+    sm_count: usize,
+    mode: ForwardMode,
+    budget: Option<usize>,
+) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
     let vocab_tiles = shape.v.div_ceil(TILE_N);
     let v_pad = vocab_tiles * TILE_N;
-    let budget = budget.unwrap_or(DEFAULT_FORWARD_BUDGET);
+    let budget = budget.unwrap_or_else(|| default_forward_budget(shape, dtype));
     let chunk = (budget.saturating_sub(24 * n + 4 * ALIGN) / (4 * n) / TILE_N * TILE_N).min(v_pad);
     let mode = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { mode } else { ForwardMode::Fused };
     let splits = if mode == ForwardMode::Fused {
@@ -339,7 +348,7 @@ mod tests {
     fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
         for n in [1usize, 7, 128, 255, 1000, 8192, 65_536, 131_072] {
             for v in [1usize, 123, 128_256, 256_000] {
-                let p = forward_plan(Shape::new(n, 64, v), 132, ForwardMode::Fused, None);
+                let p = forward_plan(Shape::new(n, 64, v), DType::BF16, 132, ForwardMode::Fused, None);
                 let limit = (1 << 20) + FORWARD_BYTES_PER_TOKEN * n + 4 * ALIGN;
                 assert!(p.workspace_bytes <= limit, "n {n} v {v}: {} > {limit}", p.workspace_bytes);
                 assert!(p.splits >= 1 && p.splits <= MAX_SPLITS);
@@ -351,20 +360,23 @@ mod tests {
 
     #[test]
     fn forward_splits_fill_the_gpu_for_few_tokens() {
-        assert_eq!(forward_plan(GEMMA, 132, ForwardMode::Fused, None).splits, 5);
-        assert_eq!(forward_plan(Shape::new(128, 64, 256_000), 132, ForwardMode::Fused, None).splits, MAX_SPLITS);
-        assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), 132, ForwardMode::Fused, None).splits, 1);
+        assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None).splits, 5);
+        assert_eq!(
+            forward_plan(Shape::new(128, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits,
+            MAX_SPLITS
+        );
+        assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits, 1);
     }
 
     #[test]
     fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
-        let p = forward_plan(GEMMA, 132, ForwardMode::CublasChunks, None);
+        let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, None);
         assert_eq!(p.mode, ForwardMode::CublasChunks);
-        assert!(p.workspace_bytes <= DEFAULT_FORWARD_BUDGET, "{}", p.workspace_bytes);
-        assert!(p.vocab_chunk >= 1024 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
-        let small = forward_plan(Shape::new(100, 64, 300), 132, ForwardMode::CublasChunks, None);
+        assert!(p.workspace_bytes <= gradient_bytes(GEMMA, DType::BF16, ALL) / 10, "{}", p.workspace_bytes);
+        assert!(p.vocab_chunk >= 2048 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
+        let small = forward_plan(Shape::new(100, 64, 300), DType::BF16, 132, ForwardMode::CublasChunks, None);
         assert_eq!(small.vocab_chunk, 384, "one chunk covers the padded vocabulary");
-        let tight = forward_plan(GEMMA, 132, ForwardMode::CublasChunks, Some(1 << 20));
+        let tight = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, Some(1 << 20));
         assert_eq!(tight.mode, ForwardMode::Fused);
     }
 

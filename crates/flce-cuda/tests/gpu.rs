@@ -87,7 +87,7 @@ fn gpu_run<T: Element>(
     let ptl = buf(4 * s.n)?;
     let scalars = buf(16)?;
     let status = buf(4)?;
-    let ws = buf(be.forward_workspace_bytes(s, fconfig))?;
+    let ws = buf(be.forward_workspace_bytes(s, up.inputs.dtype, fconfig))?;
     let out = DeviceForwardOutputs {
         lse: lse.ptr(),
         per_token_loss: Some(ptl.ptr()),
@@ -342,7 +342,8 @@ fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
     let lse = DeviceBuffer::new(4 * 40).unwrap();
     let sc = DeviceBuffer::new(16).unwrap();
     let st = DeviceBuffer::new(4).unwrap();
-    let ws = DeviceBuffer::new(be.forward_workspace_bytes(inputs.shape, ForwardConfig::default())).unwrap();
+    let ws =
+        DeviceBuffer::new(be.forward_workspace_bytes(inputs.shape, inputs.dtype, ForwardConfig::default())).unwrap();
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
     unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), ForwardConfig::default(), std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
