@@ -2,8 +2,6 @@
 //! own, download. Targets are validated on the host first, so a bad target is the same typed
 //! error as on the CPU path.
 
-use std::ffi::c_void;
-
 use cudarc::driver::result as drv;
 use cudarc::driver::sys as cu;
 use flce_core::{Element, ForwardOutput, GradOutput, Gradients, HostInputs, Options, Reduction, Result};
@@ -232,9 +230,4 @@ impl CudaLoss {
             dbias: db.map(|b| b.to_vec(s.v)).transpose()?,
         })
     }
-}
-
-#[allow(dead_code)]
-fn _assert_ptr_size() {
-    let _: *const c_void = std::ptr::null();
 }

@@ -239,8 +239,7 @@ impl CudaLoss {
         let module = unsafe { drv::module::load_data(cubin.image.as_ptr() as *const c_void) }
             .check(&format!("cuModuleLoadData({})", file.name()))?;
         let mut functions = HashMap::new();
-        for &(f, name, smem) in KERNELS.iter().filter(|k| k.0 == file) {
-            let _ = f;
+        for &(_, name, smem) in KERNELS.iter().filter(|k| k.0 == file) {
             let cname = std::ffi::CString::new(name).unwrap();
             // SAFETY: module is live; the name is a kernel of this file.
             let func =
@@ -281,6 +280,34 @@ impl CudaLoss {
         let mut args = [&mut p as *mut P as *mut c_void];
         drv::launch_kernel(m.function(name), grid, (block, 1, 1), smem as u32, stream, &mut args)
             .check(&format!("cuLaunchKernel({name}, grid {grid:?})"))
+    }
+
+    /// Effective targets (shift, ignore_index) into `out` [N] i32, with the status word reset and
+    /// then set to the first out-of-range target.
+    ///
+    /// # Safety
+    /// `out` holds N i32 and `status` one, on `stream`; `x` as for [`CudaLoss::forward`].
+    unsafe fn prep_targets(
+        &self,
+        prep: &Module,
+        x: &DeviceInputs,
+        opts: &Options,
+        out: DevPtr,
+        status: DevPtr,
+        stream: Stream,
+    ) -> CudaResult<()> {
+        self.fill_i32(status, i32::MAX, 1, stream)?;
+        let n = x.shape.n;
+        let params = PrepParams {
+            targets: x.targets,
+            out,
+            status,
+            ignore_index: opts.ignore_index,
+            n: n as i32,
+            v: x.shape.v as i32,
+            shift: opts.shift.unwrap_or(0) as i32,
+        };
+        self.launch(prep, "flce_prep_targets", ((n as u32).div_ceil(256), 1, 1), 256, 0, stream, &params)
     }
 
     /// # Safety
@@ -420,24 +447,7 @@ impl CudaLoss {
         let fwd = self.module(KernelFile::Forward, x.dtype)?;
         let n = x.shape.n;
         let targets = ws.at(plan.targets);
-        self.fill_i32(out.status, i32::MAX, 1, stream)?;
-        self.launch(
-            &prep,
-            "flce_prep_targets",
-            ((n as u32).div_ceil(256), 1, 1),
-            256,
-            0,
-            stream,
-            &PrepParams {
-                targets: x.targets,
-                out: targets,
-                status: out.status,
-                ignore_index: opts.ignore_index,
-                n: n as i32,
-                v: x.shape.v as i32,
-                shift: opts.shift.unwrap_or(0) as i32,
-            },
-        )?;
+        self.prep_targets(&prep, x, opts, targets, out.status, stream)?;
         let lp = Self::logit_params(x, opts, targets);
         let partials = ws.at(plan.partials);
         let target_logit = ws.at(plan.target_logit);
@@ -574,24 +584,7 @@ impl CudaLoss {
         let status = ws.at(plan.status);
         let token_scale = ws.at(plan.token_scale);
         let scalars = ws.at(plan.scalars);
-        self.fill_i32(status, i32::MAX, 1, stream)?;
-        self.launch(
-            &prep,
-            "flce_prep_targets",
-            ((n as u32).div_ceil(256), 1, 1),
-            256,
-            0,
-            stream,
-            &PrepParams {
-                targets: x.targets,
-                out: targets,
-                status,
-                ignore_index: opts.ignore_index,
-                n: n as i32,
-                v: v as i32,
-                shift: opts.shift.unwrap_or(0) as i32,
-            },
-        )?;
+        self.prep_targets(&prep, x, opts, targets, status, stream)?;
         self.launch(
             &prep,
             "flce_token_scale",

@@ -1,8 +1,10 @@
 //! The fast CPU path: never holds the N×V logits.
 //!
 //! Forward streams the vocabulary in blocks of `VOCAB_BLOCK` rows of C for each block of
-//! `TOKEN_BLOCK` tokens (parallel over token blocks): one f32 GEMM per tile, then the tile is
-//! folded into each token's running (max, sum-exp, Σw·z, argmax).
+//! `TOKEN_BLOCK` tokens: one f32 GEMM per tile, then the tile is folded into each token's running
+//! (max, sum-exp, Σw·z, argmax). Work items are (token block, vocabulary segment) pairs, at most
+//! `FORWARD_VOCAB_SEGMENTS` segments, merged in vocabulary order, so few tokens still use every
+//! core.
 //!
 //! Backward recomputes logit tiles twice so that every accumulator has one owner and results are
 //! bitwise identical for any thread count:
