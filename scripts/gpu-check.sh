@@ -2,13 +2,20 @@
 # The whole GPU check, run on the GPU machine from the repository root after
 # scripts/gpu-prepare.sh (carry gpu-bundle, and .whl for the peers). Logs go to $OUT (or
 # ./gpu-logs); a summary is printed last.
-#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,peers (default all)
+#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers (default all)
+# pytest and the peers need their wheels in .whl (carried): pytest iniconfig packaging pluggy
+# pygments, liger-kernel, cut-cross-entropy; they are installed into /tmp/site.
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-/tmp/flce-kernels}
-steps=${1:-tests,sanitizer,demo,bench,peers}
+steps=${1:-tests,sanitizer,demo,bench,pytest,peers}
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+fi
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $B/wheels/flce-*.whl
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 has() { [[ ",$steps," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 summary=()
@@ -40,9 +47,15 @@ if has bench; then
   while IFS= read -r l; do summary+=("  $l"); done < <(grep -E '^\| ' "$OUT/bench.log")
 fi
 
+if has pytest; then
+  echo "== pytest (Python binding, CPU and CUDA)"
+  (cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/$B/python-tests") 2>&1 | tee "$OUT/pytest.log" | tail -n 15
+  summary+=("pytest: $(tail -n 1 "$OUT/pytest.log")")
+fi
+
 if has peers && [ -f $B/scripts/bench_peers.py ]; then
   echo "== peers (bench_peers.py)"
-  python3 $B/scripts/bench_peers.py --shapes gemma2,llama3 --data peaky --methods ${PEERS:-cce,cce_nofilter} --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | tail -n 12
+  python3 $B/scripts/bench_peers.py --shapes gemma2,llama3 --data peaky --methods ${PEERS:-flce,cce,cce_nofilter,liger} --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | tail -n 12
   summary+=("peers: see $OUT/peers.log")
 fi
 

@@ -2,7 +2,8 @@
 # Build everything the GPU machine needs (it has no Rust) into gpu-bundle/ (git-ignored):
 #   gpu-tests   the GPU test binary (crates/flce-cuda/tests/gpu.rs)
 #   flce        the CLI (demo, bench)
-#   scripts     the run-side scripts
+#   wheels/     the flce Python wheel (abi3), python-tests/ its pytest suite
+#   scripts     the run-side scripts (pytest itself travels as wheels in .whl, see gpu-check.sh)
 # Then run on the GPU machine:  bash gpu-bundle/scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,9 @@ for l in sys.stdin:
 cp "$test_bin" gpu-bundle/gpu-tests
 cargo build --release -p flce-cli
 cp target/release/flce gpu-bundle/flce
+python3 -m pip install --quiet maturin==1.16.0
+maturin build --release --quiet -m crates/flce-py/Cargo.toml -o gpu-bundle/wheels
+cp -r crates/flce-py/tests gpu-bundle/python-tests
 cp scripts/gpu-check.sh scripts/pytorch_expected.py gpu-bundle/scripts/
 # the peers harness from the shared folder (not part of the repository)
 [ -f ../shared/peers/bench_peers.py ] && cp ../shared/peers/bench_peers.py gpu-bundle/scripts/

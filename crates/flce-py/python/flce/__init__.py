@@ -1,0 +1,13 @@
+"""flce: fused linear cross-entropy for PyTorch.
+
+``flce.linear_cross_entropy(input, linear_weight, target)`` computes
+``F.cross_entropy(input @ linear_weight.T, target)`` and its exact gradients without holding the
+N×V logits: on CUDA tensors through flce's CUDA backend (kernels compiled at first use by NVRTC),
+on CPU tensors through flce's fused CPU implementation. It is a ``torch.library`` custom op with
+a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces it.
+"""
+
+from ._flce import Problem, __version__, cuda_device_count
+from .ops import LinearCrossEntropyLoss, linear_cross_entropy
+
+__all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss", "Problem", "cuda_device_count", "__version__"]

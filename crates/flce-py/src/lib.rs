@@ -1,0 +1,351 @@
+//! The Python extension module `flce._flce` (PyO3, abi3). It takes raw data pointers, shapes and
+//! the caller's CUDA stream from the Python package (`python/flce/`), which allocates every
+//! output and workspace with torch; no libtorch link. The GIL is released while Rust works.
+//!
+//! One entry type, [`Problem`]: a validated (shape, dtype, options) with the workspace sizing and
+//! forward / backward calls for the CUDA backend (device pointers) and the CPU backend (host
+//! pointers).
+
+use flce::cuda::{
+    BackwardConfig, BackwardMode, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig,
+    ForwardMode, Wanted, Workspace,
+};
+use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostInputs, Options, Reduction, Shape};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+fn to_py(e: Error) -> PyErr {
+    match e {
+        Error::DTypeMismatch { .. } => PyTypeError::new_err(e.to_string()),
+        Error::Backend { .. } | Error::Unsupported(_) => PyRuntimeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
+    let mode = match mode {
+        "cublas" => ForwardMode::CublasChunks,
+        "fused" => ForwardMode::Fused,
+        other => return Err(PyValueError::new_err(format!("forward_mode '{other}': expected 'cublas' or 'fused'"))),
+    };
+    Ok(ForwardConfig { budget, mode })
+}
+
+fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
+    let mode = match mode {
+        "cublas" => BackwardMode::CublasLogits,
+        "fused" => BackwardMode::FusedTiles,
+        other => return Err(PyValueError::new_err(format!("backward_mode '{other}': expected 'cublas' or 'fused'"))),
+    };
+    Ok(BackwardConfig { budget, mode })
+}
+
+/// A validated problem: shape, dtype and loss options.
+#[pyclass(frozen, module = "flce._flce")]
+pub struct Problem {
+    shape: Shape,
+    dtype: DType,
+    opts: Options,
+}
+
+/// Host pointers of the inputs (CPU tensors' data_ptr()).
+struct HostPtrs {
+    e: usize,
+    c: usize,
+    bias: Option<usize>,
+    targets: usize,
+    class_weights: Option<usize>,
+}
+
+impl Problem {
+    /// # Safety
+    /// The pointers must address live, contiguous host buffers of the problem's shape and dtype.
+    unsafe fn host_inputs<'a, T: Element>(&self, p: &HostPtrs) -> HostInputs<'a, T> {
+        let Shape { n, d, v } = self.shape;
+        HostInputs {
+            shape: self.shape,
+            e: std::slice::from_raw_parts(p.e as *const T, n * d),
+            c: std::slice::from_raw_parts(p.c as *const T, v * d),
+            bias: p.bias.map(|b| std::slice::from_raw_parts(b as *const T, v)),
+            targets: std::slice::from_raw_parts(p.targets as *const i64, n),
+            class_weights: p.class_weights.map(|w| std::slice::from_raw_parts(w as *const f32, v)),
+        }
+    }
+
+    /// # Safety: as `host_inputs`; `lse` and `per_token` hold N f32.
+    unsafe fn cpu_forward_typed<T: Element>(
+        &self,
+        p: &HostPtrs,
+        lse: usize,
+        per_token: Option<usize>,
+    ) -> flce::Result<(f32, Option<f32>)> {
+        let n = self.shape.n;
+        let x = self.host_inputs::<T>(p);
+        let out = flce::ForwardBuffers {
+            lse: std::slice::from_raw_parts_mut(lse as *mut f32, n),
+            per_token_loss: per_token.map(|q| std::slice::from_raw_parts_mut(q as *mut f32, n)),
+        };
+        let s = cpu::forward_into(&x, &self.opts, out)?;
+        Ok((s.loss, s.accuracy))
+    }
+
+    /// # Safety: as `host_inputs`; gradient pointers hold their shapes in dtype T.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn cpu_backward_typed<T: Element>(
+        &self,
+        p: &HostPtrs,
+        lse: usize,
+        grad_output: usize,
+        de: Option<usize>,
+        dc: Option<usize>,
+        db: Option<usize>,
+    ) -> flce::Result<()> {
+        let Shape { n, d, v } = self.shape;
+        let x = self.host_inputs::<T>(p);
+        let lse = std::slice::from_raw_parts(lse as *const f32, n);
+        let go = if self.opts.reduction == Reduction::None {
+            GradOutput::PerToken(std::slice::from_raw_parts(grad_output as *const f32, n))
+        } else {
+            GradOutput::Scalar(*(grad_output as *const f32))
+        };
+        let grads = GradBuffers {
+            de: de.map(|q| std::slice::from_raw_parts_mut(q as *mut T, n * d)),
+            dc: dc.map(|q| std::slice::from_raw_parts_mut(q as *mut T, v * d)),
+            dbias: db.map(|q| std::slice::from_raw_parts_mut(q as *mut T, v)),
+        };
+        cpu::backward_into(&x, &self.opts, lse, go, grads)
+    }
+
+    fn device_inputs(
+        &self,
+        e: u64,
+        c: u64,
+        bias: Option<u64>,
+        targets: u64,
+        class_weights: Option<u64>,
+    ) -> DeviceInputs {
+        DeviceInputs { shape: self.shape, dtype: self.dtype, e, c, bias, targets, class_weights }
+    }
+}
+
+#[pymethods]
+impl Problem {
+    #[new]
+    #[pyo3(signature = (n, d, v, dtype, reduction = "mean", ignore_index = -100, label_smoothing = 0.0, z_loss = 0.0, softcap = None, shift = None, return_accuracy = false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        n: usize,
+        d: usize,
+        v: usize,
+        dtype: &str,
+        reduction: &str,
+        ignore_index: i64,
+        label_smoothing: f32,
+        z_loss: f32,
+        softcap: Option<f32>,
+        shift: Option<usize>,
+        return_accuracy: bool,
+    ) -> PyResult<Self> {
+        let dtype: DType = dtype.parse().map_err(PyTypeError::new_err)?;
+        let reduction: Reduction = reduction.parse().map_err(PyValueError::new_err)?;
+        let opts = Options {
+            reduction,
+            ignore_index,
+            label_smoothing,
+            z_loss,
+            softcap,
+            shift,
+            return_per_token_loss: reduction == Reduction::None,
+            return_accuracy,
+        };
+        let shape = Shape::new(n, d, v);
+        shape.validate().map_err(to_py)?;
+        opts.validate().map_err(to_py)?;
+        if let Some(t) = shift {
+            if n % t != 0 {
+                return Err(PyValueError::new_err(format!(
+                    "shift: N = {n} is not a multiple of the sequence length {t}"
+                )));
+            }
+        }
+        Ok(Problem { shape, dtype, opts })
+    }
+
+    /// Bytes of workspace a CUDA forward needs.
+    #[pyo3(signature = (device, mode = "cublas", budget = None))]
+    fn forward_workspace_bytes(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<usize> {
+        let be = flce::cuda_backend(device).map_err(to_py)?;
+        Ok(be.forward_workspace_bytes(self.shape, self.dtype, forward_config(mode, budget)?))
+    }
+
+    /// Bytes of workspace a CUDA backward needs.
+    #[pyo3(signature = (device, de, dc, dbias, mode = "cublas", budget = None))]
+    fn backward_workspace_bytes(
+        &self,
+        device: usize,
+        de: bool,
+        dc: bool,
+        dbias: bool,
+        mode: &str,
+        budget: Option<usize>,
+    ) -> PyResult<usize> {
+        let be = flce::cuda_backend(device).map_err(to_py)?;
+        be.backward_workspace_bytes(self.shape, self.dtype, Wanted { de, dc, dbias }, backward_config(mode, budget)?)
+            .map_err(to_py)
+    }
+
+    /// CUDA forward on device pointers and the caller's stream; does not synchronise.
+    #[pyo3(signature = (device, stream, e, c, bias, targets, class_weights, lse, per_token_loss, scalars, status, workspace, workspace_bytes, mode = "cublas", budget = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_forward(
+        &self,
+        py: Python<'_>,
+        device: usize,
+        stream: u64,
+        e: u64,
+        c: u64,
+        bias: Option<u64>,
+        targets: u64,
+        class_weights: Option<u64>,
+        lse: u64,
+        per_token_loss: Option<u64>,
+        scalars: u64,
+        status: u64,
+        workspace: u64,
+        workspace_bytes: usize,
+        mode: &str,
+        budget: Option<usize>,
+    ) -> PyResult<()> {
+        let config = forward_config(mode, budget)?;
+        let x = self.device_inputs(e, c, bias, targets, class_weights);
+        let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
+        let ws = Workspace { ptr: workspace, bytes: workspace_bytes };
+        let opts = &self.opts;
+        py.detach(move || {
+            let be = flce::cuda_backend(device)?;
+            // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of the validated
+            // shapes and dtypes on `device`, and torch's stream handle.
+            unsafe { be.forward(&x, opts, &out, ws, config, stream as flce::cuda::Stream) }
+        })
+        .map_err(to_py)
+    }
+
+    /// CUDA backward on device pointers and the caller's stream; does not synchronise.
+    #[pyo3(signature = (device, stream, e, c, bias, targets, class_weights, lse, grad_output, de, dc, dbias, workspace, workspace_bytes, mode = "cublas", budget = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_backward(
+        &self,
+        py: Python<'_>,
+        device: usize,
+        stream: u64,
+        e: u64,
+        c: u64,
+        bias: Option<u64>,
+        targets: u64,
+        class_weights: Option<u64>,
+        lse: u64,
+        grad_output: u64,
+        de: Option<u64>,
+        dc: Option<u64>,
+        dbias: Option<u64>,
+        workspace: u64,
+        workspace_bytes: usize,
+        mode: &str,
+        budget: Option<usize>,
+    ) -> PyResult<()> {
+        let config = backward_config(mode, budget)?;
+        let x = self.device_inputs(e, c, bias, targets, class_weights);
+        let go = if self.opts.reduction == Reduction::None {
+            DeviceGradOutput::PerToken(grad_output)
+        } else {
+            DeviceGradOutput::Scalar(grad_output)
+        };
+        let grads = DeviceGrads { de, dc, dbias };
+        let ws = Workspace { ptr: workspace, bytes: workspace_bytes };
+        let opts = &self.opts;
+        py.detach(move || {
+            let be = flce::cuda_backend(device)?;
+            // SAFETY: as in cuda_forward.
+            unsafe { be.backward(&x, opts, lse, go, &grads, ws, config, stream as flce::cuda::Stream) }
+        })
+        .map_err(to_py)
+    }
+
+    /// CPU forward on host pointers; returns (loss, accuracy or None).
+    #[pyo3(signature = (e, c, bias, targets, class_weights, lse, per_token_loss))]
+    #[allow(clippy::too_many_arguments)]
+    fn cpu_forward(
+        &self,
+        py: Python<'_>,
+        e: usize,
+        c: usize,
+        bias: Option<usize>,
+        targets: usize,
+        class_weights: Option<usize>,
+        lse: usize,
+        per_token_loss: Option<usize>,
+    ) -> PyResult<(f32, Option<f32>)> {
+        let p = HostPtrs { e, c, bias, targets, class_weights };
+        py.detach(move || {
+            // SAFETY: the Python caller passes data_ptr()s of live contiguous CPU tensors of the
+            // validated shapes and dtypes.
+            unsafe {
+                match self.dtype {
+                    DType::BF16 => self.cpu_forward_typed::<bf16>(&p, lse, per_token_loss),
+                    DType::F16 => self.cpu_forward_typed::<f16>(&p, lse, per_token_loss),
+                    DType::F32 => self.cpu_forward_typed::<f32>(&p, lse, per_token_loss),
+                }
+            }
+        })
+        .map_err(to_py)
+    }
+
+    /// CPU backward on host pointers.
+    #[pyo3(signature = (e, c, bias, targets, class_weights, lse, grad_output, de, dc, dbias))]
+    #[allow(clippy::too_many_arguments)]
+    fn cpu_backward(
+        &self,
+        py: Python<'_>,
+        e: usize,
+        c: usize,
+        bias: Option<usize>,
+        targets: usize,
+        class_weights: Option<usize>,
+        lse: usize,
+        grad_output: usize,
+        de: Option<usize>,
+        dc: Option<usize>,
+        dbias: Option<usize>,
+    ) -> PyResult<()> {
+        let p = HostPtrs { e, c, bias, targets, class_weights };
+        py.detach(move || {
+            // SAFETY: as in cpu_forward.
+            unsafe {
+                match self.dtype {
+                    DType::BF16 => self.cpu_backward_typed::<bf16>(&p, lse, grad_output, de, dc, dbias),
+                    DType::F16 => self.cpu_backward_typed::<f16>(&p, lse, grad_output, de, dc, dbias),
+                    DType::F32 => self.cpu_backward_typed::<f32>(&p, lse, grad_output, de, dc, dbias),
+                }
+            }
+        })
+        .map_err(to_py)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Problem({}, {}, {:?})", self.shape, self.dtype, self.opts)
+    }
+}
+
+/// Number of CUDA devices flce can use (0 without a driver).
+#[pyfunction]
+fn cuda_device_count() -> usize {
+    flce::cuda::CudaLoss::device_count()
+}
+
+#[pymodule]
+fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Problem>()?;
+    m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,247 @@
+"""pytest suite of the PyTorch binding. Runs on CPU anywhere (CPU tensors go to flce's CPU
+implementation) and on CUDA where a GPU is present (the CUDA cases are skipped otherwise).
+
+    pip install <the built wheel> && python -m pytest crates/flce-py/tests
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import flce
+
+CUDA = torch.cuda.is_available() and flce.cuda_device_count() > 0
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+cuda_only = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+
+
+def reference(e, c, t, b=None, w=None, reduction="mean", ignore_index=-100, label_smoothing=0.0, z_loss=0.0,
+              softcap=None, shift=False):
+    """The loss in float64 through PyTorch: F.cross_entropy on materialised logits (+ z-loss)."""
+    e, c = e.double(), c.double()
+    logits = e.reshape(-1, e.shape[-1]) @ c.T
+    if b is not None:
+        logits = logits + b.double()
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    t = t.reshape(-1).clone()
+    if shift:
+        seq = e.shape[-2] if e.dim() >= 3 else t.shape[0]
+        tt = t.reshape(-1, seq)
+        t = torch.cat([tt[:, 1:], torch.full_like(tt[:, :1], ignore_index)], dim=1).reshape(-1)
+    wd = w.double() if w is not None else None
+    loss = F.cross_entropy(logits, t, weight=wd, reduction="none", ignore_index=ignore_index,
+                           label_smoothing=label_smoothing)
+    valid = t != ignore_index
+    if z_loss:
+        lse = torch.logsumexp(logits, dim=-1)
+        loss = loss + torch.where(valid, z_loss * lse * lse, torch.zeros_like(lse))
+    if reduction == "none":
+        return loss.reshape(e.shape[:-1])
+    if reduction == "sum":
+        return loss.sum()
+    denom = wd[t[valid]].sum() if wd is not None else valid.sum()
+    return loss.sum() / denom
+
+
+def make(n, d, v, dtype, device, seed=0, ignore=0.2, bias=False, weights=False):
+    g = torch.Generator().manual_seed(seed)
+    e = torch.randn(n, d, generator=g)
+    c = torch.randn(v, d, generator=g) / math.sqrt(d)
+    c[torch.randint(0, v, (max(v // 50, 1),), generator=g)] *= 20.0  # planted outlier logits
+    t = torch.randint(0, v, (n,), generator=g)
+    t[torch.rand(n, generator=g) < ignore] = -100
+    b = torch.randn(v, generator=g) if bias else None
+    w = 0.25 + 1.5 * torch.rand(v, generator=g) if weights else None
+    cast = lambda x: None if x is None else x.to(device=device, dtype=dtype)  # noqa: E731
+    return cast(e), cast(c), t.to(device), cast(b), (w.to(device) if w is not None else None)
+
+
+def rel(a, b):
+    a, b = a.double(), b.double()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def grads_of(fn, *tensors):
+    xs = [x.detach().clone().requires_grad_(True) if x is not None else None for x in tensors]
+    out = fn(*xs)
+    (out if out.dim() == 0 else (out * torch.linspace(0.5, 1.5, out.numel(), device=out.device,
+                                                      dtype=out.dtype).reshape(out.shape)).sum()).backward()
+    return out.detach(), [x.grad if x is not None else None for x in xs]
+
+
+GRAD_TOL = {torch.float32: 1e-4, torch.float16: 3e-3, torch.bfloat16: 1.5e-2}
+OPTIONS = [
+    dict(),
+    dict(reduction="sum"),
+    dict(reduction="none"),
+    dict(label_smoothing=0.1),
+    dict(z_loss=1e-3),
+    dict(softcap=30.0),
+    dict(ignore_index=7),
+    dict(label_smoothing=0.2, z_loss=1e-4, softcap=15.0),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "plain")
+@pytest.mark.parametrize("bias,weights", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("shape", [(255, 507, 123), (1, 64, 1000), (65, 33, 300)])
+def test_matches_pytorch(device, dtype, opts, bias, weights, shape):
+    n, d, v = shape
+    e, c, t, b, w = make(n, d, v, dtype, device, seed=n + d + v, bias=bias, weights=weights)
+    t = torch.where(t == -100, torch.full_like(t, opts.get("ignore_index", -100)), t)
+    mine, (de, dc, db) = grads_of(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
+    want, (de_r, dc_r, db_r) = grads_of(lambda e, c, b: reference(e, c, t, b, w, **opts), e, c, b)
+    assert mine.dtype == dtype
+    if want.dim() == 0 and torch.isnan(want):
+        assert torch.isnan(mine)
+        return
+    # the loss comes back in the input dtype, as F.cross_entropy's does: one rounding
+    loss_tol = {torch.float32: 2e-5, torch.float16: 1e-3, torch.bfloat16: 4e-3}[dtype]
+    assert rel(mine.float(), want) <= loss_tol, f"loss {rel(mine.float(), want):.2e}"
+    tol = GRAD_TOL[dtype]
+    assert rel(de, de_r) <= tol, f"dE {rel(de, de_r):.2e}"
+    assert rel(dc, dc_r) <= tol, f"dC {rel(dc, dc_r):.2e}"
+    if b is not None:
+        assert rel(db, db_r) <= tol, f"db {rel(db, db_r):.2e}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_shift_and_leading_batch_dims(device):
+    e, c, t, _, _ = make(4 * 16, 32, 200, torch.float32, device, seed=3)
+    e, t = e.reshape(4, 16, 32), t.reshape(4, 16)
+    for reduction in ["mean", "none"]:
+        mine, (de, dc) = grads_of(lambda e, c: flce.linear_cross_entropy(e, c, t, shift=True, reduction=reduction),
+                                  e, c)
+        want, (de_r, dc_r) = grads_of(lambda e, c: reference(e, c, t, shift=True, reduction=reduction), e, c)
+        assert mine.shape == want.shape == ((4, 16) if reduction == "none" else ())
+        assert rel(mine, want) < 2e-5 and rel(de, de_r) < 1e-4 and rel(dc, dc_r) < 1e-4
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_extras_lse_and_accuracy(device):
+    e, c, t, _, _ = make(50, 16, 90, torch.float32, device, seed=5, ignore=0.0)
+    loss, lse, acc = flce.linear_cross_entropy(e, c, t, return_lse=True, return_accuracy=True)
+    logits = e.double() @ c.double().T
+    assert rel(lse, torch.logsumexp(logits, -1)) < 1e-6
+    assert abs(acc.item() - (logits.argmax(-1) == t).double().mean().item()) < 1e-6
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_and_all_ignored(device):
+    e, c, t, _, _ = make(20, 16, 50, torch.float32, device)
+    loss_fn = flce.LinearCrossEntropyLoss(label_smoothing=0.1)
+    assert torch.allclose(loss_fn(e, c, t), flce.linear_cross_entropy(e, c, t, label_smoothing=0.1))
+    ign = torch.full_like(t, -100)
+    assert torch.isnan(flce.linear_cross_entropy(e, c, ign))  # PyTorch: mean over nothing is NaN
+    assert flce.linear_cross_entropy(e, c, ign, reduction="sum").item() == 0.0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bad_input_raises_before_any_kernel(device):
+    e, c, t, _, _ = make(10, 8, 20, torch.float32, device)
+    with pytest.raises(ValueError, match="linear_weight"):
+        flce.linear_cross_entropy(e, c[:, :7], t)
+    with pytest.raises(ValueError, match="target shape"):
+        flce.linear_cross_entropy(e, c, t[:9])
+    with pytest.raises(TypeError, match="dtype"):
+        flce.linear_cross_entropy(e, c.double(), t)
+    with pytest.raises(TypeError, match="integer"):
+        flce.linear_cross_entropy(e, c, t.float())
+    with pytest.raises(ValueError, match="label_smoothing"):
+        flce.linear_cross_entropy(e, c, t, label_smoothing=1.5)
+    with pytest.raises(ValueError, match="reduction"):
+        flce.linear_cross_entropy(e, c, t, reduction="avg")
+    with pytest.raises(ValueError, match="no tokens"):
+        flce.linear_cross_entropy(e[:0], c, t[:0])
+    bad = t.clone()
+    bad[4] = 20
+    with pytest.raises(ValueError, match=r"target\[4\] = 20"):
+        flce.linear_cross_entropy(e, c, bad)
+    # the context is still usable
+    assert torch.isfinite(flce.linear_cross_entropy(e, c, t))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_non_contiguous_inputs_are_copied(device):
+    e, c, t, _, _ = make(30, 16, 40, torch.float32, device)
+    et = e.t().contiguous().t()  # same values, column-major strides
+    assert not et.is_contiguous()
+    assert torch.allclose(flce.linear_cross_entropy(et, c, t), flce.linear_cross_entropy(e, c, t))
+
+
+def test_torch_compile_fullgraph():
+    e, c, t, _, _ = make(64, 32, 100, torch.float32, "cuda" if CUDA else "cpu")
+
+    @torch.compile(fullgraph=True)
+    def step(e, c):
+        return flce.linear_cross_entropy(e, c, t, label_smoothing=0.1, check_targets=False) * 2.0
+
+    e1, c1 = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+    out = step(e1, c1)
+    out.backward()
+    e2, c2 = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+    (flce.linear_cross_entropy(e2, c2, t, label_smoothing=0.1) * 2.0).backward()
+    assert torch.allclose(out, (flce.linear_cross_entropy(e, c, t, label_smoothing=0.1) * 2.0))
+    assert torch.allclose(e1.grad, e2.grad) and torch.allclose(c1.grad, c2.grad)
+
+
+def test_deterministic():
+    e, c, t, _, _ = make(100, 40, 300, torch.bfloat16, "cuda" if CUDA else "cpu")
+    a = grads_of(lambda e, c: flce.linear_cross_entropy(e, c, t), e, c)
+    b = grads_of(lambda e, c: flce.linear_cross_entropy(e, c, t), e, c)
+    assert torch.equal(a[0], b[0]) and all(torch.equal(x, y) for x, y in zip(a[1], b[1]))
+
+
+@cuda_only
+def test_error_no_worse_than_pytorch_bf16():
+    e, c, t, _, _ = make(512, 256, 5000, torch.bfloat16, "cuda", seed=11)
+    _, (de_r, dc_r) = grads_of(lambda e, c: reference(e, c, t), e.float(), c.float())
+    _, (de, dc) = grads_of(lambda e, c: flce.linear_cross_entropy(e, c, t), e, c)
+    _, (de_t, dc_t) = grads_of(lambda e, c: F.cross_entropy((e @ c.T).float(), t), e, c)
+    assert rel(de, de_r) <= rel(de_t, de_r) * 1.05 and rel(dc, dc_r) <= rel(dc_t, dc_r) * 1.05
+
+
+@cuda_only
+def test_non_default_stream_and_cuda_graph():
+    e, c, t, _, _ = make(256, 64, 1000, torch.bfloat16, "cuda", seed=2)
+    want = flce.linear_cross_entropy(e, c, t)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        got = flce.linear_cross_entropy(e, c, t)
+    torch.cuda.current_stream().wait_stream(s)
+    assert torch.equal(got, want)
+    # CUDA graph capture after warm-up (no target check: it would synchronise)
+    static_e = e.clone()
+    for _ in range(2):
+        flce.linear_cross_entropy(static_e, c, t, check_targets=False)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = flce.linear_cross_entropy(static_e, c, t, check_targets=False)
+    static_e.copy_(e * 0.5)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.allclose(out.float(), flce.linear_cross_entropy(e * 0.5, c, t).float(), rtol=1e-3)
+
+
+@cuda_only
+def test_memory_stays_below_gradients_plus_ten_percent():
+    n, d, v = 8192, 2304, 256000  # Gemma 2
+    e = torch.randn(n, d, device="cuda", dtype=torch.bfloat16).requires_grad_(True)
+    c = (torch.randn(v, d, device="cuda") / d**0.5).to(torch.bfloat16).requires_grad_(True)
+    t = torch.randint(0, v, (n,), device="cuda")
+    flce.linear_cross_entropy(e, c, t).backward()  # warm-up: kernels, cuBLAS handle
+    e.grad = c.grad = None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    flce.linear_cross_entropy(e, c, t).backward()
+    torch.cuda.synchronize()
+    grads = (n + v) * d * 2
+    extra = torch.cuda.max_memory_allocated() - base
+    assert extra <= grads * 1.10, f"{extra / 2**20:.0f} MiB > gradients {grads / 2**20:.0f} MiB + 10%"
