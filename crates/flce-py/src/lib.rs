@@ -40,11 +40,13 @@ fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig
     Ok(BackwardConfig { budget, mode })
 }
 
-/// A validated problem: shape, dtype and loss options.
+/// A validated problem: shape, dtype and loss options. dtype "f64" is accepted for CPU tensors
+/// only: it runs flce's f64 oracle (materialised logits; for gradcheck and small problems).
 #[pyclass(frozen, module = "flce._flce")]
 pub struct Problem {
     shape: Shape,
     dtype: DType,
+    f64: bool,
     opts: Options,
 }
 
@@ -60,7 +62,7 @@ struct HostPtrs {
 impl Problem {
     /// # Safety
     /// The pointers must address live, contiguous host buffers of the problem's shape and dtype.
-    unsafe fn host_inputs<'a, T: Element>(&self, p: &HostPtrs) -> HostInputs<'a, T> {
+    unsafe fn host_inputs<'a, T: flce::Real>(&self, p: &HostPtrs) -> HostInputs<'a, T> {
         let Shape { n, d, v } = self.shape;
         HostInputs {
             shape: self.shape,
@@ -116,6 +118,41 @@ impl Problem {
         cpu::backward_into(&x, &self.opts, lse, go, grads)
     }
 
+    /// The f64 oracle on host pointers: fills lse / per-token loss, and the gradients for
+    /// `grad_output` when given; returns (loss, accuracy).
+    ///
+    /// # Safety
+    /// As `host_inputs` with T = f64; output pointers hold their shapes.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn oracle_f64(
+        &self,
+        p: &HostPtrs,
+        lse: Option<usize>,
+        per_token: Option<usize>,
+        grad_output: Option<usize>,
+        de: Option<usize>,
+        dc: Option<usize>,
+        db: Option<usize>,
+    ) -> flce::Result<(f64, Option<f64>)> {
+        let n = self.shape.n;
+        let x = self.host_inputs::<f64>(p);
+        let zeros = vec![0.0f32; n];
+        let go = match (grad_output, self.opts.reduction) {
+            (Some(g), Reduction::None) => GradOutput::PerToken(std::slice::from_raw_parts(g as *const f32, n)),
+            (Some(g), _) => GradOutput::Scalar(*(g as *const f32)),
+            (None, Reduction::None) => GradOutput::PerToken(&zeros),
+            (None, _) => GradOutput::Scalar(0.0),
+        };
+        let r = cpu::reference::evaluate(&x, &self.opts, go)?;
+        // float64 problems keep lse and the per-token loss in f64 too (gradcheck needs it)
+        for (dst, src) in [(lse, &r.lse), (per_token, &r.per_token_loss), (de, &r.de), (dc, &r.dc), (db, &r.dbias)] {
+            if let Some(q) = dst {
+                std::slice::from_raw_parts_mut(q as *mut f64, src.len()).copy_from_slice(src);
+            }
+        }
+        Ok((r.loss, self.opts.return_accuracy.then_some(r.accuracy)))
+    }
+
     fn device_inputs(
         &self,
         e: u64,
@@ -146,7 +183,8 @@ impl Problem {
         shift: Option<usize>,
         return_accuracy: bool,
     ) -> PyResult<Self> {
-        let dtype: DType = dtype.parse().map_err(PyTypeError::new_err)?;
+        let f64 = matches!(dtype, "f64" | "float64" | "double");
+        let dtype: DType = if f64 { DType::F32 } else { dtype.parse().map_err(PyTypeError::new_err)? };
         let reduction: Reduction = reduction.parse().map_err(PyValueError::new_err)?;
         let opts = Options {
             reduction,
@@ -168,7 +206,7 @@ impl Problem {
                 )));
             }
         }
-        Ok(Problem { shape, dtype, opts })
+        Ok(Problem { shape, dtype, f64, opts })
     }
 
     /// Bytes of workspace a CUDA forward needs.
@@ -216,6 +254,7 @@ impl Problem {
         mode: &str,
         budget: Option<usize>,
     ) -> PyResult<()> {
+        self.no_f64_on_cuda()?;
         let config = forward_config(mode, budget)?;
         let x = self.device_inputs(e, c, bias, targets, class_weights);
         let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
@@ -253,6 +292,7 @@ impl Problem {
         mode: &str,
         budget: Option<usize>,
     ) -> PyResult<()> {
+        self.no_f64_on_cuda()?;
         let config = backward_config(mode, budget)?;
         let x = self.device_inputs(e, c, bias, targets, class_weights);
         let go = if self.opts.reduction == Reduction::None {
@@ -284,17 +324,21 @@ impl Problem {
         class_weights: Option<usize>,
         lse: usize,
         per_token_loss: Option<usize>,
-    ) -> PyResult<(f32, Option<f32>)> {
+    ) -> PyResult<(f64, Option<f64>)> {
         let p = HostPtrs { e, c, bias, targets, class_weights };
         py.detach(move || {
             // SAFETY: the Python caller passes data_ptr()s of live contiguous CPU tensors of the
             // validated shapes and dtypes.
             unsafe {
-                match self.dtype {
+                if self.f64 {
+                    return self.oracle_f64(&p, Some(lse), per_token_loss, None, None, None, None);
+                }
+                let r = match self.dtype {
                     DType::BF16 => self.cpu_forward_typed::<bf16>(&p, lse, per_token_loss),
                     DType::F16 => self.cpu_forward_typed::<f16>(&p, lse, per_token_loss),
                     DType::F32 => self.cpu_forward_typed::<f32>(&p, lse, per_token_loss),
-                }
+                };
+                r.map(|(loss, acc)| (loss as f64, acc.map(|a| a as f64)))
             }
         })
         .map_err(to_py)
@@ -321,6 +365,9 @@ impl Problem {
         py.detach(move || {
             // SAFETY: as in cpu_forward.
             unsafe {
+                if self.f64 {
+                    return self.oracle_f64(&p, None, None, Some(grad_output), de, dc, dbias).map(|_| ());
+                }
                 match self.dtype {
                     DType::BF16 => self.cpu_backward_typed::<bf16>(&p, lse, grad_output, de, dc, dbias),
                     DType::F16 => self.cpu_backward_typed::<f16>(&p, lse, grad_output, de, dc, dbias),
@@ -329,6 +376,13 @@ impl Problem {
             }
         })
         .map_err(to_py)
+    }
+
+    fn no_f64_on_cuda(&self) -> PyResult<()> {
+        if self.f64 {
+            return Err(PyTypeError::new_err("float64 runs on CPU tensors only (flce's f64 oracle)"));
+        }
+        Ok(())
     }
 
     fn __repr__(&self) -> String {

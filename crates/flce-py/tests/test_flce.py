@@ -150,6 +150,8 @@ def test_bad_input_raises_before_any_kernel(device):
         flce.linear_cross_entropy(e, c, t[:9])
     with pytest.raises(TypeError, match="dtype"):
         flce.linear_cross_entropy(e, c.double(), t)
+    with pytest.raises(TypeError, match="dtype"):
+        flce.linear_cross_entropy(e.half().to(torch.int32), c, t)
     with pytest.raises(TypeError, match="integer"):
         flce.linear_cross_entropy(e, c, t.float())
     with pytest.raises(ValueError, match="label_smoothing"):
@@ -245,3 +247,19 @@ def test_memory_stays_below_gradients_plus_ten_percent():
     grads = (n + v) * d * 2
     extra = torch.cuda.max_memory_allocated() - base
     assert extra <= grads * 1.10, f"{extra / 2**20:.0f} MiB > gradients {grads / 2**20:.0f} MiB + 10%"
+
+
+@pytest.mark.parametrize("opts", [dict(), dict(reduction="none"), dict(reduction="sum", ignore_index=4),
+                                  dict(label_smoothing=0.2, z_loss=0.01, softcap=5.0)],
+                         ids=["mean", "none", "sum", "smoothing+zloss+softcap"])
+@pytest.mark.parametrize("weights", [False, True])
+def test_gradcheck_float64_cpu(opts, weights):
+    g = torch.Generator().manual_seed(4)
+    e = torch.randn(6, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    c = torch.randn(7, 5, dtype=torch.float64, generator=g, requires_grad=True)
+    b = torch.randn(7, dtype=torch.float64, generator=g, requires_grad=True)
+    t = torch.tensor([0, 3, opts.get("ignore_index", -100), 6, 2, 1])
+    w = torch.rand(7, dtype=torch.float64, generator=g) + 0.5 if weights else None
+    fn = lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (e, c, b))
+    assert torch.allclose(fn(e, c, b), reference(e, c, t, b, w, **opts), rtol=1e-6)

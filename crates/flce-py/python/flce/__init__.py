@@ -8,6 +8,8 @@ a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces 
 """
 
 from ._flce import Problem, __version__, cuda_device_count
+from .hf import patch, unpatch
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
 
-__all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss", "Problem", "cuda_device_count", "__version__"]
+__all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss", "patch", "unpatch", "Problem", "cuda_device_count",
+           "__version__"]

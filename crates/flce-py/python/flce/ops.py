@@ -16,7 +16,7 @@ from torch import Tensor
 
 from . import _flce
 
-_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32"}
+_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.float64: "f64"}
 _REDUCTIONS = ("mean", "sum", "none")
 _STATUS_OK = 2**31 - 1
 
@@ -37,11 +37,12 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
              shift: int, forward_mode: str, backward_mode: str,
              workspace_budget: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (per-token loss [N] (reduction none) or [0], lse [N], scalars [4]: loss, accuracy,
-    Σ w_t, W — all f32 — and status [1] int32: the first bad target index or 2**31-1).
+    Σ w_t, W — f32, or f64 for float64 inputs — and status [1] int32: the first bad target index
+    or 2**31-1).
     ``backward_mode`` is only carried to the backward."""
     p = _problem(e, c, reduction, ignore_index, label_smoothing, z_loss, softcap, shift)
     n = e.shape[0]
-    f32 = dict(dtype=torch.float32, device=e.device)
+    f32 = dict(dtype=torch.float64 if e.dtype == torch.float64 else torch.float32, device=e.device)
     lse = torch.empty(n, **f32)
     per_token = torch.empty(n if reduction == "none" else 0, **f32)
     budget = workspace_budget if workspace_budget > 0 else None
@@ -58,7 +59,7 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
     else:
         loss, acc = p.cpu_forward(e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight),
                                   lse.data_ptr(), _ptr(per_token) if reduction == "none" else None)
-        scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=torch.float32)
+        scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=f32["dtype"])
         status = torch.full((1,), _STATUS_OK, dtype=torch.int32)
     return per_token, lse, scalars, status
 
@@ -67,9 +68,9 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
 def _forward_fake(e, c, target, bias, weight, reduction, ignore_index, label_smoothing, z_loss, softcap, shift,
                   forward_mode, backward_mode, workspace_budget):
     n = e.shape[0]
-    per_token = e.new_empty(n if reduction == "none" else 0, dtype=torch.float32)
-    return (per_token, e.new_empty(n, dtype=torch.float32), e.new_empty(4, dtype=torch.float32),
-            e.new_empty(1, dtype=torch.int32))
+    acc = torch.float64 if e.dtype == torch.float64 else torch.float32
+    per_token = e.new_empty(n if reduction == "none" else 0, dtype=acc)
+    return (per_token, e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc), e.new_empty(1, dtype=torch.int32))
 
 
 @torch.library.custom_op("flce::backward", mutates_args=())
@@ -141,7 +142,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "cublas", backward_mode: str = "cublas",
-                         workspace_budget: Optional[int] = None):
+                         workspace_budget: Optional[int] = None, out_dtype: Optional[torch.dtype] = None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
@@ -149,7 +150,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     (logits become softcap·tanh(logits/softcap)), ``shift`` (position k predicts target k+1 of
     its sequence — the second-to-last dimension of ``input``, or all tokens for 2-D input),
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
-    the input dtype, or a tuple (loss, lse?, accuracy?) when extras are asked for.
+    the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
+    (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` / ``backward_mode``
+    ("cublas" or "fused") pick the CUDA kernel family and ``workspace_budget`` (bytes) its
+    workspace; see the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
@@ -180,8 +184,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         dt = torch.get_autocast_dtype(dev_type)
         input, linear_weight = input.to(dt), linear_weight.to(dt)
         linear_bias = linear_bias.to(dt) if linear_bias is not None else None
-    if input.dtype not in _DTYPES:
-        raise TypeError(f"input dtype must be bfloat16, float16 or float32, got {input.dtype}")
+    if input.dtype not in _DTYPES or (input.dtype == torch.float64 and dev_type != "cpu"):
+        raise TypeError(f"input dtype must be bfloat16, float16 or float32 (or float64 on CPU, which runs flce's "
+                        f"f64 oracle), got {input.dtype} on {input.device}")
     if linear_weight.dtype != input.dtype or (linear_bias is not None and linear_bias.dtype != input.dtype):
         raise TypeError(f"linear_weight ({linear_weight.dtype}) and linear_bias must have the input dtype "
                         f"({input.dtype})")
@@ -211,7 +216,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
             raise ValueError(f"target[{bad}] = {int(t[bad])} is outside [0, {v}) and is not "
                              f"ignore_index ({ignore_index})")
     loss = per_token.reshape(lead) if reduction == "none" else scalars[0]
-    loss = loss.to(input.dtype)
+    loss = loss.to(out_dtype or input.dtype)
     extras = []
     if return_lse:
         extras.append(lse.detach().reshape(lead))
