@@ -2,9 +2,11 @@
 # The whole GPU check, run on the GPU machine from the repository root after
 # scripts/gpu-prepare.sh (carry gpu-bundle, and .whl for the peers). Logs go to $OUT (or
 # ./gpu-logs); a summary is printed last.
-#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers (default all)
+#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers,suite
+#   (default: all but suite)
 # pytest and the peers need their wheels in .whl (carried): pytest iniconfig packaging pluggy
-# pygments, liger-kernel, cut-cross-entropy; they are installed into /tmp/site.
+# pygments, liger-kernel, cut-cross-entropy (and matplotlib + tqdm for the suite); they are
+# installed into /tmp/site.
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
@@ -57,6 +59,12 @@ if has peers && [ -f $B/scripts/bench_peers.py ]; then
   echo "== peers (bench_peers.py)"
   python3 $B/scripts/bench_peers.py --shapes gemma2,llama3 --data peaky --methods ${PEERS:-flce,cce,cce_nofilter,liger} --json "$OUT/peers.json" 2>&1 | tee "$OUT/peers.log" | tail -n 12
   summary+=("peers: see $OUT/peers.log")
+fi
+
+if has suite; then
+  echo "== benchmark suite (benchmarks/suite.py)"
+  python3 benchmarks/suite.py --flce-bin $B/flce --out "$OUT/suite" 2>&1 | tee "$OUT/suite.log" | tail -n 40
+  summary+=("suite: $OUT/suite/results.json")
 fi
 
 echo

@@ -1,0 +1,333 @@
+"""flce's benchmark suite: flce (Python and Rust paths) beside cuBLAS, torch eager,
+torch.compile, Liger and CCE — tables, JSON and plots.
+
+Grown from ../shared/peers/bench_peers.py (which produced DESIGN.md's peer table): same data
+generator, reference and measurement method, plus flce, the cuBLAS floor, a token sweep, dtypes,
+backward times and plots. Run on the GPU machine (see scripts/gpu-check.sh, step "suite"):
+
+    python3 benchmarks/suite.py --out benchmarks/results            # the default set
+    python3 benchmarks/suite.py --device cpu --shapes tiny --methods torch,flce --sweep none   # smoke test
+
+Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
+  shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce | flce_rust |
+  cublas | torch | compile | liger | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
+  and fb_ms four. Times: triton's do_bench medians (CUDA events; L2 flushed between calls).
+  Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
+  remains after subtracting them).
+STATUS (2026-11-30): written and smoke-tested on CPU; its first GPU run is pending.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+SHAPES = {
+    "gemma2": (8192, 2304, 256000),
+    "llama3": (8192, 4096, 128256),
+    "qwen25": (8192, 3584, 152064),
+    "tiny": (300, 64, 1000),
+}
+SWEEP = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def shape_of(name):
+    if name.startswith("llama3_n"):
+        return int(name[len("llama3_n"):]), 4096, 128256
+    return SHAPES[name]
+
+
+def make_data(n, d, v, mode, seed, dtype, device):
+    """bench_peers.py's generator (flat or peaky, trained-like logits; 5% ignored tokens)."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    c = torch.randn(v, d, device=device, generator=g) / math.sqrt(d)
+    targets = torch.randint(0, v, (n,), device=device, generator=g)
+    if mode == "flat":
+        e = torch.randn(n, d, device=device, generator=g)
+    else:
+        head = torch.randint(0, min(1000, v), (n,), device=device, generator=g)
+        unit = lambda x: x / x.norm(dim=1, keepdim=True).clamp_min(1e-6)  # noqa: E731
+        conf = 6.0 + 14.0 * torch.rand(n, 1, device=device, generator=g)
+        e = conf * unit(c[targets]) + 6.0 * unit(c[head]) + torch.randn(n, d, device=device, generator=g)
+    ignore = torch.rand(n, device=device, generator=g) < 0.05
+    targets = torch.where(ignore, torch.full_like(targets, -100), targets)
+    return e.to(dtype).contiguous(), c.to(dtype).contiguous(), targets
+
+
+def reference(e, c, t):
+    """fp32 loss and gradients from the same (low-precision) inputs, TF32 off."""
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    e32 = e.float().requires_grad_(True)
+    c32 = c.float().requires_grad_(True)
+    loss = F.cross_entropy(e32 @ c32.T, t, ignore_index=-100)
+    loss.backward()
+    out = (loss.detach(), e32.grad.detach(), c32.grad.detach())
+    torch.backends.cuda.matmul.allow_tf32 = prev
+    return out
+
+
+def m_torch(e, c, t):
+    return F.cross_entropy((e @ c.T).float(), t, ignore_index=-100)
+
+
+_compiled = None
+
+
+def m_compile(e, c, t):
+    global _compiled
+    if _compiled is None:
+        _compiled = torch.compile(m_torch)
+    return _compiled(e, c, t)
+
+
+def m_liger(e, c, t):
+    from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
+
+    return LigerFusedLinearCrossEntropyLoss()(c, e, t)
+
+
+def m_cce(e, c, t):
+    from cut_cross_entropy import linear_cross_entropy
+
+    return linear_cross_entropy(e, c, t)
+
+
+def m_cce_nofilter(e, c, t):
+    from cut_cross_entropy import linear_cross_entropy
+
+    return linear_cross_entropy(e, c, t, filter_eps=None)
+
+
+def m_flce(e, c, t):
+    import flce
+
+    return flce.linear_cross_entropy(e, c, t, check_targets=False, out_dtype=torch.float32)
+
+
+METHODS = {"flce": m_flce, "torch": m_torch, "compile": m_compile, "liger": m_liger, "cce": m_cce,
+           "cce_nofilter": m_cce_nofilter}
+
+
+def rel(a, b):
+    a, b = a.float(), b.float()
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
+def timer(device):
+    if device == "cuda":
+        from triton.testing import do_bench
+
+        return lambda fn: do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+    def cpu_bench(fn, reps=3):
+        fn()
+        ts = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e3)
+        return sorted(ts)[len(ts) // 2]
+
+    return cpu_bench
+
+
+def peak_mb(fn, device):
+    if device != "cuda":
+        return float("nan")
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def measure(fn, e, c, t, bench, device):
+    res = {}
+    with torch.no_grad():
+        fn(e, c, t)
+        res["fwd_mem_mb"] = peak_mb(lambda: fn(e, c, t), device)
+        res["fwd_ms"] = bench(lambda: fn(e, c, t))
+    eg = e.detach().clone().requires_grad_(True)
+    cg = c.detach().clone().requires_grad_(True)
+
+    def step():
+        eg.grad = None
+        cg.grad = None
+        fn(eg, cg, t).backward()
+
+    step()
+    eg.grad = cg.grad = None
+    res["fb_mem_mb"] = peak_mb(step, device)
+    res["fb_ms"] = bench(step)
+    res["bwd_ms"] = res["fb_ms"] - res["fwd_ms"]
+    res["fb_extra_mb"] = res["fb_mem_mb"] - (e.numel() + c.numel()) * e.element_size() / 2**20
+    eg.grad = cg.grad = None
+    loss = fn(eg, cg, t)
+    loss.backward()
+    return res, (loss.detach().float(), eg.grad.detach(), cg.grad.detach())
+
+
+def measure_cublas(e, c, bench):
+    one = bench(lambda: e @ c.T)
+    return {"fwd_ms": one, "fb_ms": 4 * one, "bwd_ms": 3 * one, "fwd_mem_mb": float("nan"),
+            "fb_mem_mb": float("nan"), "fb_extra_mb": float("nan")}
+
+
+def flce_rust_rows(flce_bin, n, d, v, dtype):
+    """The Rust API through `flce bench` (times on resident data, CUDA events)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "rows.jsonl")
+        subprocess.run([flce_bin, "bench", "--shapes", f"{n},{d},{v}", "--dtype", dtype, "--json", out],
+                       check=True, capture_output=True, text=True)
+        with open(out) as f:
+            r = json.loads(f.readline())
+    return {"fwd_ms": r["fwd_ms"], "fb_ms": r["fb_ms"], "bwd_ms": r["fb_ms"] - r["fwd_ms"],
+            "fwd_mem_mb": r["fwd_mem_mb"], "fb_mem_mb": r["fb_mem_mb"], "fb_extra_mb": float("nan")}
+
+
+def plots(rows, out_dir):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ok = [r for r in rows if "error" not in r]
+    sweep = [r for r in ok if r["shape"].startswith("llama3_n") and r["dtype"] == "bf16"]
+    files = []
+    if sweep:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for method in sorted({r["method"] for r in sweep}):
+            pts = sorted((int(r["shape"][8:]), r["fb_ms"], r["fb_mem_mb"]) for r in sweep if r["method"] == method)
+            axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
+            if not all(math.isnan(p[2]) for p in pts):
+                axes[1].plot([p[0] for p in pts], [p[2] / 1024 for p in pts], marker="o", label=method)
+        for ax, ylabel in zip(axes, ["forward+backward ms", "forward+backward peak GB (incl. grads)"]):
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("tokens N (Llama 3: D 4096, V 128256)")
+            ax.set_ylabel(ylabel)
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.tight_layout()
+        path = os.path.join(out_dir, "sweep_llama3.png")
+        fig.savefig(path, dpi=120)
+        files.append(path)
+    for shape in sorted({r["shape"] for r in ok if not r["shape"].startswith("llama3_n")}):
+        sub = [r for r in ok if r["shape"] == shape and r["dtype"] == "bf16" and r["data"] == "peaky"]
+        if not sub:
+            continue
+        fig, ax = plt.subplots(figsize=(8, 4))
+        names = [r["method"] for r in sub]
+        ax.bar(names, [r["fb_ms"] for r in sub], color="tab:blue", label="forward+backward")
+        ax.bar(names, [r["fwd_ms"] for r in sub], color="tab:orange", label="forward")
+        ax.set_ylabel("ms")
+        ax.set_title(f"{shape} {shape_of(shape)}, bf16, peaky")
+        ax.legend()
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"bars_{shape}.png")
+        fig.savefig(path, dpi=120)
+        files.append(path)
+    plt.close("all")
+    return files
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="gemma2,llama3,qwen25")
+    ap.add_argument("--sweep", default=",".join(str(n) for n in SWEEP),
+                    help="token counts at the Llama 3 shape, or 'none'")
+    ap.add_argument("--data", default="peaky,flat")
+    ap.add_argument("--methods", default="flce,flce_rust,cublas,torch,compile,liger,cce,cce_nofilter")
+    ap.add_argument("--sweep-methods", default="flce,cublas,liger,cce,compile")
+    ap.add_argument("--dtypes", default="bf16", help="dtypes for every shape")
+    ap.add_argument("--extra-dtypes", default="f16,f32", help="dtypes for the first shape only")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--flce-bin", default="gpu-bundle/flce")
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    bench = timer(args.device)
+    plan = []  # (shape, data, dtype, methods, with_reference)
+    shapes = [s for s in args.shapes.split(",") if s]
+    for i, shape in enumerate(shapes):
+        dts = args.dtypes.split(",") + (args.extra_dtypes.split(",") if i == 0 and args.extra_dtypes else [])
+        for dt in dts:
+            for data in args.data.split(",") if dt == "bf16" else ["peaky"]:
+                plan.append((shape, data, dt, args.methods.split(","), True))
+    if args.sweep != "none":
+        for n in args.sweep.split(","):
+            plan.append((f"llama3_n{n}", "peaky", "bf16", args.sweep_methods.split(","), int(n) <= 16384))
+    total = sum(len(p[3]) for p in plan)
+    try:
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, file=sys.stderr)
+    except ImportError:  # pragma: no cover
+        bar = None
+    rows = []
+    for shape, data, dt, methods, with_ref in plan:
+        n, d, v = shape_of(shape)
+        e, c, t = make_data(n, d, v, data, 1234, DTYPES[dt], args.device)
+        ref = reference(e, c, t) if with_ref else None
+        for method in methods:
+            if bar:
+                bar.set_description(f"{shape} {data} {dt} {method}")
+            t0 = time.time()
+            try:
+                if method == "cublas":
+                    res = measure_cublas(e, c, bench)
+                elif method == "flce_rust":
+                    res = flce_rust_rows(args.flce_bin, n, d, v, dt)
+                else:
+                    res, out = measure(METHODS[method], e, c, t, bench, args.device)
+                    if ref is not None:
+                        res["loss_rel"] = abs(out[0].item() - ref[0].item()) / abs(ref[0].item())
+                        res["de_rel"] = rel(out[1], ref[1])
+                        res["dc_rel"] = rel(out[2], ref[2])
+                    del out
+                res.setdefault("loss_rel", float("nan"))
+                res.setdefault("de_rel", float("nan"))
+                res.setdefault("dc_rel", float("nan"))
+            except Exception as ex:  # report and go on
+                res = {"error": repr(ex)[:300]}
+            res.update(shape=shape, data=data, dtype=dt, method=method, secs=round(time.time() - t0, 1))
+            rows.append(res)
+            if bar:
+                bar.update(1)
+            if args.device == "cuda":
+                torch.cuda.empty_cache()
+        del e, c, t, ref
+        if args.device == "cuda":
+            torch.cuda.empty_cache()
+    if bar:
+        bar.close()
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    files = plots(rows, args.out)
+    hdr = (f"{'shape':13} {'data':5} {'dt':4} {'method':13} {'fwd_ms':>8} {'bwd_ms':>8} {'fb_ms':>8} {'fwd_MB':>8} "
+           f"{'fb_MB':>9} {'loss_rel':>9} {'dE_rel':>9} {'dC_rel':>9}")
+    print(hdr)
+    for r in rows:
+        if "error" in r:
+            print(f"{r['shape']:13} {r['data']:5} {r['dtype']:4} {r['method']:13} ERROR {r['error'][:70]}")
+            continue
+        print(f"{r['shape']:13} {r['data']:5} {r['dtype']:4} {r['method']:13} {r['fwd_ms']:8.2f} {r['bwd_ms']:8.2f} "
+              f"{r['fb_ms']:8.2f} {r['fwd_mem_mb']:8.1f} {r['fb_mem_mb']:9.1f} {r['loss_rel']:9.2e} "
+              f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e}")
+    print(f"wrote {os.path.join(args.out, 'results.json')} and {', '.join(files) or 'no plots'}")
+
+
+if __name__ == "__main__":
+    main()
