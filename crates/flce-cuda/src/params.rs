@@ -2,8 +2,6 @@
 //! struct by value; field order and types must match the CUDA side exactly (the layout tests at
 //! the bottom pin the sizes the CUDA compiler gives them).
 
-#![allow(dead_code)]
-
 pub type DevPtr = u64;
 
 #[repr(C)]
