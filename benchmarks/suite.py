@@ -11,7 +11,7 @@ backward times and plots. Run on the GPU machine (see scripts/gpu-check.sh, step
 Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce | flce_rust |
   cublas | torch | compile | liger | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
-  and fb_ms four. Times: triton's do_bench medians (CUDA events; L2 flushed between calls).
+  and fb_ms four. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
 STATUS (2026-11-30): written and smoke-tested on CPU; its first GPU run is pending.
@@ -37,7 +37,7 @@ SHAPES = {
     "qwen25": (8192, 3584, 152064),
     "tiny": (300, 64, 1000),
 }
-SWEEP = [1024, 2048, 4096, 8192, 16384, 32768, 65536]
+SWEEP = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 
 
@@ -124,11 +124,32 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def timer(device):
+def timer(device, rep_ms=200.0, min_reps=3, max_reps=100):
+    """Median time in ms of `fn`. CUDA: per-call CUDA events, L2 flushed (256 MB write) before
+    each call, as triton's do_bench does, but with one estimating call instead of five, so the
+    1-second calls of the token sweep cost 4 calls, not 7."""
     if device == "cuda":
-        from triton.testing import do_bench
+        flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
 
-        return lambda fn: do_bench(fn, warmup=25, rep=200, return_mode="median")
+        def cuda_bench(fn):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            reps = int(min(max_reps, max(min_reps, rep_ms / max(start.elapsed_time(end), 1e-3))))
+            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+            for s, e in events:
+                flush.zero_()
+                s.record()
+                fn()
+                e.record()
+            torch.cuda.synchronize()
+            ts = sorted(s.elapsed_time(e) for s, e in events)
+            return ts[len(ts) // 2]
+
+        return cuda_bench
 
     def cpu_bench(fn, reps=3):
         fn()
@@ -190,12 +211,15 @@ def flce_rust_rows(flce_bin, n, d, v, dtype):
     """The Rust API through `flce bench` (times on resident data, CUDA events)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "rows.jsonl")
-        subprocess.run([flce_bin, "bench", "--shapes", f"{n},{d},{v}", "--dtype", dtype, "--json", out],
-                       check=True, capture_output=True, text=True)
+        cmd = [flce_bin, "bench", "--shapes", f"{n},{d},{v}", "--dtype", dtype, "--json", out]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()[-200:]}")
         with open(out) as f:
             r = json.loads(f.readline())
+    grads_mb = (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
     return {"fwd_ms": r["fwd_ms"], "fb_ms": r["fb_ms"], "bwd_ms": r["fb_ms"] - r["fwd_ms"],
-            "fwd_mem_mb": r["fwd_mem_mb"], "fb_mem_mb": r["fb_mem_mb"], "fb_extra_mb": float("nan")}
+            "fwd_mem_mb": r["fwd_mem_mb"], "fb_mem_mb": r["fb_mem_mb"], "fb_extra_mb": r["fb_mem_mb"] - grads_mb}
 
 
 def plots(rows, out_dir):
@@ -210,12 +234,13 @@ def plots(rows, out_dir):
     if sweep:
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
         for method in sorted({r["method"] for r in sweep}):
-            pts = sorted((int(r["shape"][8:]), r["fb_ms"], r["fb_mem_mb"]) for r in sweep if r["method"] == method)
+            pts = sorted((int(r["shape"][8:]), r["fb_ms"], r["fb_extra_mb"]) for r in sweep if r["method"] == method)
             axes[0].plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=method)
             if not all(math.isnan(p[2]) for p in pts):
-                axes[1].plot([p[0] for p in pts], [p[2] / 1024 for p in pts], marker="o", label=method)
-        for ax, ylabel in zip(axes, ["forward+backward ms", "forward+backward peak GB (incl. grads)"]):
+                axes[1].plot([p[0] for p in pts], [max(p[2], 0.1) for p in pts], marker="o", label=method)
+        for ax, ylabel in zip(axes, ["forward+backward ms", "forward+backward peak MB beyond inputs + gradients"]):
             ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
             ax.set_xlabel("tokens N (Llama 3: D 4096, V 128256)")
             ax.set_ylabel(ylabel)
             ax.grid(alpha=0.3)
@@ -243,6 +268,25 @@ def plots(rows, out_dir):
     return files
 
 
+def environment(device):
+    """What produced the rows: date, GPU, versions, command line."""
+    from importlib import metadata
+
+    def version(pkg):
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "cuda": torch.version.cuda,
+        "command": " ".join(["python3"] + sys.argv),
+        "versions": {p: version(p) for p in ["flce", "torch", "triton", "liger-kernel", "cut-cross-entropy"]},
+    }
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="gemma2,llama3,qwen25")
@@ -256,8 +300,13 @@ def main():
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--flce-bin", default="gpu-bundle/flce")
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--max-minutes", type=float, default=9.0,
+                    help="stop starting new measurements after this long (the rest become 'skipped' rows)")
     args = ap.parse_args()
+    started = time.time()
     os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "meta.json"), "w") as f:
+        json.dump(environment(args.device), f, indent=1)
     bench = timer(args.device)
     plan = []  # (shape, data, dtype, methods, with_reference)
     shapes = [s for s in args.shapes.split(",") if s]
@@ -269,6 +318,8 @@ def main():
     if args.sweep != "none":
         for n in args.sweep.split(","):
             plan.append((f"llama3_n{n}", "peaky", "bf16", args.sweep_methods.split(","), int(n) <= 16384))
+    # `flce bench` generates its own (peaky) data: one flce_rust row per shape and dtype
+    plan = [(s, d, dt, [m for m in ms if m != "flce_rust" or d == "peaky"], r) for s, d, dt, ms, r in plan]
     total = sum(len(p[3]) for p in plan)
     try:
         from tqdm import tqdm
@@ -279,6 +330,10 @@ def main():
     rows = []
     for shape, data, dt, methods, with_ref in plan:
         n, d, v = shape_of(shape)
+        if time.time() - started > 60 * args.max_minutes:
+            rows += [dict(shape=shape, data=data, dtype=dt, method=m, error=f"skipped: past --max-minutes "
+                          f"{args.max_minutes}") for m in methods]
+            continue
         e, c, t = make_data(n, d, v, data, 1234, DTYPES[dt], args.device)
         ref = reference(e, c, t) if with_ref else None
         for method in methods:
@@ -286,6 +341,8 @@ def main():
                 bar.set_description(f"{shape} {data} {dt} {method}")
             t0 = time.time()
             try:
+                if t0 - started > 60 * args.max_minutes:
+                    raise TimeoutError(f"skipped: past --max-minutes {args.max_minutes}")
                 if method == "cublas":
                     res = measure_cublas(e, c, bench)
                 elif method == "flce_rust":
@@ -304,6 +361,8 @@ def main():
                 res = {"error": repr(ex)[:300]}
             res.update(shape=shape, data=data, dtype=dt, method=method, secs=round(time.time() - t0, 1))
             rows.append(res)
+            with open(os.path.join(args.out, "results.json"), "w") as f:  # after every row: a killed run keeps them
+                json.dump(rows, f, indent=1)
             if bar:
                 bar.update(1)
             if args.device == "cuda":

@@ -63,7 +63,8 @@ fi
 
 if has suite; then
   echo "== benchmark suite (benchmarks/suite.py)"
-  python3 benchmarks/suite.py --flce-bin $B/flce --out "$OUT/suite" 2>&1 | tee "$OUT/suite.log" | tail -n 40
+  # SUITE_ARGS narrows the default set, e.g. SUITE_ARGS="--shapes llama3 --sweep none"
+  python3 benchmarks/suite.py --flce-bin $B/flce --out "$OUT/suite" ${SUITE_ARGS:-} 2>&1 | tee "$OUT/suite.log" | grep -av "%|" | tail -n 60
   summary+=("suite: $OUT/suite/results.json")
 fi
 
