@@ -29,9 +29,9 @@ if has tests; then
 fi
 
 if has sanitizer && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck}; do
     echo "== compute-sanitizer --tool $tool (small cases)"
-    compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu-tests --small "(255,507,123)" "(1,64,1000)" chunked bad-target > "$OUT/sanitizer-$tool.log" 2>&1
+    compute-sanitizer --tool $tool --error-exitcode 9 $B/gpu-tests --small "(255,507,123)" "(1,64,1000)" "(129,200,5003)" chunked bad-target > "$OUT/sanitizer-$tool.log" 2>&1
     rc=$?
     summary+=("compute-sanitizer $tool: exit $rc; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer-$tool.log" | tail -n 1); $(grep -E '^gpu:' "$OUT/sanitizer-$tool.log")")
   done

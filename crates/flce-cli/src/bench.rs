@@ -147,7 +147,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let grad_bytes = (n + v) * d * es;
         let fplan = be.forward_plan(*shape, T::DTYPE, fconfig);
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{}{} |",
             fwd_ms / gemm_ms,
             fb_ms / (4.0 * gemm_ms),
             mb(fwd_extra),
@@ -159,6 +159,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.mode,
             bplan.token_chunk,
             bplan.vocab_chunk,
+            bplan.dc_tail.map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
         ));
         json.push_str(&format!(
             "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"}}\n",

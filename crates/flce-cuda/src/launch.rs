@@ -542,6 +542,10 @@ impl CudaLoss {
     /// The exact backward: dE, dC, db (each optional) from forward's lse, on `stream`.
     /// `config` must be the one the workspace was sized with.
     ///
+    /// dC's buffer is also scratch while the call runs: when the plan says so
+    /// ([`plan::DcTail`]), dE's f32 accumulator lives in its last bytes before the final dC rows
+    /// are written. dC must then be 16-byte aligned (as every cudaMalloc or torch allocation is).
+    ///
     /// # Safety
     /// As for [`CudaLoss::forward`]; `lse` is forward's output for the same inputs and options.
     #[allow(clippy::too_many_arguments)]
@@ -576,6 +580,15 @@ impl CudaLoss {
         }
         let plan = self.backward_plan(x.shape, x.dtype, wanted, config)?;
         Self::check_workspace(&ws, plan.workspace_bytes)?;
+        if let (Some(dc), Some(_)) = (grads.dc, plan.dc_tail) {
+            if dc % 16 != 0 {
+                return Err(Error::InvalidOption {
+                    name: "grads.dc",
+                    value: format!("{dc:#x}"),
+                    reason: "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
+                });
+            }
+        }
         self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
         let prep = self.module(KernelFile::Prep, DType::BF16)?;
         let bwd = self.module(KernelFile::Backward, x.dtype)?;
@@ -607,173 +620,189 @@ impl CudaLoss {
         let lp = Self::logit_params(x, opts, targets);
         let s = x.dtype.size_in_bytes() as u64;
         let single_token_chunk = plan.token_chunk >= n;
-        // dE accumulates here (f32): the workspace, or dE itself for f32 inputs.
-        let de_acc = grads.de.map(|p| plan.de_acc.map_or(p, |r| ws.at(r)));
+        // dE accumulates here (f32): the workspace, dC's tail, or dE itself for f32 inputs.
+        let de_acc = match (grads.de, plan.de_acc, plan.dc_tail, grads.dc) {
+            (None, ..) => None,
+            (Some(_), Some(r), ..) => Some(ws.at(r)),
+            (Some(_), None, Some(tail), Some(dc)) => Some(dc + tail.byte_offset as u64),
+            (Some(de), None, None, _) => Some(de),
+            (Some(_), None, Some(_), None) => unreachable!("a dC-tail plan is only made when dC is wanted"),
+        };
         let db_acc = plan.db_acc.map(|r| ws.at(r));
         let g = ws.at(plan.g);
         let ty = cuda_type(x.dtype);
         let blas = self.cublas_locked(stream)?;
         let handle = blas.as_ref().expect("created by cublas_locked").0;
 
-        for vc in 0..plan.vocab_chunks(v) {
-            let v0 = vc * plan.vocab_chunk;
-            let v_end = (v0 + plan.vocab_chunk).min(v);
-            let vlen = v_end - v0;
-            let dc_acc = plan.dc_acc.map(|r| ws.at(r));
-            for nc in 0..plan.token_chunks(n) {
-                let n0 = nc * plan.token_chunk;
-                let n_end = (n0 + plan.token_chunk).min(n);
-                let nlen = n_end - n0;
-                let row_tiles = nlen.div_ceil(plan::TILE_M);
-                let col_tiles = vlen.div_ceil(plan::TILE_N) as u32;
-                let db_partial = plan.db_partial.map_or(0, |r| ws.at(r));
-                match plan.logits {
-                    Some(logits_region) => {
-                        // logits[n0.., v0..] (f32) = E·Cᵀ; column-major view: (vlen × nlen) = C_chunkᵀ · E_chunk
-                        let logits = ws.at(logits_region);
-                        let c_chunk = x.c + v0 as u64 * d as u64 * s;
-                        let e_chunk = x.e + n0 as u64 * d as u64 * s;
-                        let f32_ty = cublas::cudaDataType::CUDA_R_32F;
-                        gemm(
-                            handle, true, false, vlen, nlen, d, c_chunk, ty, d, e_chunk, ty, d, 0.0, logits, f32_ty,
-                            plan.ldg,
-                        )?;
-                        let params = GradLogitsParams {
-                            logits,
-                            ldl: plan.ldg as i32,
-                            bias: lp.bias,
-                            class_w: lp.class_w,
-                            targets,
-                            lse,
-                            token_scale,
-                            scalars,
-                            softcap: lp.softcap,
-                            label_smoothing: opts.label_smoothing,
-                            z_loss: opts.z_loss,
-                            v: v as i32,
-                            n0: n0 as i32,
-                            n_end: n_end as i32,
-                            v0: v0 as i32,
-                            v_end: v_end as i32,
-                            g_out: g,
-                            ldg: plan.ldg as i32,
-                            db_partial,
-                            ldb: plan.ldg as i32,
-                        };
+        // Main pass over every vocabulary chunk (G, dE, db, and the dC chunks before the tail);
+        // then, with dE final, the tail pass recomputes G for the chunks whose dC rows share bytes
+        // with dE's accumulator and writes them.
+        let vocab_chunks = plan.vocab_chunks(v);
+        let first_tail_chunk = plan.dc_tail.map_or(vocab_chunks, |t| t.first_row / plan.vocab_chunk);
+        let passes = [(false, 0..vocab_chunks), (true, first_tail_chunk..vocab_chunks)];
+        for (tail_pass, chunks) in passes {
+            if tail_pass {
+                if let (Some(de), true) = (grads.de, plan.de_acc.is_some() || plan.dc_tail.is_some()) {
+                    self.to_elem(&bwd, de_acc.expect("dE wanted"), de, n * d, stream)?;
+                }
+            }
+            for vc in chunks {
+                let v0 = vc * plan.vocab_chunk;
+                let v_end = (v0 + plan.vocab_chunk).min(v);
+                let vlen = v_end - v0;
+                let dc_acc = plan.dc_acc.map(|r| ws.at(r));
+                for nc in 0..plan.token_chunks(n) {
+                    let n0 = nc * plan.token_chunk;
+                    let n_end = (n0 + plan.token_chunk).min(n);
+                    let nlen = n_end - n0;
+                    let row_tiles = nlen.div_ceil(plan::TILE_M);
+                    let col_tiles = vlen.div_ceil(plan::TILE_N) as u32;
+                    let db_partial = plan.db_partial.map_or(0, |r| ws.at(r));
+                    match plan.logits {
+                        Some(logits_region) => {
+                            // logits[n0.., v0..] (f32) = E·Cᵀ; column-major view: (vlen × nlen) = C_chunkᵀ · E_chunk
+                            let logits = ws.at(logits_region);
+                            let c_chunk = x.c + v0 as u64 * d as u64 * s;
+                            let e_chunk = x.e + n0 as u64 * d as u64 * s;
+                            let f32_ty = cublas::cudaDataType::CUDA_R_32F;
+                            gemm(
+                                handle, true, false, vlen, nlen, d, c_chunk, ty, d, e_chunk, ty, d, 0.0, logits,
+                                f32_ty, plan.ldg,
+                            )?;
+                            let params = GradLogitsParams {
+                                logits,
+                                ldl: plan.ldg as i32,
+                                bias: lp.bias,
+                                class_w: lp.class_w,
+                                targets,
+                                lse,
+                                token_scale,
+                                scalars,
+                                softcap: lp.softcap,
+                                label_smoothing: opts.label_smoothing,
+                                z_loss: opts.z_loss,
+                                v: v as i32,
+                                n0: n0 as i32,
+                                n_end: n_end as i32,
+                                v0: v0 as i32,
+                                v_end: v_end as i32,
+                                g_out: g,
+                                ldg: plan.ldg as i32,
+                                db_partial,
+                                ldb: plan.ldg as i32,
+                            };
+                            self.launch(
+                                &bwd,
+                                "flce_grad_from_logits",
+                                (col_tiles, row_tiles as u32, 1),
+                                256,
+                                0,
+                                stream,
+                                &params,
+                            )?;
+                        }
+                        None => {
+                            let params = GradParams {
+                                lp,
+                                lse,
+                                token_scale,
+                                scalars,
+                                label_smoothing: opts.label_smoothing,
+                                z_loss: opts.z_loss,
+                                n0: n0 as i32,
+                                n_end: n_end as i32,
+                                v0: v0 as i32,
+                                v_end: v_end as i32,
+                                g_out: g,
+                                ldg: plan.ldg as i32,
+                                db_partial,
+                                ldb: plan.ldg as i32,
+                            };
+                            let grid = (row_tiles as u32, col_tiles, 1);
+                            self.launch(
+                                &bwd,
+                                "flce_grad_tiles",
+                                grid,
+                                plan::TILE_THREADS,
+                                plan::GRAD_SMEM_BYTES,
+                                stream,
+                                &params,
+                            )?;
+                        }
+                    }
+                    if let (Some(dbp), Some(acc), false) = (plan.db_partial, db_acc, tail_pass) {
                         self.launch(
                             &bwd,
-                            "flce_grad_from_logits",
-                            (col_tiles, row_tiles as u32, 1),
+                            "flce_db_reduce",
+                            ((vlen as u32).div_ceil(256), 1, 1),
                             256,
                             0,
                             stream,
-                            &params,
+                            &DbReduceParams {
+                                db_partial: ws.at(dbp),
+                                row_tiles: row_tiles as i32,
+                                ldb: plan.ldg as i32,
+                                count: vlen as i32,
+                                db_acc: acc + 4 * v0 as u64,
+                                accumulate: (nc > 0) as i32,
+                            },
                         )?;
                     }
-                    None => {
-                        let params = GradParams {
-                            lp,
-                            lse,
-                            token_scale,
-                            scalars,
-                            label_smoothing: opts.label_smoothing,
-                            z_loss: opts.z_loss,
-                            n0: n0 as i32,
-                            n_end: n_end as i32,
-                            v0: v0 as i32,
-                            v_end: v_end as i32,
-                            g_out: g,
-                            ldg: plan.ldg as i32,
-                            db_partial,
-                            ldb: plan.ldg as i32,
+                    if let (Some(dc), true) = (grads.dc, tail_pass || vc < first_tail_chunk) {
+                        // dC[v0..v_end] (+)= Gᵀ·E[n0..n_end]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
+                        let (dst, dst_ty, beta) = match dc_acc {
+                            Some(acc) => (acc, cublas::cudaDataType::CUDA_R_32F, (nc > 0) as i32 as f32),
+                            None if single_token_chunk => (dc + v0 as u64 * d as u64 * s, ty, 0.0),
+                            None => (dc + v0 as u64 * d as u64 * s, ty, (nc > 0) as i32 as f32), // f32 inputs
                         };
-                        let grid = (row_tiles as u32, col_tiles, 1);
-                        self.launch(
-                            &bwd,
-                            "flce_grad_tiles",
-                            grid,
-                            plan::TILE_THREADS,
-                            plan::GRAD_SMEM_BYTES,
-                            stream,
-                            &params,
+                        gemm(
+                            handle,
+                            false,
+                            true,
+                            d,
+                            vlen,
+                            nlen,
+                            x.e + n0 as u64 * d as u64 * s,
+                            ty,
+                            d,
+                            g,
+                            ty,
+                            plan.ldg,
+                            beta,
+                            dst,
+                            dst_ty,
+                            d,
+                        )?;
+                    }
+                    if let (Some(acc), false) = (de_acc, tail_pass) {
+                        // dE[n0..n_end] (+)= G·C[v0..v_end]; column-major view: (D × nlen) = C(D × vlen) · G
+                        let beta = (vc > 0) as i32 as f32;
+                        gemm(
+                            handle,
+                            false,
+                            false,
+                            d,
+                            nlen,
+                            vlen,
+                            x.c + v0 as u64 * d as u64 * s,
+                            ty,
+                            d,
+                            g,
+                            ty,
+                            plan.ldg,
+                            beta,
+                            acc + n0 as u64 * d as u64 * 4,
+                            cublas::cudaDataType::CUDA_R_32F,
+                            d,
                         )?;
                     }
                 }
-                if let (Some(dbp), Some(acc)) = (plan.db_partial, db_acc) {
-                    self.launch(
-                        &bwd,
-                        "flce_db_reduce",
-                        ((vlen as u32).div_ceil(256), 1, 1),
-                        256,
-                        0,
-                        stream,
-                        &DbReduceParams {
-                            db_partial: ws.at(dbp),
-                            row_tiles: row_tiles as i32,
-                            ldb: plan.ldg as i32,
-                            count: vlen as i32,
-                            db_acc: acc + 4 * v0 as u64,
-                            accumulate: (nc > 0) as i32,
-                        },
-                    )?;
+                if let (Some(dc), Some(acc)) = (grads.dc, dc_acc) {
+                    self.to_elem(&bwd, acc, dc + v0 as u64 * d as u64 * s, vlen * d, stream)?;
                 }
-                if let Some(dc) = grads.dc {
-                    // dC[v0..v_end] (+)= Gᵀ·E[n0..n_end]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
-                    let (dst, dst_ty, beta) = match dc_acc {
-                        Some(acc) => (acc, cublas::cudaDataType::CUDA_R_32F, (nc > 0) as i32 as f32),
-                        None if single_token_chunk => (dc + v0 as u64 * d as u64 * s, ty, 0.0),
-                        None => (dc + v0 as u64 * d as u64 * s, ty, (nc > 0) as i32 as f32), // f32 inputs
-                    };
-                    gemm(
-                        handle,
-                        false,
-                        true,
-                        d,
-                        vlen,
-                        nlen,
-                        x.e + n0 as u64 * d as u64 * s,
-                        ty,
-                        d,
-                        g,
-                        ty,
-                        plan.ldg,
-                        beta,
-                        dst,
-                        dst_ty,
-                        d,
-                    )?;
-                }
-                if let Some(acc) = de_acc {
-                    // dE[n0..n_end] (+)= G·C[v0..v_end]; column-major view: (D × nlen) = C(D × vlen) · G
-                    let beta = (vc > 0) as i32 as f32;
-                    gemm(
-                        handle,
-                        false,
-                        false,
-                        d,
-                        nlen,
-                        vlen,
-                        x.c + v0 as u64 * d as u64 * s,
-                        ty,
-                        d,
-                        g,
-                        ty,
-                        plan.ldg,
-                        beta,
-                        acc + n0 as u64 * d as u64 * 4,
-                        cublas::cudaDataType::CUDA_R_32F,
-                        d,
-                    )?;
-                }
-            }
-            if let (Some(dc), Some(acc)) = (grads.dc, dc_acc) {
-                self.to_elem(&bwd, acc, dc + v0 as u64 * d as u64 * s, vlen * d, stream)?;
             }
         }
         drop(blas);
-        if let (Some(de), Some(r)) = (grads.de, plan.de_acc) {
-            self.to_elem(&bwd, ws.at(r), de, n * d, stream)?;
-        }
         if let (Some(db), Some(acc)) = (grads.dbias, db_acc) {
             self.to_elem(&bwd, acc, db, v, stream)?;
         }

@@ -258,6 +258,12 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     let tokens: Vec<usize> = (0..8).map(|_| rng.below(n)).collect();
     let mut vocab: Vec<usize> = tokens.iter().take(4).map(|&i| prep.targets[i].max(0) as usize).collect();
     vocab.extend((0..4).map(|_| rng.below(v)));
+    // the last row, and both sides of the tail pass's first row when dE accumulated in dC's tail
+    vocab.push(v - 1);
+    let wanted = DeviceGrads { de: Some(1), dc: Some(1), dbias: None }.wanted();
+    if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail {
+        vocab.extend([tail.first_row - 1, tail.first_row]);
+    }
     let grad = |z: f64, lse: f64, gi: f64, is_t: bool| -> f64 {
         let p = (z - lse).exp();
         gi * (p - if is_t { 1.0 } else { 0.0 })
@@ -325,7 +331,11 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     if (a.loss as f64 - mean).abs() > 1e-5 * mean.abs() {
         return Err(format!("loss {} is not the mean of per-token losses {mean}", a.loss));
     }
-    Ok(format!("lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC(8 rows) {dc:.1e}  ({:.0} s)", t0.elapsed().as_secs_f64()))
+    Ok(format!(
+        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e}  ({:.0} s)",
+        vocab.len(),
+        t0.elapsed().as_secs_f64()
+    ))
 }
 
 /// A target outside [0, V) is reported through the status word, the token is treated as
