@@ -287,6 +287,30 @@ def environment(device):
     }
 
 
+def rows_from_log(path):
+    """Rows parsed back from the table a run printed (for a run whose JSON did not come back):
+    the same fields, at the printed precision, without `secs`."""
+    rows, in_table = [], False
+    names = ["fwd_ms", "bwd_ms", "fb_ms", "fwd_mem_mb", "fb_mem_mb", "loss_rel", "de_rel", "dc_rel"]
+    for line in open(path):
+        f = line.split()
+        if f[:4] == ["shape", "data", "dt", "method"]:
+            in_table = True
+            continue
+        if not in_table or len(f) < 5 or f[0] == "wrote":
+            continue
+        row = dict(shape=f[0], data=f[1], dtype=f[2], method=f[3])
+        if f[4] == "ERROR":
+            row["error"] = line.split("ERROR", 1)[1].strip()
+        else:
+            row.update(zip(names, map(float, f[4:12])))
+            n, d, v = shape_of(row["shape"])
+            elem = torch.empty((), dtype=DTYPES[row["dtype"]]).element_size()
+            row["fb_extra_mb"] = row["fb_mem_mb"] - (n + v) * d * elem / 2**20
+        rows.append(row)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="gemma2,llama3,qwen25")
@@ -302,7 +326,16 @@ def main():
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--max-minutes", type=float, default=9.0,
                     help="stop starting new measurements after this long (the rest become 'skipped' rows)")
+    ap.add_argument("--from-log", metavar="LOG",
+                    help="no measurements: rebuild results.json and the plots in --out from a run's printed table")
     args = ap.parse_args()
+    if args.from_log:
+        os.makedirs(args.out, exist_ok=True)
+        rows = rows_from_log(args.from_log)
+        with open(os.path.join(args.out, "results.json"), "w") as f:
+            json.dump(rows, f, indent=1)
+        print(f"{len(rows)} rows from {args.from_log}; plots: {', '.join(plots(rows, args.out))}")
+        return
     started = time.time()
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "meta.json"), "w") as f:

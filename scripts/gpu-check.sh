@@ -65,7 +65,9 @@ if has suite; then
   echo "== benchmark suite (benchmarks/suite.py)"
   # SUITE_ARGS narrows the default set, e.g. SUITE_ARGS="--shapes llama3 --sweep none"
   python3 benchmarks/suite.py --flce-bin $B/flce --out "$OUT/suite" ${SUITE_ARGS:-} 2>&1 | tee "$OUT/suite.log" | grep -av "%|" | tail -n 60
-  summary+=("suite: $OUT/suite/results.json")
+  # one archive: the GPU machine returns at most 8 files from $OUT
+  tar czf "$OUT/suite.tgz" -C "$OUT" suite && rm -rf "$OUT/suite"
+  summary+=("suite: $OUT/suite.tgz (results.json, meta.json, plots)")
 fi
 
 echo
