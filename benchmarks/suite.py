@@ -311,6 +311,77 @@ def rows_from_log(path):
     return rows
 
 
+def markdown(rows):
+    """BENCHMARKS.md's tables from a run's rows: per shape (bf16, peaky), the token sweep, the
+    dtypes, with ratios to the cuBLAS floor (four logits GEMMs for fwd+bwd) and to CCE."""
+    ok = [r for r in rows if "error" not in r]
+    out = []
+
+    def get(shape, data, dt, method):
+        return next((r for r in ok if (r["shape"], r["data"], r["dtype"], r["method"]) == (shape, data, dt, method)),
+                    None)
+
+    def num(x, fmt):
+        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+    for shape in [s for s in SHAPES if s != "tiny"]:
+        floor, cce, cce_nf = (get(shape, "peaky", "bf16", m) for m in ["cublas", "cce", "cce_nofilter"])
+        if floor is None:
+            continue
+        out += [f"#### {shape} {shape_of(shape)}, bf16, peaky", "",
+                "| method | fwd ms | bwd ms | fwd+bwd ms | fwd+bwd / 4 GEMMs | fwd+bwd / CCE | / CCE no filter "
+                "| extra MB beyond grads | dE rel err | dC rel err |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
+        for m in ["flce", "flce_rust", "cublas", "torch", "compile", "liger", "cce", "cce_nofilter"]:
+            r = get(shape, "peaky", "bf16", m)
+            if r is None:
+                continue
+            name = {"cublas": "cuBLAS floor (1 / 4 GEMMs)"}.get(m, m)
+            out.append(f"| {'**' + name + '**' if m == 'flce' else name} | {r['fwd_ms']:.2f} | {r['bwd_ms']:.2f} | "
+                       f"{r['fb_ms']:.2f} | {r['fb_ms'] / floor['fb_ms']:.2f}× | "
+                       f"{num(cce and r['fb_ms'] / cce['fb_ms'], '.2f')}× | "
+                       f"{num(cce_nf and r['fb_ms'] / cce_nf['fb_ms'], '.2f')}× | {num(r['fb_extra_mb'], ',.0f')} | "
+                       f"{num(r['de_rel'], '.1e')} | {num(r['dc_rel'], '.1e')} |")
+        out.append("")
+    sweep = sorted({r["shape"] for r in rows if r["shape"].startswith("llama3_n")}, key=lambda s: int(s[8:]))
+    if sweep:
+        methods = [m for m in ["flce", "cublas", "liger", "cce", "compile"] if any(r["method"] == m for r in rows)]
+        out += ["#### Token sweep at Llama 3 (D 4096, V 128256), bf16, peaky: fwd+bwd ms (extra MB beyond grads)", "",
+                "| N | " + " | ".join(methods) + " | flce / 4 GEMMs | flce / CCE |",
+                "|---|" + "---|" * (len(methods) + 2)]
+        for shape in sweep:
+            cells = []
+            for m in methods:
+                r = get(shape, "peaky", "bf16", m)
+                bad = next((x for x in rows if x["shape"] == shape and x["method"] == m and "error" in x), None)
+                if r is None:
+                    cells.append("OOM" if bad and "OutOfMemory" in bad["error"] else "—")
+                elif m == "cublas":
+                    cells.append(f"{r['fb_ms']:.1f}")
+                else:
+                    cells.append(f"{r['fb_ms']:.1f} ({num(r['fb_extra_mb'], ',.0f')})")
+            f, c, cc = (get(shape, "peaky", "bf16", m) for m in ["flce", "cublas", "cce"])
+            ratio = lambda a, b: f"{a['fb_ms'] / b['fb_ms']:.2f}×" if a and b else "—"  # noqa: E731
+            out.append(f"| {int(shape[8:]):,} | " + " | ".join(cells) + f" | {ratio(f, c)} | {ratio(f, cc)} |")
+        out.append("")
+    dts = [dt for dt in ["f16", "f32"] if any(r["dtype"] == dt for r in rows)]
+    if dts:
+        shape = next(r["shape"] for r in rows if r["dtype"] in dts)
+        out += [f"#### Other dtypes at {shape}, peaky: fwd+bwd ms (dE / dC rel err)", "",
+                "| method | " + " | ".join(["bf16"] + dts) + " |", "|---|" + "---|" * (len(dts) + 1)]
+        for m in ["flce", "cublas", "torch", "compile", "liger", "cce"]:
+            cells = []
+            for dt in ["bf16"] + dts:
+                r = get(shape, "peaky", dt, m)
+                bad = next((x for x in rows if (x["shape"], x["dtype"], x["method"]) == (shape, dt, m) and "error" in x),
+                           None)
+                cells.append(f"{r['fb_ms']:.1f} ({num(r['de_rel'], '.1e')} / {num(r['dc_rel'], '.1e')})" if r else
+                             ("unsupported" if bad else "—"))
+            out.append(f"| {m} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="gemma2,llama3,qwen25")
@@ -326,9 +397,13 @@ def main():
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--max-minutes", type=float, default=9.0,
                     help="stop starting new measurements after this long (the rest become 'skipped' rows)")
+    ap.add_argument("--report", metavar="JSON", help="no measurements: print BENCHMARKS.md's tables of a run")
     ap.add_argument("--from-log", metavar="LOG",
                     help="no measurements: rebuild results.json and the plots in --out from a run's printed table")
     args = ap.parse_args()
+    if args.report:
+        print(markdown(json.load(open(args.report))))
+        return
     if args.from_log:
         os.makedirs(args.out, exist_ok=True)
         rows = rows_from_log(args.from_log)
