@@ -4,9 +4,13 @@
 # ./gpu-logs); a summary is printed last.
 #   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers,suite
 #   (default: all but suite)
-# pytest and the peers need their wheels in .whl (carried): pytest iniconfig packaging pluggy
-# pygments, liger-kernel, cut-cross-entropy (and matplotlib + tqdm for the suite); they are
-# installed into /tmp/site.
+# The peers (steps peers, suite) travel as wheels in .whl, installed into /tmp/site; fetch them
+# here once with
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
+#       liger-kernel==0.8.5 cut-cross-entropy==25.1.1
+# The H200 image already has torch, triton, pytest, transformers, matplotlib and tqdm; a machine
+# without them needs their wheels in .whl too.
+#   SUITE_ARGS="--shapes llama3 --sweep none"  narrows the suite; SANITIZER_TOOLS="memcheck" one tool.
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
