@@ -240,11 +240,8 @@ pub fn gradient_bytes(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = gradient_bytes(shape, dtype, wanted) / 10;
     let rows = good_vocab_chunk(mode).min(shape.v.div_ceil(TILE_N) * TILE_N);
-    let floor = layout(shape, dtype, wanted, mode, shape.n, rows, true)
-        .filter(|p| p.dc_tail.is_some())
-        .unwrap_or_else(|| layout(shape, dtype, wanted, mode, shape.n, rows, false).expect("always laid out"))
-        .workspace_bytes;
-    tenth.max(floor)
+    let de_acc_in_dc = dc_tail(shape, dtype, wanted, shape.n, rows).is_some();
+    tenth.max(layout(shape, dtype, wanted, mode, shape.n, rows, de_acc_in_dc).workspace_bytes)
 }
 
 /// The smallest vocabulary chunk an unchunked-token plan should use (below it, chunking tokens
@@ -271,6 +268,8 @@ fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab
     ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(DcTail { byte_offset, first_row })
 }
 
+/// The workspace regions of one plan; `de_acc_in_dc` leaves dE's accumulator out of the
+/// workspace (the caller then sets `dc_tail`).
 fn layout(
     shape: Shape,
     dtype: DType,
@@ -278,10 +277,9 @@ fn layout(
     mode: BackwardMode,
     token_chunk: usize,
     vocab_chunk: usize,
-    de_in_dc_tail: bool,
-) -> Option<BackwardPlan> {
+    de_acc_in_dc: bool,
+) -> BackwardPlan {
     let Shape { n, d, v } = shape;
-    let dc_tail = if de_in_dc_tail { Some(dc_tail(shape, dtype, wanted, token_chunk, vocab_chunk)?) } else { None };
     let s = dtype.size_in_bytes();
     let f32_inputs = dtype == DType::F32;
     let chunked = token_chunk < n;
@@ -292,13 +290,13 @@ fn layout(
     let token_scale = l.take(4 * n);
     let scalars = l.take(16);
     let status = l.take(4);
-    let de_acc = (wanted.de && !f32_inputs && dc_tail.is_none()).then(|| l.take(4 * n * d));
+    let de_acc = (wanted.de && !f32_inputs && !de_acc_in_dc).then(|| l.take(4 * n * d));
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let g = l.take(rows * ldg * s);
     let logits = (mode == BackwardMode::CublasLogits).then(|| l.take(rows * ldg * 4));
     let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
     let dc_acc = (wanted.dc && chunked && !f32_inputs).then(|| l.take(vocab_chunk * d * 4));
-    Some(BackwardPlan {
+    BackwardPlan {
         token_chunk: rows,
         vocab_chunk,
         ldg,
@@ -312,10 +310,10 @@ fn layout(
         logits,
         db_partial,
         dc_acc,
-        dc_tail,
+        dc_tail: None,
         mode,
         workspace_bytes: l.end,
-    })
+    }
 }
 
 /// The backward plan within `budget` bytes of workspace (None: the default budget). Prefers one
@@ -332,30 +330,31 @@ pub fn backward_plan(
     let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
     let good = good_vocab_chunk(mode).min(v_pad);
     // Unchunked tokens: the largest vocabulary chunk (multiple of 128) that fits, with dE's
-    // accumulator in dC's tail where it can be, else in the workspace.
-    let largest_fitting = |de_in_dc_tail: bool| -> Option<BackwardPlan> {
+    // accumulator in dC's tail where it can be, else in the workspace. Workspaces grow with the
+    // chunk; whether the tail is possible does not change with it monotonically, so the tail plan
+    // is the largest chunk, at or below the largest that fits, where it is.
+    let largest_fitting = |de_acc_in_dc: bool| -> Option<BackwardPlan> {
         let (mut lo, mut hi) = (1usize, v_pad / TILE_N);
         let mut best = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
-            // the workspace grows with the chunk whether or not the tail is possible at `mid`
-            let p = layout(shape, dtype, wanted, mode, shape.n, mid * TILE_N, false).expect("always laid out");
-            let ws = p.workspace_bytes - p.de_acc.filter(|_| de_in_dc_tail).map_or(0, |r| align(r.bytes));
-            if ws <= budget {
-                best = Some(mid * TILE_N);
+            if layout(shape, dtype, wanted, mode, shape.n, mid * TILE_N, de_acc_in_dc).workspace_bytes <= budget {
+                best = Some(mid);
                 lo = mid + 1;
             } else {
                 hi = mid - 1;
             }
         }
-        let vc = best?;
-        if !de_in_dc_tail {
-            return layout(shape, dtype, wanted, mode, shape.n, vc, false);
+        let largest = best? * TILE_N;
+        if !de_acc_in_dc {
+            return Some(layout(shape, dtype, wanted, mode, shape.n, largest, false));
         }
-        // the largest chunk that fits and leaves the second pass at most a third of V
-        (1..=vc / TILE_N).rev().find_map(|k| layout(shape, dtype, wanted, mode, shape.n, k * TILE_N, true))
+        (1..=largest / TILE_N).rev().map(|k| k * TILE_N).find_map(|vc| {
+            let tail = dc_tail(shape, dtype, wanted, shape.n, vc)?;
+            Some(BackwardPlan { dc_tail: Some(tail), ..layout(shape, dtype, wanted, mode, shape.n, vc, true) })
+        })
     };
-    let tail = largest_fitting(true).filter(|p| p.workspace_bytes <= budget);
+    let tail = largest_fitting(true);
     let best = largest_fitting(false);
     for p in [&tail, &best].into_iter().flatten() {
         if p.vocab_chunk >= good {
@@ -370,8 +369,7 @@ pub fn backward_plan(
         let mut found = None;
         while lo <= hi {
             let mid = (lo + hi) / 2;
-            let p =
-                layout(shape, dtype, wanted, mode, (mid * TILE_M).min(shape.n), vc, false).expect("always laid out");
+            let p = layout(shape, dtype, wanted, mode, (mid * TILE_M).min(shape.n), vc, false);
             if p.workspace_bytes <= budget {
                 found = Some(p);
                 lo = mid + 1;
@@ -385,9 +383,7 @@ pub fn backward_plan(
     }
     // small vocabulary chunks for all tokens rather than none
     tail.or(best).ok_or_else(|| {
-        let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N, false)
-            .expect("always laid out")
-            .workspace_bytes;
+        let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N, false).workspace_bytes;
         Error::InvalidOption {
             name: "workspace_budget",
             value: budget.to_string(),

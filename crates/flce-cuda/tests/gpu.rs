@@ -260,7 +260,7 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     vocab.extend((0..4).map(|_| rng.below(v)));
     // the last row, and both sides of the tail pass's first row when dE accumulated in dC's tail
     vocab.push(v - 1);
-    let wanted = DeviceGrads { de: Some(1), dc: Some(1), dbias: None }.wanted();
+    let wanted = flce_cuda::plan::Wanted { de: true, dc: true, dbias: false };
     if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail {
         vocab.extend([tail.first_row - 1, tail.first_row]);
     }
