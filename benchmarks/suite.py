@@ -207,6 +207,11 @@ def measure_cublas(e, c, bench):
             "fb_mem_mb": float("nan"), "fb_extra_mb": float("nan")}
 
 
+def inputs_mb(n, d, v, dtype):
+    """MB of E and C, and so of their gradients."""
+    return (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
+
+
 def flce_rust_rows(flce_bin, n, d, v, dtype):
     """The Rust API through `flce bench` (times on resident data, CUDA events)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -217,9 +222,9 @@ def flce_rust_rows(flce_bin, n, d, v, dtype):
             raise RuntimeError(f"{' '.join(cmd)}: exit {done.returncode}: {done.stderr.strip()[-200:]}")
         with open(out) as f:
             r = json.loads(f.readline())
-    grads_mb = (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
     return {"fwd_ms": r["fwd_ms"], "fb_ms": r["fb_ms"], "bwd_ms": r["fb_ms"] - r["fwd_ms"],
-            "fwd_mem_mb": r["fwd_mem_mb"], "fb_mem_mb": r["fb_mem_mb"], "fb_extra_mb": r["fb_mem_mb"] - grads_mb}
+            "fwd_mem_mb": r["fwd_mem_mb"], "fb_mem_mb": r["fb_mem_mb"],
+            "fb_extra_mb": r["fb_mem_mb"] - inputs_mb(n, d, v, dtype)}
 
 
 def plots(rows, out_dir):
@@ -304,9 +309,7 @@ def rows_from_log(path):
             row["error"] = line.split("ERROR", 1)[1].strip()
         else:
             row.update(zip(names, map(float, f[4:12])))
-            n, d, v = shape_of(row["shape"])
-            elem = torch.empty((), dtype=DTYPES[row["dtype"]]).element_size()
-            row["fb_extra_mb"] = row["fb_mem_mb"] - (n + v) * d * elem / 2**20
+            row["fb_extra_mb"] = row["fb_mem_mb"] - inputs_mb(*shape_of(row["shape"]), row["dtype"])
         rows.append(row)
     return rows
 
@@ -317,9 +320,15 @@ def markdown(rows):
     ok = [r for r in rows if "error" not in r]
     out = []
 
+    def find(among, shape, data, dt, method):
+        key = (shape, data, dt, method)
+        return next((r for r in among if (r["shape"], r["data"], r["dtype"], r["method"]) == key), None)
+
     def get(shape, data, dt, method):
-        return next((r for r in ok if (r["shape"], r["data"], r["dtype"], r["method"]) == (shape, data, dt, method)),
-                    None)
+        return find(ok, shape, data, dt, method)
+
+    def failed(shape, data, dt, method):
+        return find([r for r in rows if "error" in r], shape, data, dt, method)
 
     def num(x, fmt):
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
@@ -353,7 +362,7 @@ def markdown(rows):
             cells = []
             for m in methods:
                 r = get(shape, "peaky", "bf16", m)
-                bad = next((x for x in rows if x["shape"] == shape and x["method"] == m and "error" in x), None)
+                bad = failed(shape, "peaky", "bf16", m)
                 if r is None:
                     cells.append("OOM" if bad and "OutOfMemory" in bad["error"] else "—")
                 elif m == "cublas":
@@ -373,8 +382,7 @@ def markdown(rows):
             cells = []
             for dt in ["bf16"] + dts:
                 r = get(shape, "peaky", dt, m)
-                bad = next((x for x in rows if (x["shape"], x["dtype"], x["method"]) == (shape, dt, m) and "error" in x),
-                           None)
+                bad = failed(shape, "peaky", dt, m)
                 cells.append(f"{r['fb_ms']:.1f} ({num(r['de_rel'], '.1e')} / {num(r['dc_rel'], '.1e')})" if r else
                              ("unsupported" if bad else "—"))
             out.append(f"| {m} | " + " | ".join(cells) + " |")
@@ -412,6 +420,10 @@ def main():
         print(f"{len(rows)} rows from {args.from_log}; plots: {', '.join(plots(rows, args.out))}")
         return
     started = time.time()
+    skipped = f"skipped: past --max-minutes {args.max_minutes}"
+
+    def over_time():
+        return time.time() - started > 60 * args.max_minutes
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "meta.json"), "w") as f:
         json.dump(environment(args.device), f, indent=1)
@@ -438,9 +450,8 @@ def main():
     rows = []
     for shape, data, dt, methods, with_ref in plan:
         n, d, v = shape_of(shape)
-        if time.time() - started > 60 * args.max_minutes:
-            rows += [dict(shape=shape, data=data, dtype=dt, method=m, error=f"skipped: past --max-minutes "
-                          f"{args.max_minutes}") for m in methods]
+        if over_time():
+            rows += [dict(shape=shape, data=data, dtype=dt, method=m, error=skipped) for m in methods]
             continue
         e, c, t = make_data(n, d, v, data, 1234, DTYPES[dt], args.device)
         ref = reference(e, c, t) if with_ref else None
@@ -449,8 +460,8 @@ def main():
                 bar.set_description(f"{shape} {data} {dt} {method}")
             t0 = time.time()
             try:
-                if t0 - started > 60 * args.max_minutes:
-                    raise TimeoutError(f"skipped: past --max-minutes {args.max_minutes}")
+                if over_time():
+                    raise TimeoutError(skipped)
                 if method == "cublas":
                     res = measure_cublas(e, c, bench)
                 elif method == "flce_rust":
