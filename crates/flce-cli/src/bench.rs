@@ -105,7 +105,8 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
                 other => return Err(flce::Error::Unsupported(format!("--forward {other}: expected cublas or fused"))),
             },
         };
-        let fws = DeviceBuffer::new(be.forward_workspace_bytes(*shape, T::DTYPE, fconfig))?;
+        let fplan = be.forward_plan(*shape, T::DTYPE, fconfig);
+        let fws = DeviceBuffer::new(fplan.workspace_bytes)?;
         let de = DeviceBuffer::new(n * d * es)?;
         let dc = DeviceBuffer::new(v * d * es)?;
         let go = DeviceBuffer::from_slice(&[1.0f32])?;
@@ -125,7 +126,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         // synchronises before returning.
         let gemm_ms = time_ms(3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
         drop(logits);
-        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), fconfig, stream) };
+        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), &fplan, stream) };
         let fwd_ms = time_ms(3, args.iters, fwd)?;
         let bwd = || unsafe {
             be.backward(
@@ -135,7 +136,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
                 DeviceGradOutput::Scalar(go.ptr()),
                 &grads,
                 bws.workspace(),
-                config,
+                &bplan,
                 stream,
             )
         };
@@ -145,7 +146,6 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         })?;
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;
-        let fplan = be.forward_plan(*shape, T::DTYPE, fconfig);
         rows.push(format!(
             "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{}{} |",
             fwd_ms / gemm_ms,
@@ -153,13 +153,13 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             mb(fwd_extra),
             mb(bws.bytes()),
             100.0 * bws.bytes() as f64 / grad_bytes as f64,
-            fplan.mode,
+            fplan.family,
             fplan.splits,
             fplan.vocab_chunk,
-            bplan.mode,
+            bplan.family,
             bplan.token_chunk,
             bplan.vocab_chunk,
-            bplan.dc_tail.map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
+            bplan.dc_tail().map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
         ));
         json.push_str(&format!(
             "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"}}\n",

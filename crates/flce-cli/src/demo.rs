@@ -178,14 +178,16 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let x = up.inputs;
     let lse = DeviceBuffer::new(4 * n)?;
     let (sc, st) = (DeviceBuffer::new(16)?, DeviceBuffer::new(4)?);
-    let fws = DeviceBuffer::new(be.forward_workspace_bytes(shape, T::DTYPE, Default::default()))?;
+    let fplan = be.forward_plan(shape, T::DTYPE, Default::default());
+    let fws = DeviceBuffer::new(fplan.workspace_bytes)?;
     let (de, dc) = (DeviceBuffer::new(n * d * es)?, DeviceBuffer::new(v * d * es)?);
     let go = DeviceBuffer::from_slice(&[1.0f32])?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
-    let bws = DeviceBuffer::new(be.backward_workspace_bytes(shape, T::DTYPE, grads.wanted(), Default::default())?)?;
+    let bplan = be.backward_plan(shape, T::DTYPE, grads.wanted(), Default::default())?;
+    let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
     // SAFETY: every buffer is live and sized for the shape; median_ms synchronises.
-    let fwd = || unsafe { be.forward(&x, opts, &out, fws.workspace(), Default::default(), stream) };
+    let fwd = || unsafe { be.forward(&x, opts, &out, fws.workspace(), &fplan, stream) };
     let fwd_ms = time_ms(2, 5, fwd)?;
     let fb_ms = time_ms(1, 5, || {
         fwd()?;
@@ -197,7 +199,7 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
                 DeviceGradOutput::Scalar(go.ptr()),
                 &grads,
                 bws.workspace(),
-                Default::default(),
+                &bplan,
                 stream,
             )
         }

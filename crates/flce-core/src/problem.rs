@@ -27,10 +27,50 @@ impl Shape {
                 return Err(Error::EmptyDimension { dim });
             }
         }
-        if self.v > i32::MAX as usize {
-            return Err(Error::Unsupported(format!("V = {} exceeds i32::MAX", self.v)));
+        let Shape { n, d, v } = *self;
+        if v > i32::MAX as usize || n > i32::MAX as usize || d > i32::MAX as usize {
+            return Err(Error::Unsupported(format!("shape {self}: N, D and V must each fit in i32")));
+        }
+        if n.checked_mul(d).is_none() || v.checked_mul(d).is_none() {
+            return Err(Error::Unsupported(format!("shape {self} too large")));
         }
         Ok(())
+    }
+
+    /// The checks every entry point runs first (Rust host API, device-pointer API, Python): the
+    /// shape ([`Shape::validate`]), every option value ([`Options::validate`]) and that `shift`'s
+    /// sequence length divides N.
+    pub fn validate_with(&self, opts: &Options) -> Result<()> {
+        self.validate()?;
+        opts.validate()?;
+        if let Some(t) = opts.shift {
+            if self.n % t != 0 {
+                return Err(Error::InvalidOption {
+                    name: "shift",
+                    value: t.to_string(),
+                    reason: "N must be a multiple of the sequence length",
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The shape of grad_output that a backward takes: a scalar for mean and sum, [N] for none.
+/// `per_token_len` is None for a scalar, else the length of the per-token buffer.
+pub fn check_grad_output(reduction: Reduction, n: usize, per_token_len: Option<usize>) -> Result<()> {
+    match (reduction, per_token_len) {
+        (Reduction::None, Some(len)) => check_len("grad_output", "[N] (reduction none)", n, len),
+        (Reduction::None, None) => {
+            Err(Error::ShapeMismatch { arg: "grad_output", layout: "[N] (reduction none)".into(), expected: n, got: 1 })
+        }
+        (_, Some(len)) => Err(Error::ShapeMismatch {
+            arg: "grad_output",
+            layout: "scalar (reduction mean or sum)".into(),
+            expected: 1,
+            got: len,
+        }),
+        (_, None) => Ok(()),
     }
 }
 
@@ -110,8 +150,7 @@ pub struct Prepared {
 
 impl Prepared {
     pub fn new(shape: Shape, targets: &[i64], class_weights: Option<&[f32]>, opts: &Options) -> Result<Self> {
-        shape.validate()?;
-        opts.validate()?;
+        shape.validate_with(opts)?;
         check_len("targets", "[N]", shape.n, targets.len())?;
         if let Some(w) = class_weights {
             check_len("class_weights", "[V]", shape.v, w.len())?;
@@ -120,15 +159,6 @@ impl Prepared {
                     name: "class_weights",
                     value: format!("w[{j}] = {x}"),
                     reason: "class weights must be finite and >= 0",
-                });
-            }
-        }
-        if let Some(t) = opts.shift {
-            if shape.n % t != 0 {
-                return Err(Error::InvalidOption {
-                    name: "shift",
-                    value: t.to_string(),
-                    reason: "N must be a multiple of the sequence length",
                 });
             }
         }
@@ -172,30 +202,17 @@ impl Prepared {
     /// ∂L/∂loss_i for every token from the caller's grad_output; 0 at ignored tokens.
     pub fn token_grad_scales(&self, reduction: Reduction, grad_output: GradOutput<'_>) -> Result<Vec<f32>> {
         let n = self.shape.n;
-        let scales = match (reduction, grad_output) {
-            (Reduction::None, GradOutput::PerToken(g)) => {
-                check_len("grad_output", "[N] (reduction none)", n, g.len())?;
-                g.to_vec()
-            }
-            (Reduction::None, GradOutput::Scalar(_)) => {
-                return Err(Error::ShapeMismatch {
-                    arg: "grad_output",
-                    layout: "[N] (reduction none)".into(),
-                    expected: n,
-                    got: 1,
-                })
-            }
-            (_, GradOutput::PerToken(g)) => {
-                return Err(Error::ShapeMismatch {
-                    arg: "grad_output",
-                    layout: "scalar (reduction mean or sum)".into(),
-                    expected: 1,
-                    got: g.len(),
-                })
-            }
-            (r, GradOutput::Scalar(g)) => {
+        let per_token_len = match grad_output {
+            GradOutput::Scalar(_) => None,
+            GradOutput::PerToken(g) => Some(g.len()),
+        };
+        check_grad_output(reduction, n, per_token_len)?;
+        let scales = match grad_output {
+            GradOutput::PerToken(g) => g.to_vec(),
+            GradOutput::Scalar(g) => {
                 // With every token ignored the mean is 0/0 and PyTorch's gradient is zero.
-                let scale = if self.target_weight_sum == 0.0 { 0.0 } else { g as f64 * self.reduction_scale(r) };
+                let scale =
+                    if self.target_weight_sum == 0.0 { 0.0 } else { g as f64 * self.reduction_scale(reduction) };
                 vec![scale as f32; n]
             }
         };

@@ -8,9 +8,9 @@ fn main() {
     let arch = Arch(args.first().cloned().unwrap_or_else(|| "sm_90a".into()));
     let dtype: DType = args.get(1).map(|s| s.parse().unwrap()).unwrap_or(DType::BF16);
     for file in KernelFile::ALL {
-        let mut opts = options(&arch, dtype);
+        let mut opts = options(&arch);
         opts.push("--ptxas-options=-v".into());
-        match compile_with_log(&expanded_source(file), file.name(), &opts) {
+        match compile_with_log(&expanded_source(file, dtype), file.name(), &opts) {
             Ok((_, log)) => println!("== {} ({}, {dtype})\n{log}", file.name(), arch.0),
             Err(e) => println!("== {}: {e}", file.name()),
         }

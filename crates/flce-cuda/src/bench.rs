@@ -1,16 +1,15 @@
 //! Timing helpers for benchmarks: CUDA events on a stream, and the cuBLAS logits GEMM that is the
 //! floor every fused loss is measured against.
 
-use std::ffi::c_void;
-
-use cudarc::cublas::sys as cublas;
 use cudarc::driver::result as drv;
 use cudarc::driver::sys as cu;
-use flce_core::{DType, Result};
+use flce_core::{Result, Shape};
 
+use crate::abi::DevPtr;
+use crate::blas::{Elem, Gemm, Mat};
+use crate::device::{DeviceInputs, Stream};
 use crate::error::Check;
-use crate::launch::{CudaLoss, DeviceInputs, Stream};
-use crate::params::DevPtr;
+use crate::loss::CudaLoss;
 
 /// Median milliseconds of `iters` timed calls of `f` on `stream` (after `warmup` untimed calls),
 /// measured with CUDA events around each call.
@@ -51,37 +50,20 @@ impl CudaLoss {
     /// # Safety
     /// Pointers as for [`CudaLoss::forward`]; `out` holds N·V elements of the input dtype.
     pub unsafe fn logits_gemm(&self, x: &DeviceInputs, out: DevPtr, stream: Stream) -> Result<()> {
-        let (n, d, v) = (x.shape.n as i32, x.shape.d as i32, x.shape.v as i32);
-        let ty = match x.dtype {
-            DType::BF16 => cublas::cudaDataType::CUDA_R_16BF,
-            DType::F16 => cublas::cudaDataType::CUDA_R_16F,
-            DType::F32 => cublas::cudaDataType::CUDA_R_32F,
-        };
-        let handle = self.cublas_handle(stream)?;
-        let (alpha, beta) = (1.0f32, 0.0f32);
+        let Shape { n, d, v } = x.shape;
+        let input = Elem::Input(x.dtype);
+        let blas = self.blas.bind(stream)?;
         // column-major: out (V × N) = Cᵀ(V × D) · E(D × N)
-        cudarc::cublas::result::gemm_ex(
-            handle,
-            cublas::cublasOperation_t::CUBLAS_OP_T,
-            cublas::cublasOperation_t::CUBLAS_OP_N,
-            v,
+        let gemm = Gemm {
+            m: v,
             n,
-            d,
-            &alpha as *const f32 as *const c_void,
-            x.c as *const c_void,
-            ty,
-            d,
-            x.e as *const c_void,
-            ty,
-            d,
-            &beta as *const f32 as *const c_void,
-            out as *mut c_void,
-            ty,
-            v,
-            cublas::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-        )
-        .check("cublasGemmEx(logits)")?;
+            k: d,
+            a: Mat::new(x.c, input, d).t(),
+            b: Mat::new(x.e, input, d),
+            beta: 0.0,
+            out: Mat::new(out, input, v),
+        };
+        gemm.run(&blas)?;
         Ok(())
     }
 }

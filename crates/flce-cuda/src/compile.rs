@@ -15,56 +15,93 @@ use sha2::{Digest, Sha256};
 use crate::error::{CudaError, CudaResult};
 use crate::library::{require, Library};
 
-/// A kernel source file of this crate.
+/// A kernel source file of this crate: one NVRTC program, one CUDA module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum KernelFile {
-    Forward,
-    Backward,
+    /// shared/prep.cu: effective targets, per-token gradient scales.
     Prep,
+    /// shared/finish.cu: the forward's finish step.
+    Finish,
+    /// shared/accumulate.cu: db reduction, the f32 → dtype rounding.
+    Accumulate,
+    /// cublas/stats.cu: forward statistics from cuBLAS logits.
+    CublasStats,
+    /// cublas/grad_from_logits.cu: G from cuBLAS logits.
+    CublasGrad,
+    /// sm80/forward_tiles.cu: the fused mma.sync forward.
+    Sm80Forward,
+    /// sm80/grad_tiles.cu: G from mma.sync tiles.
+    Sm80Grad,
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 3] = [KernelFile::Forward, KernelFile::Backward, KernelFile::Prep];
+    pub const ALL: [KernelFile; 7] = [
+        KernelFile::Prep,
+        KernelFile::Finish,
+        KernelFile::Accumulate,
+        KernelFile::CublasStats,
+        KernelFile::CublasGrad,
+        KernelFile::Sm80Forward,
+        KernelFile::Sm80Grad,
+    ];
 
+    /// Path below kernels/.
     pub fn name(self) -> &'static str {
         match self {
-            KernelFile::Forward => "forward.cu",
-            KernelFile::Backward => "backward.cu",
-            KernelFile::Prep => "prep.cu",
+            KernelFile::Prep => "shared/prep.cu",
+            KernelFile::Finish => "shared/finish.cu",
+            KernelFile::Accumulate => "shared/accumulate.cu",
+            KernelFile::CublasStats => "cublas/stats.cu",
+            KernelFile::CublasGrad => "cublas/grad_from_logits.cu",
+            KernelFile::Sm80Forward => "sm80/forward_tiles.cu",
+            KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
         }
     }
 
     fn text(self) -> &'static str {
         match self {
-            KernelFile::Forward => include_str!("../kernels/forward.cu"),
-            KernelFile::Backward => include_str!("../kernels/backward.cu"),
-            KernelFile::Prep => include_str!("../kernels/prep.cu"),
+            KernelFile::Prep => include_str!("../kernels/shared/prep.cu"),
+            KernelFile::Finish => include_str!("../kernels/shared/finish.cu"),
+            KernelFile::Accumulate => include_str!("../kernels/shared/accumulate.cu"),
+            KernelFile::CublasStats => include_str!("../kernels/cublas/stats.cu"),
+            KernelFile::CublasGrad => include_str!("../kernels/cublas/grad_from_logits.cu"),
+            KernelFile::Sm80Forward => include_str!("../kernels/sm80/forward_tiles.cu"),
+            KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
         }
     }
-}
 
-fn header(name: &str) -> Option<&'static str> {
-    match name {
-        "common.cuh" => Some(include_str!("../kernels/common.cuh")),
-        "tile_gemm.cuh" => Some(include_str!("../kernels/tile_gemm.cuh")),
-        _ => None,
+    /// Whether the file's kernels touch no input-dtype data (then one module serves every dtype).
+    pub fn dtype_independent(self) -> bool {
+        matches!(self, KernelFile::Prep | KernelFile::Finish)
     }
 }
 
-/// The source with our `#include "x.cuh"` lines expanded (each header once), so NVRTC needs no
-/// include path and the cache key covers every byte compiled.
-pub fn expanded_source(file: KernelFile) -> String {
-    fn expand(text: &str, seen: &mut Vec<String>, out: &mut String) {
+/// A header's text: the generated ones from Rust ([`crate::abi`]), the rest from kernels/.
+fn header(name: &str, dtype: DType) -> Option<String> {
+    Some(match name {
+        "flce_config.cuh" => crate::abi::c_config(dtype),
+        "flce_abi.cuh" => crate::abi::c_header(),
+        "common/types.cuh" => include_str!("../kernels/common/types.cuh").into(),
+        "common/loss.cuh" => include_str!("../kernels/common/loss.cuh").into(),
+        "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
+        _ => return None,
+    })
+}
+
+/// The source of `file` for `dtype` with our `#include "x.cuh"` lines expanded (each header
+/// once), so NVRTC needs no include path and the cache key covers every byte compiled.
+pub fn expanded_source(file: KernelFile, dtype: DType) -> String {
+    fn expand(text: &str, dtype: DType, seen: &mut Vec<String>, out: &mut String) {
         for line in text.lines() {
             let t = line.trim();
             if t == "#pragma once" {
                 continue;
             }
             if let Some(name) = t.strip_prefix("#include \"").and_then(|r| r.strip_suffix('"')) {
-                let body = header(name).unwrap_or_else(|| panic!("unknown kernel header {name}"));
+                let body = header(name, dtype).unwrap_or_else(|| panic!("unknown kernel header {name}"));
                 if !seen.iter().any(|s| s == name) {
                     seen.push(name.to_string());
-                    expand(body, seen, out);
+                    expand(&body, dtype, seen, out);
                 }
                 continue;
             }
@@ -73,7 +110,7 @@ pub fn expanded_source(file: KernelFile) -> String {
         }
     }
     let mut out = String::new();
-    expand(file.text(), &mut Vec::new(), &mut out);
+    expand(file.text(), dtype, &mut Vec::new(), &mut out);
     out
 }
 
@@ -88,22 +125,23 @@ impl Arch {
         let suffix = if major == 9 { "a" } else { "" };
         Arch(format!("sm_{major}{minor}{suffix}"))
     }
+
+    /// (major, minor) of the target: `sm_86` → (8, 6), `sm_90a` → (9, 0), `sm_120` → (12, 0).
+    pub fn capability(&self) -> (i32, i32) {
+        let digits: String = self.0.trim_start_matches("sm_").chars().take_while(|c| c.is_ascii_digit()).collect();
+        let (major, minor) = digits.split_at(digits.len().saturating_sub(1));
+        (major.parse().unwrap_or(0), minor.parse().unwrap_or(0))
+    }
 }
 
 /// The architectures CI compiles every kernel for.
 pub const CI_ARCHES: [&str; 4] = ["sm_80", "sm_86", "sm_89", "sm_90a"];
 
-/// NVRTC options for one (architecture, dtype).
-pub fn options(arch: &Arch, dtype: DType) -> Vec<String> {
-    let code = match dtype {
-        DType::BF16 => 0,
-        DType::F16 => 1,
-        DType::F32 => 2,
-    };
+/// NVRTC options for one architecture (the dtype is in the source: `flce_config.cuh`).
+pub fn options(arch: &Arch) -> Vec<String> {
     vec![
         format!("--gpu-architecture={}", arch.0),
         "--std=c++17".into(),
-        format!("-DFLCE_DTYPE={code}"),
         "--device-as-default-execution-space".into(),
         "-lineinfo".into(),
     ]
@@ -158,10 +196,11 @@ pub struct Cubin {
 
 /// Compile `file` for `arch` and `dtype` to a cubin, through the disk cache.
 pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin> {
-    let source = expanded_source(file);
-    let opts = options(arch, dtype);
+    let source = expanded_source(file, dtype);
+    let opts = options(arch);
     let key = cache_key(&source, &opts, nvrtc_version()?);
-    let path = cache_dir().map(|d| d.join(format!("{}-{}-{}-{key}.cubin", file.name(), arch.0, dtype)));
+    let path =
+        cache_dir().map(|d| d.join(format!("{}-{}-{}-{key}.cubin", file.name().replace('/', "-"), arch.0, dtype)));
     if let Some(p) = &path {
         if let Ok(image) = std::fs::read(p) {
             if !image.is_empty() {
@@ -244,35 +283,43 @@ mod tests {
         assert_eq!(Arch::for_capability(8, 6).0, "sm_86");
         assert_eq!(Arch::for_capability(8, 9).0, "sm_89");
         assert_eq!(Arch::for_capability(9, 0).0, "sm_90a");
+        assert_eq!(Arch::for_capability(9, 0).capability(), (9, 0));
+        assert_eq!(Arch("sm_86".into()).capability(), (8, 6));
+        assert_eq!(Arch("sm_120".into()).capability(), (12, 0));
     }
 
     #[test]
     fn includes_are_expanded_once_and_everything_is_covered() {
         for f in KernelFile::ALL {
-            let s = expanded_source(f);
+            let s = expanded_source(f, DType::BF16);
             assert!(!s.contains("#include \""), "{}: unexpanded include", f.name());
-            assert_eq!(s.matches("typedef unsigned short u16;").count(), 1, "{}: common.cuh expanded twice", f.name());
+            assert_eq!(s.matches("typedef unsigned short u16;").count(), 1, "{}: types.cuh expanded twice", f.name());
+            assert_eq!(s.matches("struct LossConstants {").count(), 1, "{}: the generated ABI header", f.name());
         }
-        assert!(expanded_source(KernelFile::Forward).contains("logits_tiles"));
+        assert!(expanded_source(KernelFile::Sm80Forward, DType::BF16).contains("logits_tiles"));
+        assert!(expanded_source(KernelFile::Accumulate, DType::F16).contains("#define FLCE_DTYPE 1"));
     }
 
     #[test]
     fn cache_key_depends_on_source_options_and_version() {
-        let o = options(&Arch("sm_80".into()), DType::BF16);
+        let o = options(&Arch("sm_80".into()));
         let k = cache_key("a", &o, (13, 0));
         assert_eq!(k.len(), 64);
         assert_eq!(k, cache_key("a", &o, (13, 0)));
         assert_ne!(k, cache_key("b", &o, (13, 0)));
         assert_ne!(k, cache_key("a", &o, (12, 8)));
-        assert_ne!(k, cache_key("a", &options(&Arch("sm_86".into()), DType::BF16), (13, 0)));
-        assert_ne!(k, cache_key("a", &options(&Arch("sm_80".into()), DType::F16), (13, 0)));
+        assert_ne!(k, cache_key("a", &options(&Arch("sm_86".into())), (13, 0)));
+        // the dtype is part of the source
+        assert_ne!(
+            expanded_source(KernelFile::CublasGrad, DType::BF16),
+            expanded_source(KernelFile::CublasGrad, DType::F16)
+        );
     }
 
     #[test]
-    fn options_name_arch_and_dtype() {
-        let o = options(&Arch("sm_90a".into()), DType::F32);
+    fn options_name_the_arch() {
+        let o = options(&Arch("sm_90a".into()));
         assert!(o.contains(&"--gpu-architecture=sm_90a".to_string()));
-        assert!(o.contains(&"-DFLCE_DTYPE=2".to_string()));
     }
 
     #[test]

@@ -4,14 +4,12 @@
 
 use cudarc::driver::result as drv;
 use cudarc::driver::sys as cu;
-use flce_core::{Element, ForwardOutput, GradOutput, Gradients, HostInputs, Options, Reduction, Result};
+use flce_core::{check_grad_output, Element, ForwardOutput, GradOutput, Gradients, HostInputs, Options, Result};
 
+use crate::abi::DevPtr;
+use crate::device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Workspace};
 use crate::error::{Check, CudaError, CudaResult};
-use crate::launch::{
-    BackwardConfig, CudaLoss, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig,
-    Workspace,
-};
-use crate::params::DevPtr;
+use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
 
 /// A device allocation freed on drop.
 pub struct DeviceBuffer {
@@ -134,11 +132,8 @@ impl CudaLoss {
         let ptl = opts.wants_per_token_loss().then(|| DeviceBuffer::new(4 * n)).transpose()?;
         let scalars = DeviceBuffer::new(16)?;
         let status = DeviceBuffer::new(4)?;
-        let ws = DeviceBuffer::new(self.forward_workspace_bytes(
-            up.inputs.shape,
-            up.inputs.dtype,
-            ForwardConfig::default(),
-        ))?;
+        let plan = self.forward_plan(up.inputs.shape, up.inputs.dtype, ForwardConfig::default());
+        let ws = DeviceBuffer::new(plan.workspace_bytes)?;
         let out = DeviceForwardOutputs {
             lse: lse.ptr(),
             per_token_loss: ptl.as_ref().map(|b| b.ptr()),
@@ -146,9 +141,7 @@ impl CudaLoss {
             status: status.ptr(),
         };
         // SAFETY: every buffer above is live, sized for the shape, and synchronised before drop.
-        unsafe {
-            self.forward(&up.inputs, opts, &out, ws.workspace(), ForwardConfig::default(), std::ptr::null_mut())?
-        };
+        unsafe { self.forward(&up.inputs, opts, &out, ws.workspace(), &plan, std::ptr::null_mut())? };
         self.sync()?;
         let st: Vec<i32> = status.to_vec(1)?;
         if st[0] != i32::MAX {
@@ -187,24 +180,14 @@ impl CudaLoss {
     ) -> Result<Gradients<T>> {
         let s = up.inputs.shape;
         flce_core::problem_check_len("lse", "[N]", s.n, lse.len())?;
-        let go = match (opts.reduction, grad_output) {
-            (Reduction::None, GradOutput::PerToken(g)) => {
-                flce_core::problem_check_len("grad_output", "[N] (reduction none)", s.n, g.len())?;
-                DeviceBuffer::from_slice(g)?
+        let (go, gop): (DeviceBuffer, fn(DevPtr) -> DeviceGradOutput) = match grad_output {
+            GradOutput::Scalar(g) => {
+                check_grad_output(opts.reduction, s.n, None)?;
+                (DeviceBuffer::from_slice(&[g])?, DeviceGradOutput::Scalar)
             }
-            (r, GradOutput::Scalar(g)) if r != Reduction::None => DeviceBuffer::from_slice(&[g])?,
-            (_, g) => {
-                let got = match g {
-                    GradOutput::Scalar(_) => 1,
-                    GradOutput::PerToken(p) => p.len(),
-                };
-                let expected = if opts.reduction == Reduction::None { s.n } else { 1 };
-                return Err(flce_core::Error::ShapeMismatch {
-                    arg: "grad_output",
-                    layout: format!("{:?} reduction", opts.reduction),
-                    expected,
-                    got,
-                });
+            GradOutput::PerToken(g) => {
+                check_grad_output(opts.reduction, s.n, Some(g.len()))?;
+                (DeviceBuffer::from_slice(g)?, DeviceGradOutput::PerToken)
             }
         };
         let lse_d = DeviceBuffer::from_slice(lse)?;
@@ -213,15 +196,20 @@ impl CudaLoss {
         let dc = DeviceBuffer::new(s.v * s.d * es)?;
         let db = up.bias.as_ref().map(|_| DeviceBuffer::new(s.v * es)).transpose()?;
         let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-        let ws = DeviceBuffer::new(self.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), config)?)?;
-        let gop = if opts.reduction == Reduction::None {
-            DeviceGradOutput::PerToken(go.ptr())
-        } else {
-            DeviceGradOutput::Scalar(go.ptr())
-        };
+        let plan = self.backward_plan(s, T::DTYPE, grads.wanted(), config)?;
+        let ws = DeviceBuffer::new(plan.workspace_bytes)?;
         // SAFETY: every buffer above is live, sized for the shape, and synchronised before drop.
         unsafe {
-            self.backward(&up.inputs, opts, lse_d.ptr(), gop, &grads, ws.workspace(), config, std::ptr::null_mut())?
+            self.backward(
+                &up.inputs,
+                opts,
+                lse_d.ptr(),
+                gop(go.ptr()),
+                &grads,
+                ws.workspace(),
+                &plan,
+                std::ptr::null_mut(),
+            )?
         };
         self.sync()?;
         Ok(Gradients {

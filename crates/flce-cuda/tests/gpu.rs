@@ -87,14 +87,15 @@ fn gpu_run<T: Element>(
     let ptl = buf(4 * s.n)?;
     let scalars = buf(16)?;
     let status = buf(4)?;
-    let ws = buf(be.forward_workspace_bytes(s, up.inputs.dtype, fconfig))?;
+    let fplan = be.forward_plan(s, up.inputs.dtype, fconfig);
+    let ws = buf(fplan.workspace_bytes)?;
     let out = DeviceForwardOutputs {
         lse: lse.ptr(),
         per_token_loss: Some(ptl.ptr()),
         scalars: scalars.ptr(),
         status: status.ptr(),
     };
-    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), fconfig, std::ptr::null_mut()) }.map_err(e)?;
+    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), &fplan, std::ptr::null_mut()) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("forward: {x:?}"))?;
     let st: Vec<i32> = status.to_vec(1).map_err(|x| x.to_string())?;
     if st[0] != i32::MAX {
@@ -106,13 +107,14 @@ fn gpu_run<T: Element>(
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let go_d = DeviceBuffer::from_slice(go).map_err(|x| x.to_string())?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    let ws2 = buf(be.backward_workspace_bytes(s, T::DTYPE, grads.wanted(), config).map_err(e)?)?;
+    let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), config).map_err(e)?;
+    let ws2 = buf(bplan.workspace_bytes)?;
     let gop = if opts.reduction == Reduction::None {
         DeviceGradOutput::PerToken(go_d.ptr())
     } else {
         DeviceGradOutput::Scalar(go_d.ptr())
     };
-    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), config, std::ptr::null_mut()) }
+    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, std::ptr::null_mut()) }
         .map_err(e)?;
     be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
     let sc: Vec<f32> = scalars.to_vec(4).map_err(|x| x.to_string())?;
@@ -261,7 +263,7 @@ fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
     // the last row, and both sides of the tail pass's first row when dE accumulated in dC's tail
     vocab.push(v - 1);
     let wanted = flce_cuda::plan::Wanted { de: true, dc: true, dbias: false };
-    if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail {
+    if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail() {
         vocab.extend([tail.first_row - 1, tail.first_row]);
     }
     let grad = |z: f64, lse: f64, gi: f64, is_t: bool| -> f64 {
@@ -352,10 +354,10 @@ fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
     let lse = DeviceBuffer::new(4 * 40).unwrap();
     let sc = DeviceBuffer::new(16).unwrap();
     let st = DeviceBuffer::new(4).unwrap();
-    let ws =
-        DeviceBuffer::new(be.forward_workspace_bytes(inputs.shape, inputs.dtype, ForwardConfig::default())).unwrap();
+    let plan = be.forward_plan(inputs.shape, inputs.dtype, ForwardConfig::default());
+    let ws = DeviceBuffer::new(plan.workspace_bytes).unwrap();
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
-    unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), ForwardConfig::default(), std::ptr::null_mut()) }
+    unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), &plan, std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|e| format!("{e:?}"))?;
     let status: Vec<i32> = st.to_vec(1).unwrap();

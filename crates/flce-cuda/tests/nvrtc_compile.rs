@@ -20,8 +20,8 @@ fn every_kernel_compiles_for_every_target() {
     for arch in CI_ARCHES {
         for dtype in [DType::BF16, DType::F16, DType::F32] {
             for file in KernelFile::ALL {
-                let opts = options(&Arch(arch.to_string()), dtype);
-                let cubin = compile_uncached(&expanded_source(file), file.name(), &opts)
+                let opts = options(&Arch(arch.to_string()));
+                let cubin = compile_uncached(&expanded_source(file, dtype), file.name(), &opts)
                     .unwrap_or_else(|e| panic!("{} for {arch} {dtype}: {e}", file.name()));
                 assert!(cubin.len() > 1000, "{} for {arch}: suspiciously small cubin", file.name());
                 compiled += 1;
@@ -37,7 +37,7 @@ fn compile_errors_carry_the_log_and_options() {
         eprintln!("SKIPPED compile_errors_carry_the_log_and_options: no NVRTC");
         return;
     }
-    let opts = options(&Arch("sm_80".into()), DType::BF16);
+    let opts = options(&Arch("sm_80".into()));
     let err =
         compile_uncached("extern \"C\" __global__ void k() { this is not C++; }", "broken.cu", &opts).unwrap_err();
     let msg = err.to_string();

@@ -2,9 +2,10 @@
 //! the caller's CUDA stream from the Python package (`python/flce/`), which allocates every
 //! output and workspace with torch; no libtorch link. The GIL is released while Rust works.
 //!
-//! One entry type, [`Problem`]: a validated (shape, dtype, options) with the workspace sizing and
-//! forward / backward calls for the CUDA backend (device pointers) and the CPU backend (host
-//! pointers).
+//! One entry type, [`Problem`]: a validated (shape, dtype, options) that makes the CUDA plans
+//! ([`ForwardPlan`], [`BackwardPlan`]: made once per call shape by the Python side and handed back
+//! with every call) and runs forward / backward on the CUDA backend (device pointers) or the CPU
+//! backend (host pointers).
 
 use flce::cuda::{
     BackwardConfig, BackwardMode, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig,
@@ -39,6 +40,60 @@ fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig
     };
     Ok(BackwardConfig { budget, mode })
 }
+
+/// A forward plan for one call shape on one device (see `flce::cuda::ForwardPlan`).
+#[pyclass(frozen, module = "flce._flce")]
+pub struct ForwardPlan {
+    device: usize,
+    plan: flce::cuda::ForwardPlan,
+}
+
+#[pymethods]
+impl ForwardPlan {
+    /// Bytes of workspace the call needs.
+    #[getter]
+    fn workspace_bytes(&self) -> usize {
+        self.plan.workspace_bytes
+    }
+    /// The kernel family that runs it ("cublas" or "sm80").
+    #[getter]
+    fn family(&self) -> &'static str {
+        self.plan.family.name()
+    }
+    fn __repr__(&self) -> String {
+        format!("ForwardPlan(device {}, {:?})", self.device, self.plan)
+    }
+}
+
+/// A backward plan for one call shape, set of wanted gradients and device.
+#[pyclass(frozen, module = "flce._flce")]
+pub struct BackwardPlan {
+    device: usize,
+    plan: flce::cuda::BackwardPlan,
+}
+
+#[pymethods]
+impl BackwardPlan {
+    #[getter]
+    fn workspace_bytes(&self) -> usize {
+        self.plan.workspace_bytes
+    }
+    #[getter]
+    fn family(&self) -> &'static str {
+        self.plan.family.name()
+    }
+    /// (token chunk, vocabulary chunk).
+    #[getter]
+    fn chunks(&self) -> (usize, usize) {
+        (self.plan.token_chunk, self.plan.vocab_chunk)
+    }
+    fn __repr__(&self) -> String {
+        format!("BackwardPlan(device {}, {:?})", self.device, self.plan)
+    }
+}
+
+/// Device pointers of the inputs: (e, c, bias, targets, class_weights).
+type DevicePtrs = (u64, u64, Option<u64>, u64, Option<u64>);
 
 /// A validated problem: shape, dtype and loss options. dtype "f64" is accepted for CPU tensors
 /// only: it runs flce's f64 oracle (materialised logits; for gradcheck and small problems).
@@ -153,15 +208,24 @@ impl Problem {
         Ok((r.loss, self.opts.return_accuracy.then_some(r.accuracy)))
     }
 
-    fn device_inputs(
-        &self,
-        e: u64,
-        c: u64,
-        bias: Option<u64>,
-        targets: u64,
-        class_weights: Option<u64>,
-    ) -> DeviceInputs {
+    fn device_inputs(&self, (e, c, bias, targets, class_weights): DevicePtrs) -> DeviceInputs {
         DeviceInputs { shape: self.shape, dtype: self.dtype, e, c, bias, targets, class_weights }
+    }
+
+    fn no_f64_on_cuda(&self) -> PyResult<()> {
+        if self.f64 {
+            return Err(PyTypeError::new_err("float64 runs on CPU tensors only (flce's f64 oracle)"));
+        }
+        Ok(())
+    }
+
+    fn check_device(&self, device: usize, plan_device: usize) -> PyResult<()> {
+        if device != plan_device {
+            return Err(PyValueError::new_err(format!(
+                "the plan was made for CUDA device {plan_device}, not {device}"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -197,28 +261,21 @@ impl Problem {
             return_accuracy,
         };
         let shape = Shape::new(n, d, v);
-        shape.validate().map_err(to_py)?;
-        opts.validate().map_err(to_py)?;
-        if let Some(t) = shift {
-            if n % t != 0 {
-                return Err(PyValueError::new_err(format!(
-                    "shift: N = {n} is not a multiple of the sequence length {t}"
-                )));
-            }
-        }
+        shape.validate_with(&opts).map_err(to_py)?;
         Ok(Problem { shape, dtype, f64, opts })
     }
 
-    /// Bytes of workspace a CUDA forward needs.
+    /// The CUDA forward plan of this problem on `device`.
     #[pyo3(signature = (device, mode = "cublas", budget = None))]
-    fn forward_workspace_bytes(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<usize> {
+    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<ForwardPlan> {
+        self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
-        Ok(be.forward_workspace_bytes(self.shape, self.dtype, forward_config(mode, budget)?))
+        Ok(ForwardPlan { device, plan: be.forward_plan(self.shape, self.dtype, forward_config(mode, budget)?) })
     }
 
-    /// Bytes of workspace a CUDA backward needs.
+    /// The CUDA backward plan of this problem on `device`, for the gradients wanted.
     #[pyo3(signature = (device, de, dc, dbias, mode = "cublas", budget = None))]
-    fn backward_workspace_bytes(
+    fn backward_plan(
         &self,
         device: usize,
         de: bool,
@@ -226,87 +283,75 @@ impl Problem {
         dbias: bool,
         mode: &str,
         budget: Option<usize>,
-    ) -> PyResult<usize> {
+    ) -> PyResult<BackwardPlan> {
+        self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
-        be.backward_workspace_bytes(self.shape, self.dtype, Wanted { de, dc, dbias }, backward_config(mode, budget)?)
-            .map_err(to_py)
+        let wanted = Wanted { de, dc, dbias };
+        let plan = be.backward_plan(self.shape, self.dtype, wanted, backward_config(mode, budget)?).map_err(to_py)?;
+        Ok(BackwardPlan { device, plan })
     }
 
-    /// CUDA forward on device pointers and the caller's stream; does not synchronise.
-    #[pyo3(signature = (device, stream, e, c, bias, targets, class_weights, lse, per_token_loss, scalars, status, workspace, workspace_bytes, mode = "cublas", budget = None))]
+    /// CUDA forward on device pointers and the caller's stream, as `plan` says; does not
+    /// synchronise. `workspace` is (pointer, bytes).
+    #[pyo3(signature = (device, stream, inputs, lse, per_token_loss, scalars, status, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_forward(
         &self,
         py: Python<'_>,
         device: usize,
         stream: u64,
-        e: u64,
-        c: u64,
-        bias: Option<u64>,
-        targets: u64,
-        class_weights: Option<u64>,
+        inputs: DevicePtrs,
         lse: u64,
         per_token_loss: Option<u64>,
         scalars: u64,
         status: u64,
-        workspace: u64,
-        workspace_bytes: usize,
-        mode: &str,
-        budget: Option<usize>,
+        workspace: (u64, usize),
+        plan: &ForwardPlan,
     ) -> PyResult<()> {
-        self.no_f64_on_cuda()?;
-        let config = forward_config(mode, budget)?;
-        let x = self.device_inputs(e, c, bias, targets, class_weights);
+        self.check_device(device, plan.device)?;
+        let x = self.device_inputs(inputs);
         let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
-        let ws = Workspace { ptr: workspace, bytes: workspace_bytes };
-        let opts = &self.opts;
+        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let (opts, plan) = (&self.opts, &plan.plan);
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
             // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of the validated
             // shapes and dtypes on `device`, and torch's stream handle.
-            unsafe { be.forward(&x, opts, &out, ws, config, stream as flce::cuda::Stream) }
+            unsafe { be.forward(&x, opts, &out, ws, plan, stream as flce::cuda::Stream) }
         })
         .map_err(to_py)
     }
 
-    /// CUDA backward on device pointers and the caller's stream; does not synchronise.
-    #[pyo3(signature = (device, stream, e, c, bias, targets, class_weights, lse, grad_output, de, dc, dbias, workspace, workspace_bytes, mode = "cublas", budget = None))]
+    /// CUDA backward on device pointers and the caller's stream, as `plan` says; does not
+    /// synchronise. `grads` are the (dE, dC, db) pointers, None where not wanted.
+    #[pyo3(signature = (device, stream, inputs, lse, grad_output, grads, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_backward(
         &self,
         py: Python<'_>,
         device: usize,
         stream: u64,
-        e: u64,
-        c: u64,
-        bias: Option<u64>,
-        targets: u64,
-        class_weights: Option<u64>,
+        inputs: DevicePtrs,
         lse: u64,
         grad_output: u64,
-        de: Option<u64>,
-        dc: Option<u64>,
-        dbias: Option<u64>,
-        workspace: u64,
-        workspace_bytes: usize,
-        mode: &str,
-        budget: Option<usize>,
+        grads: (Option<u64>, Option<u64>, Option<u64>),
+        workspace: (u64, usize),
+        plan: &BackwardPlan,
     ) -> PyResult<()> {
-        self.no_f64_on_cuda()?;
-        let config = backward_config(mode, budget)?;
-        let x = self.device_inputs(e, c, bias, targets, class_weights);
+        self.check_device(device, plan.device)?;
+        let x = self.device_inputs(inputs);
         let go = if self.opts.reduction == Reduction::None {
             DeviceGradOutput::PerToken(grad_output)
         } else {
             DeviceGradOutput::Scalar(grad_output)
         };
-        let grads = DeviceGrads { de, dc, dbias };
-        let ws = Workspace { ptr: workspace, bytes: workspace_bytes };
-        let opts = &self.opts;
+        let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
+        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let (opts, plan) = (&self.opts, &plan.plan);
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
             // SAFETY: as in cuda_forward.
-            unsafe { be.backward(&x, opts, lse, go, &grads, ws, config, stream as flce::cuda::Stream) }
+            unsafe { be.backward(&x, opts, lse, go, &grads, ws, plan, stream as flce::cuda::Stream) }
         })
         .map_err(to_py)
     }
@@ -378,13 +423,6 @@ impl Problem {
         .map_err(to_py)
     }
 
-    fn no_f64_on_cuda(&self) -> PyResult<()> {
-        if self.f64 {
-            return Err(PyTypeError::new_err("float64 runs on CPU tensors only (flce's f64 oracle)"));
-        }
-        Ok(())
-    }
-
     fn __repr__(&self) -> String {
         format!("Problem({}, {}, {:?})", self.shape, self.dtype, self.opts)
     }
@@ -399,6 +437,8 @@ fn cuda_device_count() -> usize {
 #[pymodule]
 fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Problem>()?;
+    m.add_class::<ForwardPlan>()?;
+    m.add_class::<BackwardPlan>()?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -8,6 +8,9 @@ Every output and workspace is allocated here with torch (so the caching allocato
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import math
 from typing import Optional, Tuple
 
@@ -21,65 +24,128 @@ _REDUCTIONS = ("mean", "sum", "none")
 _STATUS_OK = 2**31 - 1
 
 
+@dataclasses.dataclass(frozen=True)
+class LossOptions:
+    """The loss options as the ops carry them: the one schema from which the ``torch.library``
+    signatures, the autograd context and the planning cache are derived."""
+
+    reduction: str = "mean"
+    ignore_index: int = -100
+    label_smoothing: float = 0.0
+    z_loss: float = 0.0
+    softcap: Optional[float] = None
+    shift: int = 0  # sequence length of shifted targets, 0 for none
+    forward_mode: str = "cublas"
+    backward_mode: str = "cublas"
+    workspace_budget: int = 0  # bytes, 0 for the default
+
+    @classmethod
+    def schema(cls) -> str:
+        """The options' part of a torch.library schema, in field order."""
+        types = {"str": "str", "int": "int", "float": "float", "Optional[float]": "float?"}
+        return ", ".join(f"{types[f.type]} {f.name}" for f in dataclasses.fields(cls))
+
+    def astuple(self) -> tuple:
+        return dataclasses.astuple(self)
+
+
 def _ptr(t: Optional[Tensor]) -> Optional[int]:
     return None if t is None else t.data_ptr()
 
 
-def _problem(e: Tensor, c: Tensor, reduction: str, ignore_index: int, label_smoothing: float, z_loss: float,
-             softcap: Optional[float], shift: int) -> "_flce.Problem":
-    return _flce.Problem(e.shape[0], e.shape[1], c.shape[0], _DTYPES[e.dtype], reduction, ignore_index,
-                         label_smoothing, z_loss, softcap, shift if shift > 0 else None, True)
+def _device_index(t: Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
 
 
-@torch.library.custom_op("flce::forward", mutates_args=())
+@functools.lru_cache(maxsize=256)
+def _problem(n: int, d: int, v: int, dtype: str, o: LossOptions) -> "_flce.Problem":
+    return _flce.Problem(n, d, v, dtype, o.reduction, o.ignore_index, o.label_smoothing, o.z_loss, o.softcap,
+                         o.shift if o.shift > 0 else None, True)
+
+
+def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
+    return _problem(e.shape[0], e.shape[1], c.shape[0], _DTYPES[e.dtype], o)
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.ForwardPlan":
+    return problem.forward_plan(device, mode, budget or None)
+
+
+@functools.lru_cache(maxsize=256)
+def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
+                   budget: int) -> "_flce.BackwardPlan":
+    return problem.backward_plan(device, *wants, mode, budget or None)
+
+
+def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
+         **options) -> Tuple["_flce.ForwardPlan", "_flce.BackwardPlan"]:
+    """The CUDA plans flce would use for these tensors (2-D input [N, D]) and options: each has
+    ``workspace_bytes``, ``family`` and a readable repr. For introspection; the ops make and cache
+    the same plans themselves."""
+    o = LossOptions(**options)
+    p = _problem_of(input, linear_weight, o)
+    dev = _device_index(input)
+    return (_forward_plan(p, dev, o.forward_mode, o.workspace_budget),
+            _backward_plan(p, dev, tuple(wants), o.backward_mode, o.workspace_budget))
+
+
+def _inputs(e, c, bias, target, weight):
+    return (e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight))
+
+
+_TENSORS_FWD = "Tensor e, Tensor c, Tensor target, Tensor? bias, Tensor? weight"
+
+
+@torch.library.custom_op("flce::forward", mutates_args=(),
+                         schema=f"({_TENSORS_FWD}, {LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor)")
 def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-             reduction: str, ignore_index: int, label_smoothing: float, z_loss: float, softcap: Optional[float],
-             shift: int, forward_mode: str, backward_mode: str,
-             workspace_budget: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+             *options) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (per-token loss [N] (reduction none) or [0], lse [N], scalars [4]: loss, accuracy,
     Σ w_t, W — f32, or f64 for float64 inputs — and status [1] int32: the first bad target index
-    or 2**31-1).
-    ``backward_mode`` is only carried to the backward."""
-    p = _problem(e, c, reduction, ignore_index, label_smoothing, z_loss, softcap, shift)
+    or 2**31-1)."""
+    o = LossOptions(*options)
+    p = _problem_of(e, c, o)
     n = e.shape[0]
     f32 = dict(dtype=torch.float64 if e.dtype == torch.float64 else torch.float32, device=e.device)
     lse = torch.empty(n, **f32)
-    per_token = torch.empty(n if reduction == "none" else 0, **f32)
-    budget = workspace_budget if workspace_budget > 0 else None
+    per_token = torch.empty(n if o.reduction == "none" else 0, **f32)
+    per_token_ptr = _ptr(per_token) if o.reduction == "none" else None
     if e.is_cuda:
-        dev = e.device.index if e.device.index is not None else torch.cuda.current_device()
+        dev = _device_index(e)
+        fplan = _forward_plan(p, dev, o.forward_mode, o.workspace_budget)
         scalars = torch.empty(4, **f32)
         status = torch.empty(1, dtype=torch.int32, device=e.device)
-        ws_bytes = p.forward_workspace_bytes(dev, forward_mode, budget)
-        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=e.device)
+        ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_forward(dev, stream, e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight),
-                       lse.data_ptr(), _ptr(per_token) if reduction == "none" else None, scalars.data_ptr(),
-                       status.data_ptr(), ws.data_ptr(), ws_bytes, forward_mode, budget)
+        p.cuda_forward(dev, stream, _inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr,
+                       scalars.data_ptr(), status.data_ptr(), (ws.data_ptr(), ws.numel()), fplan)
     else:
-        loss, acc = p.cpu_forward(e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight),
-                                  lse.data_ptr(), _ptr(per_token) if reduction == "none" else None)
+        loss, acc = p.cpu_forward(*_inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr)
         scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=f32["dtype"])
         status = torch.full((1,), _STATUS_OK, dtype=torch.int32)
     return per_token, lse, scalars, status
 
 
 @_forward.register_fake
-def _forward_fake(e, c, target, bias, weight, reduction, ignore_index, label_smoothing, z_loss, softcap, shift,
-                  forward_mode, backward_mode, workspace_budget):
+def _forward_fake(e, c, target, bias, weight, *options):
+    o = LossOptions(*options)
     n = e.shape[0]
     acc = torch.float64 if e.dtype == torch.float64 else torch.float32
-    per_token = e.new_empty(n if reduction == "none" else 0, dtype=acc)
+    per_token = e.new_empty(n if o.reduction == "none" else 0, dtype=acc)
     return (per_token, e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc), e.new_empty(1, dtype=torch.int32))
 
 
-@torch.library.custom_op("flce::backward", mutates_args=())
+@torch.library.custom_op(
+    "flce::backward", mutates_args=(),
+    schema=f"({_TENSORS_FWD}, Tensor lse, Tensor grad_output, bool want_de, bool want_dc, bool want_db, "
+           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor)")
 def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor], lse: Tensor,
-              grad_output: Tensor, reduction: str, ignore_index: int, label_smoothing: float, z_loss: float,
-              softcap: Optional[float], shift: int, want_de: bool, want_dc: bool, want_db: bool, backward_mode: str,
-              workspace_budget: int) -> Tuple[Tensor, Tensor, Tensor]:
+              grad_output: Tensor, want_de: bool, want_dc: bool, want_db: bool,
+              *options) -> Tuple[Tensor, Tensor, Tensor]:
     """Returns (dE, dC, db) in the input dtype; a gradient not wanted is an empty tensor."""
-    p = _problem(e, c, reduction, ignore_index, label_smoothing, z_loss, softcap, shift)
+    o = LossOptions(*options)
+    p = _problem_of(e, c, o)
     want_db = want_db and bias is not None
     de = torch.empty_like(e) if want_de else e.new_empty(0)
     dc = torch.empty_like(c) if want_dc else c.new_empty(0)
@@ -87,51 +153,50 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
     if not (want_de or want_dc or want_db):
         return de, dc, db
     go = grad_output.to(torch.float32).contiguous()
-    budget = workspace_budget if workspace_budget > 0 else None
-    ptr = lambda t, want: t.data_ptr() if want else None  # noqa: E731
+    grads = (de.data_ptr() if want_de else None, dc.data_ptr() if want_dc else None,
+             db.data_ptr() if want_db else None)
     if e.is_cuda:
-        dev = e.device.index if e.device.index is not None else torch.cuda.current_device()
-        ws_bytes = p.backward_workspace_bytes(dev, want_de, want_dc, want_db, backward_mode, budget)
-        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=e.device)
+        dev = _device_index(e)
+        bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode, o.workspace_budget)
+        ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_backward(dev, stream, e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight),
-                        lse.data_ptr(), go.data_ptr(), ptr(de, want_de), ptr(dc, want_dc), ptr(db, want_db),
-                        ws.data_ptr(), ws_bytes, backward_mode, budget)
+        p.cuda_backward(dev, stream, _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
+                        (ws.data_ptr(), ws.numel()), bplan)
     else:
-        p.cpu_backward(e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight), lse.data_ptr(),
-                       go.data_ptr(), ptr(de, want_de), ptr(dc, want_dc), ptr(db, want_db))
+        p.cpu_backward(*_inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), *grads)
     return de, dc, db
 
 
 @_backward.register_fake
-def _backward_fake(e, c, target, bias, weight, lse, grad_output, reduction, ignore_index, label_smoothing, z_loss,
-                   softcap, shift, want_de, want_dc, want_db, backward_mode, workspace_budget):
+def _backward_fake(e, c, target, bias, weight, lse, grad_output, want_de, want_dc, want_db, *options):
     want_db = want_db and bias is not None
     return (torch.empty_like(e) if want_de else e.new_empty(0), torch.empty_like(c) if want_dc else c.new_empty(0),
             e.new_empty(c.shape[0]) if want_db else e.new_empty(0))
 
 
+_N_TENSORS = 5  # e, c, target, bias, weight
+
+
 def _setup_context(ctx, inputs, output):
-    (e, c, target, bias, weight, reduction, ignore_index, label_smoothing, z_loss, softcap, shift, _forward_mode,
-     backward_mode, budget) = inputs
+    e, c, target, bias, weight = inputs[:_N_TENSORS]
     _, lse, _, _ = output
     ctx.save_for_backward(e, c, target, bias, weight, lse)
-    ctx.loss_args = (reduction, ignore_index, label_smoothing, z_loss, softcap, shift)
-    ctx.backward_mode, ctx.budget = backward_mode, budget
+    ctx.options = LossOptions(*inputs[_N_TENSORS:])
 
 
 def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
     e, c, target, bias, weight, lse = ctx.saved_tensors
-    reduction = ctx.loss_args[0]
-    if reduction == "none":
+    o = ctx.options
+    if o.reduction == "none":
         go = g_per_token if g_per_token is not None else torch.zeros_like(lse)
     else:
         go = g_scalars[:1] if g_scalars is not None else lse.new_zeros(1)
     want_de, want_dc, want_db = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
-    de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, go, *ctx.loss_args, want_de, want_dc,
-                                         want_db, ctx.backward_mode, ctx.budget)
-    return (de if want_de else None, dc if want_dc else None, None, db if (want_db and bias is not None) else None,
-            None, None, None, None, None, None, None, None, None, None)
+    de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, go, want_de, want_dc, want_db,
+                                         *o.astuple())
+    grads = (de if want_de else None, dc if want_dc else None, None,
+             db if (want_db and bias is not None) else None, None)
+    return grads + (None,) * len(dataclasses.fields(LossOptions))
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
@@ -206,9 +271,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     b = linear_bias.contiguous() if linear_bias is not None else None
     w = weight.to(torch.float32).contiguous() if weight is not None else None
     t = target.reshape(-1).to(torch.int64).contiguous()
-    per_token, lse, scalars, status = torch.ops.flce.forward(
-        e, c, t, b, w, reduction, ignore_index, float(label_smoothing), float(z_loss),
-        None if softcap is None else float(softcap), seq, forward_mode, backward_mode, workspace_budget or 0)
+    o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
+                    None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
+                    int(workspace_budget or 0))
+    per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if check_targets and not torch.compiler.is_compiling() and not (
             e.is_cuda and torch.cuda.is_current_stream_capturing()):
         bad = int(status.item())
@@ -225,20 +291,25 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     return (loss, *extras) if extras else loss
 
 
-class LinearCrossEntropyLoss(torch.nn.Module):
-    """Module form of :func:`linear_cross_entropy`: ``loss(input, linear_weight, target, linear_bias)``."""
+_MODULE_OPTIONS = tuple(name for name, prm in inspect.signature(linear_cross_entropy).parameters.items()
+                        if prm.kind == inspect.Parameter.KEYWORD_ONLY and name != "weight")
 
-    def __init__(self, weight: Optional[Tensor] = None, reduction: str = "mean", ignore_index: int = -100,
-                 label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
-                 shift: bool = False):
+
+class LinearCrossEntropyLoss(torch.nn.Module):
+    """Module form of :func:`linear_cross_entropy`: ``loss(input, linear_weight, target, linear_bias)``.
+    Takes the class weights (a buffer) and any keyword option of the function."""
+
+    def __init__(self, weight: Optional[Tensor] = None, **options):
         super().__init__()
+        unknown = sorted(set(options) - set(_MODULE_OPTIONS))
+        if unknown:
+            raise TypeError(f"LinearCrossEntropyLoss got unknown options {unknown}; it takes {list(_MODULE_OPTIONS)}")
         self.register_buffer("weight", weight)
-        self.reduction, self.ignore_index = reduction, ignore_index
-        self.label_smoothing, self.z_loss, self.softcap, self.shift = label_smoothing, z_loss, softcap, shift
+        self.options = options
 
     def forward(self, input: Tensor, linear_weight: Tensor, target: Tensor,
                 linear_bias: Optional[Tensor] = None) -> Tensor:
-        return linear_cross_entropy(input, linear_weight, target, linear_bias, weight=self.weight,
-                                    reduction=self.reduction, ignore_index=self.ignore_index,
-                                    label_smoothing=self.label_smoothing, z_loss=self.z_loss,
-                                    softcap=self.softcap, shift=self.shift)
+        return linear_cross_entropy(input, linear_weight, target, linear_bias, weight=self.weight, **self.options)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.options.items())

@@ -1,4 +1,4 @@
-// flce CUDA kernels: the logits tile main loop shared by the forward and backward kernels.
+// flce sm80 family: the mma.sync logits tile main loop shared by its forward and backward kernels.
 //
 // Computes 128×128 tiles of E[rows]·C[cols]ᵀ over K = D and hands each finished tile, in
 // registers, to an epilogue. One block (256 threads, 8 warps as 2 along tokens × 4 along the
@@ -15,17 +15,10 @@
 // ldmatrix and the f32 loads are free of bank conflicts. Rows past N or V and k past D load as
 // zero. Unaligned rows (D not a multiple of 16 bytes) take a synchronous element-wise copy.
 #pragma once
-#include "common.cuh"
+#include "common/loss.cuh"
 
-#define TILE_M 128
-#define TILE_N 128
-#define THREADS 256
-#define STAGES 4
-#define CHUNK (16 / (int)sizeof(elem_t))  // elements per 16-byte copy
-#define TILE_K (4 * CHUNK)                // 32 for 16-bit types, 16 for f32
-#define PITCH (TILE_K + CHUNK)            // padded row, in elements
-#define STAGE_ELEMS ((TILE_M + TILE_N) * PITCH)
-#define PIPELINE_BYTES (STAGES * STAGE_ELEMS * (int)sizeof(elem_t))
+// TILE_M, TILE_N, THREADS, STAGES, CHUNK (elements per 16-byte copy), TILE_K, PITCH (padded row),
+// STAGE_ELEMS and PIPELINE_BYTES come from src/geometry.rs (flce_config.cuh).
 
 __device__ __forceinline__ u32 smem_addr(const void* p) {
   u32 r;
@@ -75,22 +68,20 @@ __device__ __forceinline__ void ldmatrix_x4(u32* r, const elem_t* p) {
                : "r"(smem_addr(p)));
 }
 
-__device__ __forceinline__ void mma16816(float* c, const u32* a, const u32* b) {
-// Not volatile: a pure register operation, so the compiler may interleave the MMAs of one k-step
-// with the (volatile, ordered) ldmatrix loads of the next.
+// The mma's operand type in its PTX name.
 #if FLCE_DTYPE == FLCE_BF16
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#define MMA_AB_TYPE "bf16"
 #else
-  asm(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
+#define MMA_AB_TYPE "f16"
+#endif
+
+__device__ __forceinline__ void mma16816(float* c, const u32* a, const u32* b) {
+  // Not volatile: a pure register operation, so the compiler may interleave the MMAs of one k-step
+  // with the (volatile, ordered) ldmatrix loads of the next.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_AB_TYPE "." MMA_AB_TYPE ".f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
 }
 #endif
 
@@ -150,7 +141,7 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int wm = warp >> 2, wn = warp & 3;
-  const int kt_count = (p.d + TILE_K - 1) / TILE_K;
+  const int kt_count = (p.k.d + TILE_K - 1) / TILE_K;
   const int total = (tile_end - tile_begin) * kt_count;
   const bool aligned = p.aligned != 0;
 
@@ -160,8 +151,8 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
     if (load_it < total) {
       elem_t* As = smem + (load_it % STAGES) * STAGE_ELEMS;
       elem_t* Bs = As + TILE_M * PITCH;
-      load_slab(As, p.e, p.n, p.d, row0, load_kt * TILE_K, aligned, tid);
-      load_slab(Bs, p.c, p.v, p.d, load_tile * TILE_N, load_kt * TILE_K, aligned, tid);
+      load_slab(As, p.e, p.k.n, p.k.d, row0, load_kt * TILE_K, aligned, tid);
+      load_slab(Bs, p.c, p.k.v, p.k.d, load_tile * TILE_N, load_kt * TILE_K, aligned, tid);
       if (++load_kt == kt_count) {
         load_kt = 0;
         ++load_tile;

@@ -1,0 +1,109 @@
+// flce CUDA kernels: the per-element loss math every family's epilogue calls — the logit
+// transform (bias, softcap), the softmax statistics of a row (RowStats) and the logit gradient.
+// It mirrors crates/flce-core/src/spec.rs line for line.
+#pragma once
+#include "common/types.cuh"
+
+// s·tanh(x/s), written through exp so it keeps f32 accuracy (tanh.approx does not).
+__device__ __forceinline__ float softcap_logit(float x, float cap) {
+  float y = x / cap;
+  float a = fabsf(y);
+  float e = __expf(-2.0f * a);
+  float t = (1.0f - e) / (1.0f + e);
+  return cap * copysignf(t, y);
+}
+
+// z = softcap(x + b_col): the logit of vocabulary column `col` from the product's value x.
+__device__ __forceinline__ float logit_transform(const LogitParams& p, float x, int col) {
+  if (p.bias) x += to_f32(p.bias[col]);
+  if (p.k.softcap > 0.0f) x = softcap_logit(x, p.k.softcap);
+  return x;
+}
+
+__device__ __forceinline__ float class_weight(const float* class_w, int col) {
+  return class_w ? class_w[col] : 1.0f;
+}
+
+// Softmax statistics of one token over part of the vocabulary (spec.rs RowStats). The argmax
+// keeps the larger value and, on ties, the smaller index, so merges need no order for it; the
+// sums are merged in a fixed order by every caller.
+struct RowStats {
+  float max;
+  float sum_exp;
+  float wsum;  // Σ w_j z_j
+  int argmax;
+};
+
+__device__ __forceinline__ RowStats row_stats_empty() {
+  RowStats r;
+  r.max = FLCE_NEG_INF;
+  r.sum_exp = 0.0f;
+  r.wsum = 0.0f;
+  r.argmax = 0x7fffffff;
+  return r;
+}
+
+// RowStats travel through memory as one float4 (max, Σexp, Σw·z, argmax bits).
+__device__ __forceinline__ float4 row_stats_pack(RowStats r) {
+  return make_float4(r.max, r.sum_exp, r.wsum, __int_as_float(r.argmax));
+}
+__device__ __forceinline__ RowStats row_stats_unpack(float4 v) {
+  RowStats r;
+  r.max = v.x;
+  r.sum_exp = v.y;
+  r.wsum = v.z;
+  r.argmax = __float_as_int(v.w);
+  return r;
+}
+
+__device__ __forceinline__ RowStats row_stats_merge(RowStats a, RowStats b) {
+  RowStats r;
+  r.max = nan_max(a.max, b.max);
+  if (r.max == FLCE_NEG_INF) {
+    r.sum_exp = 0.0f;
+  } else {
+    float sa = a.sum_exp == 0.0f ? 0.0f : a.sum_exp * fast_exp(a.max - r.max);
+    float sb = b.sum_exp == 0.0f ? 0.0f : b.sum_exp * fast_exp(b.max - r.max);
+    r.sum_exp = sa + sb;
+  }
+  r.wsum = a.wsum + b.wsum;
+  bool take_b = (b.max > a.max) || (b.max == a.max && b.argmax < a.argmax) || (b.max != b.max && a.max == a.max);
+  r.argmax = take_b ? b.argmax : a.argmax;
+  return r;
+}
+
+// The per-row coefficients of ∂L/∂z (spec.rs GradCoeffs): p_scale, target, smooth, lse.
+__device__ __forceinline__ float4 row_coeffs(int tgt, const float* class_w, int v, float lse, float g, float W,
+                                             float eps, float z_loss) {
+  if (g == 0.0f || tgt < 0) return make_float4(0.0f, 0.0f, 0.0f, lse);
+  const float w_t = class_weight(class_w, tgt);
+  const float a = (1.0f - eps) * w_t + (float)((double)eps * (double)W / (double)v) + 2.0f * z_loss * lse;
+  return make_float4(g * a, g * (1.0f - eps) * w_t, g * eps / (float)v, lse);
+}
+
+// Targets and row coefficients of the TILE_M rows from row0 of a backward chunk into shared
+// memory (threads 0..TILE_M-1 each load one row; the caller synchronises).
+__device__ __forceinline__ void load_row_coeffs(const LogitParams& p, const GradChunk& ch, int row0, int* s_target,
+                                                float4* s_coef) {
+  const int tid = threadIdx.x;
+  if (tid < TILE_M) {
+    const int row = row0 + tid;
+    const bool in = row < ch.n_end;
+    s_target[tid] = in ? p.targets[row] : -1;
+    s_coef[tid] = in ? row_coeffs(p.targets[row], p.class_w, p.k.v, ch.lse[row], ch.token_scale[row], ch.scalars[0],
+                                  p.k.label_smoothing, p.k.z_loss)
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
+// ∂L/∂x for one product value x (bias not yet added) of a row with coefficients cf and target tgt.
+__device__ __forceinline__ float logit_grad(const LogitParams& p, float x, int col, int tgt, float4 cf) {
+  const float z = logit_transform(p, x, col);
+  float gx = cf.x * fast_exp(z - cf.w) - cf.z * class_weight(p.class_w, col);
+  if (col == tgt) gx -= cf.y;
+  if (p.k.softcap > 0.0f) {
+    const float r = z / p.k.softcap;
+    gx *= 1.0f - r * r;
+  }
+  return gx;
+}

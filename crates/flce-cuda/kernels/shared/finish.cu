@@ -1,0 +1,51 @@
+// flce shared kernels: the forward's finish step, after any family's partials.
+//
+// flce_forward_finish — one block of REDUCE_THREADS. Merges the `splits` partials of each token
+//   (packed RowStats [splits, N], written by a family's forward) in split order, writes lse [N]
+//   (and the per-token loss [N] when asked), and reduces loss, weight and accuracy over tokens in
+//   a fixed tree order into out_scalars = {loss, accuracy, Σ w_t, W}. Deterministic.
+//
+// Host side: src/forward.rs; tests: tests/gpu.rs.
+#include "common/loss.cuh"
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish(const FinishParams fp) {
+  __shared__ double s_red[REDUCE_THREADS];
+  const int tid = threadIdx.x;
+  const int n = fp.k.n, v = fp.k.v;
+  double wsum_all = 0.0;
+  for (int j = tid; j < v; j += REDUCE_THREADS) wsum_all += fp.class_w ? (double)fp.class_w[j] : 1.0;
+  const double W = block_sum<REDUCE_THREADS>(wsum_all, s_red);
+
+  double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
+  const float eps = fp.k.label_smoothing;
+  for (int i = tid; i < n; i += REDUCE_THREADS) {
+    RowStats st = row_stats_empty();
+    for (int k = 0; k < fp.splits; ++k) st = row_stats_merge(st, row_stats_unpack(fp.partials[(size_t)k * n + i]));
+    const float lse = st.max + logf(st.sum_exp);
+    fp.lse[i] = lse;
+    const int t = fp.targets[i];
+    float loss = 0.0f;
+    if (t >= 0) {
+      const float w_t = class_weight(fp.class_w, t);
+      double l = (1.0 - eps) * (double)w_t * ((double)lse - (double)fp.target_logit[i]);
+      if (eps > 0.0f) l += (double)eps / v * (W * (double)lse - (double)st.wsum);
+      if (fp.k.z_loss > 0.0f) l += (double)fp.k.z_loss * (double)lse * (double)lse;
+      loss = (float)l;
+      weight_sum += w_t;
+      active += 1.0;
+      correct += st.argmax == t ? 1.0 : 0.0;
+    }
+    if (fp.per_token_loss) fp.per_token_loss[i] = loss;
+    loss_sum += loss;
+  }
+  loss_sum = block_sum<REDUCE_THREADS>(loss_sum, s_red);
+  weight_sum = block_sum<REDUCE_THREADS>(weight_sum, s_red);
+  correct = block_sum<REDUCE_THREADS>(correct, s_red);
+  active = block_sum<REDUCE_THREADS>(active, s_red);
+  if (tid == 0) {
+    fp.out_scalars[0] = (float)(fp.k.reduction == REDUCTION_MEAN ? loss_sum / weight_sum : loss_sum);
+    fp.out_scalars[1] = (float)(correct / active);
+    fp.out_scalars[2] = (float)weight_sum;
+    fp.out_scalars[3] = (float)W;
+  }
+}

@@ -1,0 +1,55 @@
+// flce shared kernels: effective targets and per-token gradient scales, on the device, so callers
+// that keep targets on the GPU never synchronise. Used by every family.
+//
+// flce_prep_targets — one thread per token: applies shift (position k takes target k+1 within its
+//   sequence; the last position is ignored) and ignore_index, writing int32 targets (-1 ignored).
+//   A target outside [0, V) that is not ignore_index is treated as ignored and its index is
+//   recorded in status[0] with atomicMin (status starts at INT_MAX), so the host can report the
+//   first bad token instead of a device-side assert.
+//
+// flce_token_scale — one block of REDUCE_THREADS: W = Σ_j w_j, Σ w_t over non-ignored tokens
+//   (fixed tree order), then g_i = ∂L/∂loss_i from grad_output (a device scalar, or [N] for
+//   reduction none), 0 at ignored tokens. Writes token_scale [N] and scalars {W, Σ w_t}.
+//
+// Host side: src/forward.rs and src/backward.rs.
+#include "common/types.cuh"
+
+extern "C" __global__ void flce_prep_targets(const PrepParams p) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.k.n) return;
+  const long long raw = p.targets[i];
+  if (raw != p.k.ignore_index && (raw < 0 || raw >= p.k.v)) atomicMin(p.status, i);
+  int src = i;
+  if (p.k.shift > 0) src = ((i + 1) % p.k.shift == 0) ? -1 : i + 1;
+  int t = -1;
+  if (src >= 0) {
+    const long long x = p.targets[src];
+    if (x != p.k.ignore_index && x >= 0 && x < p.k.v) t = (int)x;
+  }
+  p.out[i] = t;
+}
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(const ScaleParams p) {
+  __shared__ double s[REDUCE_THREADS];
+  const int tid = threadIdx.x;
+  double w_all = 0.0, w_tok = 0.0;
+  for (int j = tid; j < p.k.v; j += REDUCE_THREADS) w_all += p.class_w ? (double)p.class_w[j] : 1.0;
+  for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
+    const int t = p.targets[i];
+    if (t >= 0) w_tok += p.class_w ? (double)p.class_w[t] : 1.0;
+  }
+  w_all = block_sum<REDUCE_THREADS>(w_all, s);
+  w_tok = block_sum<REDUCE_THREADS>(w_tok, s);
+  if (tid == 0) {
+    p.scalars[0] = (float)w_all;
+    p.scalars[1] = (float)w_tok;
+  }
+  // mean over no tokens: PyTorch's gradient is zero
+  const float uniform = p.k.reduction == REDUCTION_MEAN
+                            ? (w_tok == 0.0 ? 0.0f : (float)((double)p.grad_output[0] / w_tok))
+                            : p.grad_output[0];
+  for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
+    const int t = p.targets[i];
+    p.token_scale[i] = t < 0 ? 0.0f : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
+  }
+}

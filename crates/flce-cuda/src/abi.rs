@@ -1,0 +1,280 @@
+//! The one source of what Rust and the kernels share: the `#[repr(C)]` structs each kernel takes
+//! by value, the loss constants built from [`Options`], the dtype codes and the tile geometry.
+//! The kernels never declare these themselves: [`c_header`] generates `flce_abi.cuh` from the
+//! declarations below (field order, C types and `static_assert`ed sizes), and the compiler
+//! expands it into every kernel file ([`crate::compile`]), so the two sides cannot drift apart.
+
+use flce_core::{DType, Options, Reduction, Shape};
+
+use crate::geometry;
+
+/// A device address as the kernels see it (a pointer, 8 bytes).
+pub type DevPtr = u64;
+
+/// Declares `#[repr(C)]` structs with, for each field, the C type the kernels see, and collects
+/// their C declarations for [`c_header`].
+macro_rules! abi_structs {
+    ($( $(#[$m:meta])* struct $name:ident { $( $(#[$fm:meta])* $field:ident : $rty:ty = $cty:literal ),* $(,)? } )*) => {
+        $(
+            $(#[$m])*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq)]
+            pub struct $name { $( $(#[$fm])* pub $field: $rty ),* }
+        )*
+        /// (struct name, its size in Rust, [(C type, field name, field size in Rust)]) in
+        /// declaration order.
+        fn declarations() -> Vec<(&'static str, usize, Vec<(&'static str, &'static str, usize)>)> {
+            vec![$( (stringify!($name), std::mem::size_of::<$name>(),
+                     vec![$( ($cty, stringify!($field), std::mem::size_of::<$rty>()) ),*]) ),*]
+        }
+    };
+}
+
+abi_structs! {
+    /// The loss's constants, converted once from [`Options`] and the shape ([`LossConstants::new`]):
+    /// the only place where an absent option becomes a sentinel (softcap 0 = none, shift 0 = none).
+    struct LossConstants {
+        ignore_index: i64 = "long long",
+        n: i32 = "int",
+        d: i32 = "int",
+        v: i32 = "int",
+        /// REDUCTION_MEAN, REDUCTION_SUM or REDUCTION_NONE.
+        reduction: i32 = "int",
+        /// Sequence length of `shift`, 0 without.
+        shift: i32 = "int",
+        /// s of s·tanh(x/s), 0 without softcap.
+        softcap: f32 = "float",
+        label_smoothing: f32 = "float",
+        z_loss: f32 = "float",
+    }
+
+    /// What every kernel that evaluates logits reads.
+    struct LogitParams {
+        k: LossConstants = "LossConstants",
+        e: DevPtr = "const elem_t*",
+        c: DevPtr = "const elem_t*",
+        bias: DevPtr = "const elem_t*",
+        class_w: DevPtr = "const float*",
+        /// Effective targets [N], -1 ignored.
+        targets: DevPtr = "const int*",
+        /// Rows of E and C start on 16-byte boundaries.
+        aligned: i32 = "int",
+    }
+
+    /// sm80 family: flce_forward_tiles.
+    struct ForwardTilesParams {
+        lp: LogitParams = "LogitParams",
+        tiles_per_split: i32 = "int",
+        /// [splits, N] packed RowStats.
+        partials: DevPtr = "float4*",
+        target_logit: DevPtr = "float*",
+    }
+
+    /// cuBLAS family: flce_stats_from_logits folds one chunk of f32 logits [N, ldl].
+    struct StatsParams {
+        lp: LogitParams = "LogitParams",
+        logits: DevPtr = "const float*",
+        ldl: i32 = "int",
+        v0: i32 = "int",
+        v_end: i32 = "int",
+        first_chunk: i32 = "int",
+        partials: DevPtr = "float4*",
+        target_logit: DevPtr = "float*",
+    }
+
+    /// flce_forward_finish: merges the partials, writes lse, losses and the scalars.
+    struct FinishParams {
+        k: LossConstants = "LossConstants",
+        partials: DevPtr = "const float4*",
+        target_logit: DevPtr = "const float*",
+        targets: DevPtr = "const int*",
+        class_w: DevPtr = "const float*",
+        splits: i32 = "int",
+        lse: DevPtr = "float*",
+        per_token_loss: DevPtr = "float*",
+        /// {loss, accuracy, Σ w_t over non-ignored tokens, W}.
+        out_scalars: DevPtr = "float*",
+    }
+
+    /// One backward chunk: tokens [n0, n_end), vocabulary [v0, v_end); shared by both families'
+    /// gradient kernels.
+    struct GradChunk {
+        lse: DevPtr = "const float*",
+        /// g_i = ∂L/∂loss_i [N] (0 at ignored tokens).
+        token_scale: DevPtr = "const float*",
+        /// {W = Σ_j w_j, Σ w_t} from flce_token_scale.
+        scalars: DevPtr = "const float*",
+        n0: i32 = "int",
+        n_end: i32 = "int",
+        v0: i32 = "int",
+        v_end: i32 = "int",
+        /// G [n_end - n0, ldg] in the input dtype.
+        g_out: DevPtr = "elem_t*",
+        ldg: i32 = "int",
+        /// Column sums of G per 128-row tile [row tiles, ldg] (f32), or null.
+        db_partial: DevPtr = "float*",
+    }
+
+    /// sm80 family: flce_grad_tiles recomputes the chunk's logits itself.
+    struct GradTilesParams {
+        lp: LogitParams = "LogitParams",
+        chunk: GradChunk = "GradChunk",
+    }
+
+    /// cuBLAS family: flce_grad_from_logits reads the chunk's f32 logits [n_end - n0, ldl].
+    struct GradLogitsParams {
+        lp: LogitParams = "LogitParams",
+        chunk: GradChunk = "GradChunk",
+        logits: DevPtr = "const float*",
+        ldl: i32 = "int",
+    }
+
+    /// flce_db_reduce: sums db_partial over row tiles in order.
+    struct DbReduceParams {
+        db_partial: DevPtr = "const float*",
+        row_tiles: i32 = "int",
+        ldb: i32 = "int",
+        count: i32 = "int",
+        /// 0 on the first token chunk (overwrite), 1 after.
+        accumulate: i32 = "int",
+        db_acc: DevPtr = "float*",
+    }
+
+    /// flce_to_elem: the one rounding of an f32 accumulator to the input dtype.
+    struct ToElemParams {
+        src: DevPtr = "const float*",
+        dst: DevPtr = "elem_t*",
+        count: u64 = "unsigned long long",
+    }
+
+    /// flce_prep_targets: shift and ignore_index applied, out-of-range targets reported.
+    struct PrepParams {
+        k: LossConstants = "LossConstants",
+        targets: DevPtr = "const long long*",
+        out: DevPtr = "int*",
+        /// First bad index, INT_MAX if none.
+        status: DevPtr = "int*",
+    }
+
+    /// flce_token_scale: W, Σ w_t and g_i from grad_output.
+    struct ScaleParams {
+        k: LossConstants = "LossConstants",
+        targets: DevPtr = "const int*",
+        class_w: DevPtr = "const float*",
+        grad_output: DevPtr = "const float*",
+        token_scale: DevPtr = "float*",
+        scalars: DevPtr = "float*",
+    }
+}
+
+impl LossConstants {
+    /// The constants of `opts` for `shape` (both validated by the caller).
+    pub fn new(shape: Shape, opts: &Options) -> Self {
+        LossConstants {
+            ignore_index: opts.ignore_index,
+            n: shape.n as i32,
+            d: shape.d as i32,
+            v: shape.v as i32,
+            reduction: reduction_code(opts.reduction),
+            shift: opts.shift.unwrap_or(0) as i32,
+            softcap: opts.softcap.unwrap_or(0.0),
+            label_smoothing: opts.label_smoothing,
+            z_loss: opts.z_loss,
+        }
+    }
+}
+
+fn reduction_code(r: Reduction) -> i32 {
+    match r {
+        Reduction::Mean => 0,
+        Reduction::Sum => 1,
+        Reduction::None => 2,
+    }
+}
+
+/// The kernels' element-type code (FLCE_DTYPE).
+pub fn dtype_code(d: DType) -> i32 {
+    match d {
+        DType::BF16 => 0,
+        DType::F16 => 1,
+        DType::F32 => 2,
+    }
+}
+
+/// `flce_config.cuh`: the dtype and geometry defines, for one element type. Comes first in every
+/// kernel file.
+pub fn c_config(dtype: DType) -> String {
+    let mut s = String::from("// Generated by crates/flce-cuda/src/abi.rs: dtype codes and geometry.\n");
+    for (name, value) in [
+        ("FLCE_BF16", 0),
+        ("FLCE_F16", 1),
+        ("FLCE_F32", 2),
+        ("FLCE_DTYPE", dtype_code(dtype)),
+        ("REDUCTION_MEAN", reduction_code(Reduction::Mean)),
+        ("REDUCTION_SUM", reduction_code(Reduction::Sum)),
+        ("REDUCTION_NONE", reduction_code(Reduction::None)),
+    ] {
+        s.push_str(&format!("#define {name} {value}\n"));
+    }
+    for (name, value) in geometry::defines(dtype) {
+        s.push_str(&format!("#define {name} {value}\n"));
+    }
+    s
+}
+
+/// `flce_abi.cuh`: the parameter structs as C declarations with their sizes asserted (after the
+/// element type is defined).
+pub fn c_header() -> String {
+    let mut s = String::from("// Generated by crates/flce-cuda/src/abi.rs: the kernels' parameter structs.\n");
+    for (name, size, fields) in declarations() {
+        s.push_str(&format!("struct {name} {{\n"));
+        for (c_type, field, _) in &fields {
+            s.push_str(&format!("  {c_type} {field};\n"));
+        }
+        s.push_str(&format!("}};\nstatic_assert(sizeof({name}) == {size}, \"{name}: layout differs from Rust\");\n"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Size in bytes of a C type used in the declarations above.
+    fn c_size(c_type: &str) -> Option<usize> {
+        if c_type.ends_with('*') {
+            return Some(8);
+        }
+        match c_type {
+            "int" | "float" => Some(4),
+            "long long" | "unsigned long long" => Some(8),
+            _ => declarations().into_iter().find(|(name, ..)| *name == c_type).map(|(_, size, _)| size),
+        }
+    }
+
+    #[test]
+    fn every_c_type_has_the_size_of_its_rust_field() {
+        for (name, _, fields) in declarations() {
+            for (c_type, field, rust_size) in fields {
+                assert_eq!(c_size(c_type), Some(rust_size), "{name}.{field}: {c_type}");
+            }
+        }
+    }
+
+    #[test]
+    fn header_declares_every_struct_once_with_its_size() {
+        let h = c_header();
+        assert_eq!(h.matches("struct LossConstants {").count(), 1);
+        assert!(h.contains(&format!("sizeof(GradTilesParams) == {}", std::mem::size_of::<GradTilesParams>())));
+        assert!(c_config(DType::F16).contains("#define FLCE_DTYPE 1\n"));
+    }
+
+    #[test]
+    fn constants_carry_the_options_and_sentinels_only_here() {
+        let opts = Options { softcap: Some(30.0), shift: Some(64), reduction: Reduction::None, ..Options::default() };
+        let k = LossConstants::new(Shape::new(128, 8, 1000), &opts);
+        assert_eq!((k.n, k.d, k.v, k.reduction, k.shift, k.softcap, k.ignore_index), (128, 8, 1000, 2, 64, 30.0, -100));
+        let plain = LossConstants::new(Shape::new(1, 1, 1), &Options::default());
+        assert_eq!((plain.softcap, plain.shift, plain.reduction), (0.0, 0, 0));
+    }
+}

@@ -1,0 +1,201 @@
+//! The backward pass: per-token scales, then the plan's work list — a main pass over every
+//! vocabulary chunk (G by the plan's family; dE, db and the dC chunks before the tail by the
+//! shared accumulators and cuBLAS), dE rounded once, and the tail pass that recomputes G for the
+//! dC rows that shared bytes with dE's accumulator. Never synchronises the stream.
+
+use flce_core::{check_grad_output, DType, Error, Options, Result};
+
+use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams, ToElemParams};
+use crate::blas::{BoundBlas, Elem, Gemm, Mat};
+use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
+use crate::family::{self, Family};
+use crate::loss::{Call, CudaLoss};
+use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator};
+
+/// Which pass a vocabulary chunk is computed in.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Every chunk: dE, db, and dC for the chunks before the tail.
+    Main,
+    /// The tail chunks again, after dE is final: their dC rows only.
+    Tail,
+}
+
+/// The resolved destinations of one backward call.
+struct Targets {
+    grads: DeviceGrads,
+    /// dE's f32 accumulator (None when dE is not wanted).
+    de_acc: Option<DevPtr>,
+    db_acc: Option<DevPtr>,
+}
+
+impl CudaLoss {
+    /// The exact backward: dE, dC, db (each optional) from forward's lse, on `stream`, as `plan`
+    /// says (made by [`CudaLoss::backward_plan`] for this shape, dtype and these gradients).
+    ///
+    /// dC's buffer is also scratch while the call runs: when the plan says so
+    /// ([`DeAccumulator::DcTail`]), dE's f32 accumulator lives in its last bytes before the final
+    /// dC rows are written. dC must then be 16-byte aligned (as every cudaMalloc or torch
+    /// allocation is).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward`]; `lse` is forward's output for the same inputs and options.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn backward(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        lse: DevPtr,
+        grad_output: DeviceGradOutput,
+        grads: &DeviceGrads,
+        ws: Workspace,
+        plan: &BackwardPlan,
+        stream: Stream,
+    ) -> Result<()> {
+        x.validate(opts)?;
+        check_grad_output(opts.reduction, x.shape.n, grad_output.per_token_len(x.shape.n))?;
+        if !grads.wanted().any() {
+            return Ok(());
+        }
+        self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
+        if plan.wanted != grads.wanted() {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: format!("{:?}", plan.wanted),
+                reason: "the plan was made for other gradients than the ones asked for",
+            });
+        }
+        ws.check(plan.workspace_bytes)?;
+        let de_acc = match (plan.de_acc, grads.de, grads.dc) {
+            (DeAccumulator::NotWanted, ..) => None,
+            (DeAccumulator::InPlace, de, _) => de,
+            (DeAccumulator::Workspace(r), ..) => Some(ws.at(r)),
+            (DeAccumulator::DcTail(tail), _, Some(dc)) => {
+                if dc % 16 != 0 {
+                    return Err(Error::InvalidOption {
+                        name: "grads.dc",
+                        value: format!("{dc:#x}"),
+                        reason: "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
+                    });
+                }
+                Some(dc + tail.byte_offset as u64)
+            }
+            (DeAccumulator::DcTail(_), _, None) => {
+                return Err(Error::InvalidOption {
+                    name: "plan",
+                    value: "de_acc: DcTail".into(),
+                    reason: "dE's accumulator is in dC's tail, but dC is not given",
+                })
+            }
+        };
+        let targets = ws.at(plan.targets);
+        let call = self.call(x, opts, targets, ws, stream)?;
+        self.prep_targets(x, call.lp.k, targets, ws.at(plan.status), stream)?;
+        let scale = ScaleParams {
+            k: call.lp.k,
+            targets,
+            class_w: call.lp.class_w,
+            grad_output: grad_output.ptr(),
+            token_scale: ws.at(plan.token_scale),
+            scalars: ws.at(plan.scalars),
+        };
+        self.kernels.launch(x.dtype, &scale, stream)?;
+
+        let dst = Targets { grads: *grads, de_acc, db_acc: plan.db_acc.map(|r| ws.at(r)) };
+        let blas = self.blas.bind(stream)?;
+        for vc in 0..plan.vocab_chunks() {
+            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Main)?;
+        }
+        if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
+            self.to_elem(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
+        }
+        for vc in plan.tail_chunks() {
+            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Tail)?;
+        }
+        drop(blas);
+        if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
+            self.to_elem(x.dtype, acc, db, x.shape.v, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Every token chunk of vocabulary chunk `vc` in `pass`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn vocab_chunk(
+        &self,
+        call: &Call<'_>,
+        blas: &BoundBlas<'_>,
+        plan: &BackwardPlan,
+        dst: &Targets,
+        lse: DevPtr,
+        vc: usize,
+        pass: Pass,
+    ) -> Result<()> {
+        let (x, ws, stream) = (call.x, call.ws, call.stream);
+        let (d, s) = (x.shape.d, x.dtype.size_in_bytes() as u64);
+        let input = Elem::Input(x.dtype);
+        let vocab = plan.vocab_range(vc);
+        let g = ws.at(plan.g);
+        let writes_dc = pass == Pass::Tail || vc < plan.first_tail_chunk();
+        for tc in 0..plan.token_chunks() {
+            let tokens = plan.token_range(tc);
+            let chunk = GradChunk {
+                lse,
+                token_scale: ws.at(plan.token_scale),
+                scalars: ws.at(plan.scalars),
+                n0: tokens.start as i32,
+                n_end: tokens.end as i32,
+                v0: vocab.start as i32,
+                v_end: vocab.end as i32,
+                g_out: g,
+                ldg: plan.ldg as i32,
+                db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
+            };
+            match plan.family {
+                Family::Cublas => family::cublas::grad_chunk(call, blas, plan, chunk)?,
+                Family::Sm80 => family::sm80::grad_chunk(call, plan, chunk)?,
+            }
+            let first_tokens = (tc == 0) as i32;
+            if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {
+                let reduce = DbReduceParams {
+                    db_partial: chunk.db_partial,
+                    row_tiles: tokens.len().div_ceil(crate::geometry::TILE_M) as i32,
+                    ldb: plan.ldg as i32,
+                    count: vocab.len() as i32,
+                    accumulate: 1 - first_tokens,
+                    db_acc: acc + 4 * vocab.start as u64,
+                };
+                self.kernels.launch(x.dtype, &reduce, stream)?;
+            }
+            if let (Some(dc), true) = (dst.grads.dc, writes_dc) {
+                // dC[vocab] (+)= Gᵀ·E[tokens]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
+                let beta = (1 - first_tokens) as f32;
+                let out = match plan.dc_acc {
+                    DcAccumulator::Workspace(r) => Mat::new(ws.at(r), Elem::F32, d),
+                    _ => Mat::new(dc + vocab.start as u64 * d as u64 * s, input, d),
+                };
+                let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
+                let b = Mat::new(g, input, plan.ldg).t();
+                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
+            }
+            if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
+                // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
+                let beta = (vc > 0) as i32 as f32;
+                let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
+                let b = Mat::new(g, input, plan.ldg);
+                let out = Mat::new(acc + tokens.start as u64 * d as u64 * 4, Elem::F32, d);
+                Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
+            }
+        }
+        if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {
+            self.to_elem(x.dtype, ws.at(r), dc + vocab.start as u64 * d as u64 * s, vocab.len() * d, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Round `count` f32 at `src` into the input dtype at `dst`.
+    unsafe fn to_elem(&self, dtype: DType, src: DevPtr, dst: DevPtr, count: usize, stream: Stream) -> Result<()> {
+        self.kernels.launch(dtype, &ToElemParams { src, dst, count: count as u64 }, stream)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+//! Tile and block geometry: defined here once, given to the kernels as `#define`s
+//! ([`crate::abi::c_config`]) and used by the planner and the launchers for grids and shared
+//! memory.
+
+use flce_core::DType;
+
+/// Logit tile of every family so far (tokens × vocabulary). Chunk sizes are multiples of it.
+pub const TILE_M: usize = 128;
+pub const TILE_N: usize = 128;
+/// Threads of a sm80 tile block (8 warps: 2 along tokens × 4 along the vocabulary).
+pub const TILE_THREADS: u32 = 256;
+/// Depth of the sm80 cp.async pipeline.
+pub const STAGES: usize = 4;
+/// Threads of the one-block reductions (flce_forward_finish, flce_token_scale).
+pub const REDUCE_THREADS: u32 = 1024;
+/// Threads of the elementwise kernels (prep, stats, grad_from_logits, db_reduce, to_elem).
+pub const ELEMENTWISE_THREADS: u32 = 256;
+/// Tokens per block of flce_stats_from_logits (one warp per token).
+pub const STATS_TOKENS_PER_BLOCK: u32 = ELEMENTWISE_THREADS / 32;
+
+/// Elements per 16-byte copy.
+pub fn chunk_elems(dtype: DType) -> usize {
+    16 / dtype.size_in_bytes()
+}
+/// k-step of the sm80 main loop: 32 for 16-bit types, 16 for f32.
+pub fn tile_k(dtype: DType) -> usize {
+    4 * chunk_elems(dtype)
+}
+/// Shared-memory row of the main loop, padded by 16 bytes (ldmatrix free of bank conflicts).
+pub fn pitch(dtype: DType) -> usize {
+    tile_k(dtype) + chunk_elems(dtype)
+}
+/// Bytes of the sm80 main loop's copy pipeline (81,920 for every dtype).
+pub fn pipeline_bytes(dtype: DType) -> usize {
+    STAGES * (TILE_M + TILE_N) * pitch(dtype) * dtype.size_in_bytes()
+}
+/// Dynamic shared memory of flce_forward_tiles: pipeline, targets, running stats per (row, warp
+/// column slice).
+pub fn forward_smem_bytes(dtype: DType) -> usize {
+    pipeline_bytes(dtype) + TILE_M * 4 + TILE_M * 4 * 16
+}
+/// Dynamic shared memory of flce_grad_tiles: pipeline, targets, row coefficients, db scratch.
+pub fn grad_smem_bytes(dtype: DType) -> usize {
+    pipeline_bytes(dtype) + TILE_M * 4 + TILE_M * 16 + 2 * TILE_N * 4
+}
+
+/// The defines the kernels compile with.
+pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
+    vec![
+        ("TILE_M", TILE_M),
+        ("TILE_N", TILE_N),
+        ("THREADS", TILE_THREADS as usize),
+        ("STAGES", STAGES),
+        ("CHUNK", chunk_elems(dtype)),
+        ("TILE_K", tile_k(dtype)),
+        ("PITCH", pitch(dtype)),
+        ("STAGE_ELEMS", (TILE_M + TILE_N) * pitch(dtype)),
+        ("PIPELINE_BYTES", pipeline_bytes(dtype)),
+        ("FORWARD_SMEM_BYTES", forward_smem_bytes(dtype)),
+        ("GRAD_SMEM_BYTES", grad_smem_bytes(dtype)),
+        ("REDUCE_THREADS", REDUCE_THREADS as usize),
+        ("ELEMENTWISE_THREADS", ELEMENTWISE_THREADS as usize),
+        ("STATS_TOKENS_PER_BLOCK", STATS_TOKENS_PER_BLOCK as usize),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_is_the_same_for_every_dtype_and_fits_sm86() {
+        for dtype in [DType::BF16, DType::F16, DType::F32] {
+            assert_eq!(pipeline_bytes(dtype), 81_920);
+            assert_eq!(forward_smem_bytes(dtype), 90_624);
+            assert_eq!(grad_smem_bytes(dtype), 85_504);
+            assert!(forward_smem_bytes(dtype) <= 99 * 1024, "must fit sm_86's 99 KB per block");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! [`CudaLoss`]: the CUDA backend on one device — its context, compiled kernels and cuBLAS
+//! handle — and the planning calls. The passes themselves are in [`crate::forward`] and
+//! [`crate::backward`]; each family's launchers in [`crate::family`].
+
+use std::sync::Arc;
+
+use cudarc::driver::sys as cu;
+use cudarc::driver::CudaContext;
+use flce_core::{DType, Error, Options, Result, Shape};
+
+use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams};
+use crate::blas::Blas;
+use crate::compile::{Arch, KernelFile};
+use crate::device::{DeviceInputs, Stream, Workspace};
+use crate::error::Check;
+use crate::family::{BackwardMode, Family, ForwardMode};
+use crate::library::{require, Library};
+use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
+use crate::runtime::Kernels;
+
+/// What the caller asks of a forward plan: the mode and, for the cuBLAS family, its workspace
+/// budget (None: 10% of the gradient bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct ForwardConfig {
+    pub budget: Option<usize>,
+    pub mode: ForwardMode,
+}
+
+/// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
+/// bytes, or the smallest exact unchunked plan if larger) and how logits are recomputed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BackwardConfig {
+    pub budget: Option<usize>,
+    pub mode: BackwardMode,
+}
+
+/// The CUDA backend on one device: compiled kernels, a cuBLAS handle, the planner and the passes.
+pub struct CudaLoss {
+    ctx: Arc<CudaContext>,
+    arch: Arch,
+    sm_count: usize,
+    name: String,
+    pub(crate) kernels: Kernels,
+    pub(crate) blas: Blas,
+}
+
+/// One launch's context, handed to a family's launchers.
+pub(crate) struct Call<'a> {
+    pub be: &'a CudaLoss,
+    pub x: &'a DeviceInputs,
+    pub lp: LogitParams,
+    pub ws: Workspace,
+    pub stream: Stream,
+}
+
+impl CudaLoss {
+    /// The backend on device `ordinal` (its primary context, as PyTorch uses).
+    pub fn new(ordinal: usize) -> Result<Self> {
+        require(Library::Driver)?;
+        let ctx = CudaContext::new(ordinal).check("creating the CUDA context")?;
+        // We order work ourselves on the caller's stream; cudarc's event tracking would add
+        // synchronisation we do not want.
+        // SAFETY: no cudarc-managed buffers are shared across streams by this backend.
+        unsafe { ctx.disable_event_tracking() };
+        let (major, minor) = ctx.compute_capability().check("cuDeviceGetAttribute(compute capability)")?;
+        let arch = Arch::for_capability(major, minor);
+        if !Family::Sm80.supports(&arch) {
+            return Err(Error::Unsupported(format!(
+                "flce's CUDA kernels need compute capability 8.0 or newer (mma.sync bf16); this GPU is {major}.{minor}"
+            )));
+        }
+        let sm_count = ctx
+            .attribute(cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .check("cuDeviceGetAttribute(multiprocessor count)")? as usize;
+        let name = ctx.name().check("cuDeviceGetName")?;
+        let kernels = Kernels::new(ctx.clone(), arch.clone());
+        Ok(CudaLoss { ctx, arch, sm_count, name, kernels, blas: Blas::default() })
+    }
+
+    /// Number of CUDA devices (0 when the driver is missing).
+    pub fn device_count() -> usize {
+        if require(Library::Driver).is_err() {
+            return 0;
+        }
+        CudaContext::device_count().map(|n| n as usize).unwrap_or(0)
+    }
+
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+    pub fn arch(&self) -> &Arch {
+        &self.arch
+    }
+    pub fn sm_count(&self) -> usize {
+        self.sm_count
+    }
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Compile (or fetch from the disk cache) and load every kernel the default families use for
+    /// `dtype` now, so the first call does not pay for it. Returns how many kernel files were
+    /// already loaded or came from the disk cache.
+    pub fn warm_up(&self, dtype: DType) -> Result<usize> {
+        let mut cached = 0;
+        let files = [KernelFile::Prep, KernelFile::Finish, KernelFile::Accumulate];
+        for file in files.into_iter().chain(Family::Cublas.kernel_files()) {
+            cached += self.kernels.load(file, dtype)?.1 as usize;
+        }
+        Ok(cached)
+    }
+
+    /// The forward plan for a call shape: its family, work and workspace. Make it once per shape
+    /// and pass it to every [`CudaLoss::forward`] of that shape.
+    pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
+        plan::forward_plan(shape, dtype, self.sm_count, config.mode, config.budget)
+    }
+
+    /// The backward plan for a call shape and the gradients wanted.
+    pub fn backward_plan(
+        &self,
+        shape: Shape,
+        dtype: DType,
+        wanted: Wanted,
+        config: BackwardConfig,
+    ) -> Result<BackwardPlan> {
+        plan::backward_plan(shape, dtype, wanted, config.budget, config.mode)
+    }
+
+    /// The plan was made for this call: same shape and dtype, a family this device runs.
+    pub(crate) fn check_plan(&self, x: &DeviceInputs, shape: Shape, dtype: DType, family: Family) -> Result<()> {
+        if shape != x.shape || dtype != x.dtype {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: format!("{shape} {dtype}"),
+                reason: "the plan was made for another shape or dtype than the inputs",
+            });
+        }
+        if !family.supports(&self.arch) {
+            return Err(Error::Unsupported(format!("the {} family does not run on {}", family.name(), self.arch.0)));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn logit_params(x: &DeviceInputs, k: LossConstants, targets: DevPtr) -> LogitParams {
+        LogitParams {
+            k,
+            e: x.e,
+            c: x.c,
+            bias: x.bias.unwrap_or(0),
+            class_w: x.class_weights.unwrap_or(0),
+            targets,
+            aligned: x.rows_aligned() as i32,
+        }
+    }
+
+    /// Effective targets (shift, ignore_index) into `out` [N] i32, with the status word reset and
+    /// then set to the first out-of-range target.
+    ///
+    /// # Safety
+    /// `out` holds N i32 and `status` one, on `stream`; `x` as for [`CudaLoss::forward`].
+    pub(crate) unsafe fn prep_targets(
+        &self,
+        x: &DeviceInputs,
+        k: LossConstants,
+        out: DevPtr,
+        status: DevPtr,
+        stream: Stream,
+    ) -> Result<()> {
+        self.kernels.fill_i32(status, i32::MAX, 1, stream)?;
+        self.kernels.launch(x.dtype, &PrepParams { k, targets: x.targets, out, status }, stream)?;
+        Ok(())
+    }
+
+    /// Bind this device's context to the calling thread and build the launch context.
+    pub(crate) fn call<'a>(
+        &'a self,
+        x: &'a DeviceInputs,
+        opts: &Options,
+        targets: DevPtr,
+        ws: Workspace,
+        stream: Stream,
+    ) -> Result<Call<'a>> {
+        self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
+        let k = LossConstants::new(x.shape, opts);
+        Ok(Call { be: self, x, lp: Self::logit_params(x, k, targets), ws, stream })
+    }
+}

@@ -1,0 +1,306 @@
+//! The backward plan: vocabulary-chunk-outer, with G formed per chunk by a family.
+//!
+//! For each chunk of `vocab_chunk` rows of C and `token_chunk` tokens a family writes G
+//! [token_chunk, ldg] in the input dtype, and cuBLAS computes dE_acc += G·C_chunk and
+//! dC_chunk = Gᵀ·E with f32 accumulation. When one token chunk covers all N, every dC chunk is
+//! finished in one product and rounded once; dE accumulates in f32 across vocabulary chunks (in
+//! dE itself for f32 inputs). The chunk sizes come from the caller's workspace budget, by default
+//! 10% of the gradient bytes.
+//!
+//! dE's f32 accumulator (N·D·4 bytes, 134 MB at Llama 3) would take most of that budget and force
+//! small vocabulary chunks, each costing a read and a write of the whole accumulator. When dC is
+//! also wanted and the vocabulary is large against N, the accumulator lives instead in the last
+//! bytes of the caller's dC buffer ([`DcTail`]): the main pass writes the dC chunks before
+//! `first_row`, accumulates dE over all chunks and rounds it into dE; a tail pass recomputes
+//! the logits of the chunks from `first_row` on (at most a third of the vocabulary) and writes
+//! their dC rows over the finished accumulator.
+
+use std::ops::Range;
+
+use flce_core::{DType, Error, Result, Shape};
+
+use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
+use crate::family::{BackwardMode, Family};
+use crate::geometry::{TILE_M, TILE_N};
+
+/// Where dE's f32 accumulator lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeAccumulator {
+    /// dE is not wanted.
+    NotWanted,
+    /// f32 inputs: dE accumulates in the caller's dE itself.
+    InPlace,
+    /// In the workspace; rounded into dE after the main pass.
+    Workspace(Region),
+    /// In the caller's dC buffer, past the rows the main pass writes; rounded into dE before the
+    /// tail pass writes those rows.
+    DcTail(DcTail),
+}
+
+impl DeAccumulator {
+    /// Whether the f32 accumulator is separate from dE and is rounded into it after the main pass.
+    pub fn needs_rounding(&self) -> bool {
+        matches!(self, DeAccumulator::Workspace(_) | DeAccumulator::DcTail(_))
+    }
+}
+
+/// Where each dC chunk is accumulated across token chunks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DcAccumulator {
+    /// dC is not wanted.
+    NotWanted,
+    /// Straight into the caller's dC: one token chunk (one product per dC chunk, rounded once),
+    /// or f32 inputs (the products add up in f32).
+    Direct,
+    /// An f32 chunk accumulator in the workspace, rounded into dC after the chunk's last token
+    /// chunk.
+    Workspace(Region),
+}
+
+/// Where dE's f32 accumulator sits inside the caller's dC buffer, and which dC rows are written
+/// only after dE is final (their logits recomputed in the tail pass).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DcTail {
+    /// Byte offset of the accumulator in dC (a multiple of 256; the accumulator runs to at most
+    /// the end of dC).
+    pub byte_offset: usize,
+    /// First vocabulary row of the tail pass: a multiple of `vocab_chunk`, and no row before it
+    /// shares bytes with the accumulator.
+    pub first_row: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackwardPlan {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub wanted: Wanted,
+    /// The family that forms G for each chunk.
+    pub family: Family,
+    /// Tokens per chunk (a multiple of 128, or N).
+    pub token_chunk: usize,
+    /// Vocabulary rows per chunk (a multiple of 128).
+    pub vocab_chunk: usize,
+    /// Row pitch of G (and of the f32 logits and db partials), in elements.
+    pub ldg: usize,
+    pub targets: Region,
+    pub token_scale: Region,
+    pub scalars: Region,
+    pub status: Region,
+    pub de_acc: DeAccumulator,
+    pub dc_acc: DcAccumulator,
+    /// f32 accumulator of db [V] (when db is wanted).
+    pub db_acc: Option<Region>,
+    pub g: Region,
+    /// f32 logits of one chunk [token_chunk, ldg] (cuBLAS family).
+    pub logits: Option<Region>,
+    /// Column sums of G per row tile (when db is wanted).
+    pub db_partial: Option<Region>,
+    pub workspace_bytes: usize,
+}
+
+impl BackwardPlan {
+    pub fn token_chunks(&self) -> usize {
+        self.shape.n.div_ceil(self.token_chunk)
+    }
+    pub fn vocab_chunks(&self) -> usize {
+        self.shape.v.div_ceil(self.vocab_chunk)
+    }
+    /// The tokens of token chunk `i`.
+    pub fn token_range(&self, i: usize) -> Range<usize> {
+        chunk_range(i, self.token_chunk, self.shape.n)
+    }
+    /// The vocabulary rows of vocabulary chunk `i`.
+    pub fn vocab_range(&self, i: usize) -> Range<usize> {
+        chunk_range(i, self.vocab_chunk, self.shape.v)
+    }
+    /// dE's accumulator in dC's tail, if the plan put it there.
+    pub fn dc_tail(&self) -> Option<DcTail> {
+        match self.de_acc {
+            DeAccumulator::DcTail(t) => Some(t),
+            _ => None,
+        }
+    }
+    /// The first vocabulary chunk of the tail pass (`vocab_chunks()` when there is none).
+    pub fn first_tail_chunk(&self) -> usize {
+        self.dc_tail().map_or(self.vocab_chunks(), |t| t.first_row / self.vocab_chunk)
+    }
+    /// The vocabulary chunks of the tail pass: their dC rows are written only after dE is final.
+    pub fn tail_chunks(&self) -> Range<usize> {
+        self.first_tail_chunk()..self.vocab_chunks()
+    }
+}
+
+/// At most this fraction (1/n) of the vocabulary is recomputed by the tail pass.
+/// The trade: the tail pass costs that fraction of a logits product; without the tail, every
+/// vocabulary chunk reads and writes the N·D·4-byte accumulator, and the accumulator squeezes the
+/// chunks (Llama 3 at 16k tokens: 268 MB of accumulator; a 10% budget then leaves 512-row chunks
+/// and ~135 GB of accumulator traffic, against a 26% tail pass).
+const MAX_TAIL_FRACTION_INV: usize = 3;
+
+/// The default workspace budget: 10% of the gradient bytes, but never below what the smallest
+/// good unchunked plan needs (1024 vocabulary rows per chunk for the fused tiles, 512 for cuBLAS
+/// logits, whose f32 logits cost 4 more bytes per element).
+pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
+    let tenth = gradient_bytes(shape, dtype, wanted) / 10;
+    let rows = good_vocab_chunk(mode).min(shape.v.div_ceil(TILE_N) * TILE_N);
+    let tail = dc_tail(shape, dtype, wanted, shape.n, rows);
+    tenth.max(layout(shape, dtype, wanted, mode, shape.n, rows, tail).workspace_bytes)
+}
+
+/// The smallest vocabulary chunk an unchunked-token plan should use (below it, chunking tokens
+/// is preferred): 1024 rows for the fused tiles, 512 for cuBLAS logits.
+fn good_vocab_chunk(mode: BackwardMode) -> usize {
+    match mode {
+        BackwardMode::FusedTiles => 1024,
+        BackwardMode::CublasLogits => 512,
+    }
+}
+
+/// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
+/// inputs (f32 dE accumulates in place), one token chunk, and a tail pass over at most a third
+/// of the vocabulary.
+fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> Option<DcTail> {
+    let Shape { n, d, v } = shape;
+    if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < n {
+        return None;
+    }
+    let acc_bytes = 4 * n * d;
+    let dc_bytes = v * d * dtype.size_in_bytes();
+    let byte_offset = dc_bytes.checked_sub(acc_bytes)? / ALIGN * ALIGN;
+    let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
+    ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(DcTail { byte_offset, first_row })
+}
+
+/// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's
+/// tail instead of the workspace.
+fn layout(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    mode: BackwardMode,
+    token_chunk: usize,
+    vocab_chunk: usize,
+    tail: Option<DcTail>,
+) -> BackwardPlan {
+    let Shape { n, d, v } = shape;
+    let s = dtype.size_in_bytes();
+    let f32_inputs = dtype == DType::F32;
+    let chunked = token_chunk < n;
+    let ldg = vocab_chunk.div_ceil(TILE_N) * TILE_N;
+    let rows = token_chunk.min(n);
+    let mut l = Layout::default();
+    let targets = l.take(4 * n);
+    let token_scale = l.take(4 * n);
+    let scalars = l.take(16);
+    let status = l.take(4);
+    let de_acc = match (wanted.de, f32_inputs, tail) {
+        (false, ..) => DeAccumulator::NotWanted,
+        (true, true, _) => DeAccumulator::InPlace,
+        (true, false, Some(t)) => DeAccumulator::DcTail(t),
+        (true, false, None) => DeAccumulator::Workspace(l.take(4 * n * d)),
+    };
+    let db_acc = wanted.dbias.then(|| l.take(4 * v));
+    let g = l.take(rows * ldg * s);
+    let logits = (mode == BackwardMode::CublasLogits).then(|| l.take(rows * ldg * 4));
+    let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
+    let dc_acc = match (wanted.dc, chunked && !f32_inputs) {
+        (false, _) => DcAccumulator::NotWanted,
+        (true, false) => DcAccumulator::Direct,
+        (true, true) => DcAccumulator::Workspace(l.take(vocab_chunk * d * 4)),
+    };
+    BackwardPlan {
+        shape,
+        dtype,
+        wanted,
+        family: mode.family(),
+        token_chunk: rows,
+        vocab_chunk,
+        ldg,
+        targets,
+        token_scale,
+        scalars,
+        status,
+        de_acc,
+        dc_acc,
+        db_acc,
+        g,
+        logits,
+        db_partial,
+        workspace_bytes: l.bytes(),
+    }
+}
+
+/// The backward plan within `budget` bytes of workspace (None: the default budget). Prefers one
+/// token chunk (each dC chunk finished in one product) with the largest vocabulary chunk that
+/// fits; chunks tokens only when even 1024 vocabulary rows for all N tokens do not fit.
+pub fn backward_plan(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: Option<usize>,
+    mode: BackwardMode,
+) -> Result<BackwardPlan> {
+    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, mode));
+    let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
+    let good = good_vocab_chunk(mode).min(v_pad);
+    let fits = |token_chunk: usize, vocab_chunk: usize, tail: Option<DcTail>| {
+        layout(shape, dtype, wanted, mode, token_chunk, vocab_chunk, tail).workspace_bytes <= budget
+    };
+    // Unchunked tokens: the largest vocabulary chunk (multiple of 128) that fits, with dE's
+    // accumulator in dC's tail where it can be, else in the workspace. Workspaces grow with the
+    // chunk; whether the tail is possible does not change with it monotonically, so the tail plan
+    // is the largest chunk, at or below the largest that fits, where it is.
+    let largest_fitting = |in_tail: bool| -> Option<BackwardPlan> {
+        // the accumulator's place does not change the workspace of a tail plan with the chunk
+        let probe_tail = in_tail.then_some(DcTail { byte_offset: 0, first_row: 0 });
+        let largest = largest_multiple(v_pad / TILE_N, |k| fits(shape.n, k * TILE_N, probe_tail))? * TILE_N;
+        if !in_tail {
+            return Some(layout(shape, dtype, wanted, mode, shape.n, largest, None));
+        }
+        (1..=largest / TILE_N).rev().map(|k| k * TILE_N).find_map(|vc| {
+            let tail = dc_tail(shape, dtype, wanted, shape.n, vc)?;
+            Some(layout(shape, dtype, wanted, mode, shape.n, vc, Some(tail)))
+        })
+    };
+    let tail = largest_fitting(true);
+    let best = largest_fitting(false);
+    for p in [&tail, &best].into_iter().flatten() {
+        if p.vocab_chunk >= good {
+            return Ok(p.clone());
+        }
+    }
+    // Chunk tokens: for the largest vocabulary chunk in 2048, 1024, ..., 128, the largest token
+    // chunk (multiple of 128) that fits.
+    for vc in [2048usize, 1024, 512, 256, 128] {
+        let vc = vc.min(v_pad);
+        let token_chunk = |k: usize| (k * TILE_M).min(shape.n);
+        if let Some(k) = largest_multiple(shape.n.div_ceil(TILE_M), |k| fits(token_chunk(k), vc, None)) {
+            return Ok(layout(shape, dtype, wanted, mode, token_chunk(k), vc, None));
+        }
+    }
+    // small vocabulary chunks for all tokens rather than none
+    tail.or(best).ok_or_else(|| {
+        let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N, None).workspace_bytes;
+        Error::InvalidOption {
+            name: "workspace_budget",
+            value: budget.to_string(),
+            reason: if min > budget { "below the smallest backward workspace for this shape" } else { "no plan fits" },
+        }
+    })
+}
+
+/// The largest k in 1..=max with `fits(k)`, for `fits` monotone (true up to some k): binary search.
+fn largest_multiple(max: usize, fits: impl Fn(usize) -> bool) -> Option<usize> {
+    let (mut lo, mut hi) = (1usize, max);
+    let mut best = None;
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            best = Some(mid);
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    best
+}

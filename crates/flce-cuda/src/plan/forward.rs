@@ -1,0 +1,113 @@
+//! The forward plan: which family computes the per-token statistics, and its workspace.
+//!
+//! cuBLAS family: vocabulary chunks of f32 logits (the budget; by default 10% of the gradient
+//! bytes), folded by a reduction kernel. sm80 family: the fused tile kernel, the vocabulary split
+//! across blocks for occupancy (`splits`), each split leaving a 16-byte partial per token; the
+//! split count is capped so the workspace stays within 1 MB + 16·N bytes. Either way the finish
+//! step merges the partials.
+
+use std::ops::Range;
+
+use flce_core::{DType, Shape};
+
+use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
+use crate::family::{Family, ForwardMode};
+use crate::geometry::{TILE_M, TILE_N};
+
+/// At most this many forward splits.
+pub const MAX_SPLITS: usize = 8;
+/// Forward workspace target of the fused family: 1 MB plus this many bytes per token.
+pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
+
+/// Default workspace of a cuBLAS-family forward: 10% of the bytes of dE and dC (the backward's
+/// default budget too, so forward + backward never hold more than that), at least 8 MB.
+pub fn default_forward_budget(shape: Shape, dtype: DType) -> usize {
+    (gradient_bytes(shape, dtype, Wanted { de: true, dc: true, dbias: false }) / 10).max(8 << 20)
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ForwardPlan {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub family: Family,
+    /// Vocabulary rows per cuBLAS chunk (cuBLAS family; 0 otherwise).
+    pub vocab_chunk: usize,
+    /// f32 logits of one chunk [N, vocab_chunk] (cuBLAS family).
+    pub logits: Option<Region>,
+    pub token_tiles: usize,
+    pub vocab_tiles: usize,
+    /// Partials per token (vocabulary splits of the fused family; 1 for cuBLAS chunks, which
+    /// merge into one partial as they go).
+    pub splits: usize,
+    pub tiles_per_split: usize,
+    pub targets: Region,
+    pub target_logit: Region,
+    pub partials: Region,
+    pub status: Region,
+    pub workspace_bytes: usize,
+}
+
+impl ForwardPlan {
+    /// Number of cuBLAS vocabulary chunks (cuBLAS family).
+    pub fn vocab_chunks(&self) -> usize {
+        self.shape.v.div_ceil(self.vocab_chunk.max(1))
+    }
+    /// The vocabulary rows of chunk `i`.
+    pub fn vocab_range(&self, i: usize) -> Range<usize> {
+        chunk_range(i, self.vocab_chunk, self.shape.v)
+    }
+}
+
+/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors. The cuBLAS family falls
+/// back to the fused one when not even 128 vocabulary columns of f32 logits for every token fit
+/// the budget.
+pub fn forward_plan(
+    shape: Shape,
+    dtype: DType,
+    sm_count: usize,
+    mode: ForwardMode,
+    budget: Option<usize>,
+) -> ForwardPlan {
+    let n = shape.n;
+    let token_tiles = n.div_ceil(TILE_M);
+    let vocab_tiles = shape.v.div_ceil(TILE_N);
+    let v_pad = vocab_tiles * TILE_N;
+    let budget = budget.unwrap_or_else(|| default_forward_budget(shape, dtype));
+    let chunk = (budget.saturating_sub(24 * n + 4 * ALIGN) / (4 * n) / TILE_N * TILE_N).min(v_pad);
+    let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { Family::Sm80 };
+    let splits = if family == Family::Sm80 {
+        // Aim for two waves of blocks; never more partials than the memory target allows.
+        let wanted = (2 * sm_count.max(1)).div_ceil(token_tiles);
+        let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
+        wanted.min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
+    } else {
+        1
+    };
+    let tiles_per_split = vocab_tiles.div_ceil(splits);
+    let splits = vocab_tiles.div_ceil(tiles_per_split);
+    let mut l = Layout::default();
+    let targets = l.take(4 * n);
+    let target_logit = l.take(4 * n);
+    let partials = l.take(16 * n * splits);
+    let status = l.take(4);
+    let (vocab_chunk, logits) = match family {
+        Family::Cublas => (chunk, Some(l.take(4 * n * chunk))),
+        Family::Sm80 => (0, None),
+    };
+    ForwardPlan {
+        shape,
+        dtype,
+        family,
+        vocab_chunk,
+        logits,
+        token_tiles,
+        vocab_tiles,
+        splits,
+        tiles_per_split,
+        targets,
+        target_logit,
+        partials,
+        status,
+        workspace_bytes: l.bytes(),
+    }
+}

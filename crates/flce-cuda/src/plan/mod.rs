@@ -1,0 +1,75 @@
+//! Plans as values: pure host logic, unit-tested without a GPU.
+//!
+//! A plan is made once per call shape ([`forward_plan`], [`backward_plan`]) and then consumed by
+//! the launch, which never plans again: it knows its kernel family, its workspace bytes and
+//! regions, its work list (vocabulary and token chunks, passes) and where each accumulator lives.
+//! The PyTorch binding asks for the plans once per shape and hands them back with every call.
+
+mod backward;
+mod forward;
+#[cfg(test)]
+mod tests;
+
+pub use backward::{backward_plan, default_backward_budget, BackwardPlan, DcAccumulator, DcTail, DeAccumulator};
+pub use forward::{default_forward_budget, forward_plan, ForwardPlan, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS};
+
+use std::ops::Range;
+
+use flce_core::{DType, Shape};
+
+pub(crate) const ALIGN: usize = 256;
+
+pub(crate) fn align(x: usize) -> usize {
+    x.div_ceil(ALIGN) * ALIGN
+}
+
+/// A region of a workspace: byte offset and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Region {
+    pub offset: usize,
+    pub bytes: usize,
+}
+
+/// Lays out regions one after another, each aligned to 256 bytes.
+#[derive(Default)]
+pub(crate) struct Layout {
+    end: usize,
+}
+
+impl Layout {
+    pub(crate) fn take(&mut self, bytes: usize) -> Region {
+        let r = Region { offset: self.end, bytes };
+        self.end = align(self.end + bytes);
+        r
+    }
+    pub(crate) fn bytes(&self) -> usize {
+        self.end
+    }
+}
+
+/// Which gradients a backward call computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Wanted {
+    pub de: bool,
+    pub dc: bool,
+    pub dbias: bool,
+}
+
+impl Wanted {
+    pub const ALL: Wanted = Wanted { de: true, dc: true, dbias: true };
+    pub fn any(&self) -> bool {
+        self.de || self.dc || self.dbias
+    }
+}
+
+/// Bytes of the gradients a backward call returns.
+pub fn gradient_bytes(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    let s = dtype.size_in_bytes();
+    (wanted.de as usize * shape.n * shape.d + wanted.dc as usize * shape.v * shape.d + wanted.dbias as usize * shape.v)
+        * s
+}
+
+/// `count` items in chunks of `chunk`: the i-th chunk's range.
+pub(crate) fn chunk_range(i: usize, chunk: usize, count: usize) -> Range<usize> {
+    i * chunk..((i + 1) * chunk).min(count)
+}

@@ -1,0 +1,200 @@
+//! The planner's invariants: workspace limits, chunk sizes, where accumulators live, regions.
+
+use flce_core::{DType, Error, Shape};
+
+use super::*;
+use crate::family::{BackwardMode, Family, ForwardMode};
+use crate::geometry::{TILE_M, TILE_N};
+
+const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
+const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+
+#[test]
+fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
+    for n in [1usize, 7, 128, 255, 1000, 8192, 65_536, 131_072] {
+        for v in [1usize, 123, 128_256, 256_000] {
+            let p = forward_plan(Shape::new(n, 64, v), DType::BF16, 132, ForwardMode::Fused, None);
+            let limit = (1 << 20) + FORWARD_BYTES_PER_TOKEN * n + 4 * ALIGN;
+            assert!(p.workspace_bytes <= limit, "n {n} v {v}: {} > {limit}", p.workspace_bytes);
+            assert!(p.splits >= 1 && p.splits <= MAX_SPLITS);
+            assert!(p.splits * p.tiles_per_split >= p.vocab_tiles);
+            assert!((p.splits - 1) * p.tiles_per_split < p.vocab_tiles, "an empty split");
+        }
+    }
+}
+
+#[test]
+fn forward_splits_fill_the_gpu_for_few_tokens() {
+    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None).splits, 5);
+    assert_eq!(
+        forward_plan(Shape::new(128, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits,
+        MAX_SPLITS
+    );
+    assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits, 1);
+}
+
+#[test]
+fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
+    let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, None);
+    assert_eq!(p.family, Family::Cublas);
+    assert!(p.workspace_bytes <= gradient_bytes(GEMMA, DType::BF16, BOTH) / 10, "{}", p.workspace_bytes);
+    assert!(p.vocab_chunk >= 2048 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
+    assert_eq!(p.vocab_range(p.vocab_chunks() - 1).end, GEMMA.v);
+    let small = forward_plan(Shape::new(100, 64, 300), DType::BF16, 132, ForwardMode::CublasChunks, None);
+    assert_eq!(small.vocab_chunk, 384, "one chunk covers the padded vocabulary");
+    let tight = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, Some(1 << 20));
+    assert_eq!(tight.family, Family::Sm80);
+}
+
+#[test]
+fn default_backward_fits_ten_percent_at_gemma() {
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles).unwrap();
+    let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
+    assert!(p.workspace_bytes <= grads / 10, "{} > {}", p.workspace_bytes, grads / 10);
+    assert_eq!(p.token_chunk, GEMMA.n);
+    assert!(p.vocab_chunk >= 2048, "vocab chunk {}", p.vocab_chunk);
+    assert_eq!(p.dc_acc, DcAccumulator::Direct);
+    assert_eq!(p.family, Family::Sm80);
+}
+
+/// The tail invariants: the accumulator lies inside dC, after every row of the main pass; the
+/// tail pass starts on a chunk boundary and covers at most a third of the vocabulary.
+fn check_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> DcTail {
+    let t = p.dc_tail().expect("dE accumulator in dC's tail");
+    let row_bytes = shape.d * dtype.size_in_bytes();
+    assert_eq!(t.byte_offset % ALIGN, 0);
+    assert!(t.byte_offset + 4 * shape.n * shape.d <= shape.v * row_bytes, "accumulator past dC's end");
+    assert!(t.first_row * row_bytes <= t.byte_offset, "accumulator overlaps a main-pass row");
+    assert_eq!(t.first_row % p.vocab_chunk, 0);
+    assert!(t.first_row > 0 && (shape.v - t.first_row) * 3 <= shape.v);
+    assert_eq!(p.token_chunk, shape.n);
+    assert_eq!(p.tail_chunks(), t.first_row / p.vocab_chunk..p.vocab_chunks());
+    t
+}
+
+#[test]
+fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
+    // dE's f32 accumulator (134 MB at Llama 3) alone is over 10% of Llama's gradients
+    // (112 MB): in dC's tail it costs no workspace, and the chunks grow.
+    for shape in [LLAMA, GEMMA, Shape::new(8192, 3584, 152_064), Shape::new(16_384, 4096, 128_256)] {
+        for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
+            let p = backward_plan(shape, DType::BF16, BOTH, None, mode).unwrap();
+            let grads = gradient_bytes(shape, DType::BF16, BOTH);
+            assert!(p.workspace_bytes <= grads / 10, "{shape:?} {mode:?}: {} > {}", p.workspace_bytes, grads / 10);
+            // 2048+ rows at 8k tokens, half that at 16k
+            assert!(p.vocab_chunk >= 2048 * 8192 / shape.n, "{shape:?} {mode:?}: vocab chunk {}", p.vocab_chunk);
+            check_tail(shape, DType::BF16, &p);
+        }
+    }
+}
+
+#[test]
+fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
+    let no_tail = |shape: Shape, dtype: DType, wanted: Wanted| {
+        let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits).unwrap();
+        assert!(p.dc_tail().is_none(), "{shape:?} {dtype:?} {wanted:?}");
+        assert!(p.tail_chunks().is_empty());
+        p
+    };
+    // more than a third of the vocabulary would be recomputed (Llama 3 at 32k tokens)
+    let p = no_tail(Shape::new(32_768, 4096, 128_256), DType::BF16, BOTH);
+    assert!(matches!(p.de_acc, DeAccumulator::Workspace(_)));
+    // the accumulator is larger than dC
+    no_tail(Shape::new(255, 507, 123), DType::BF16, BOTH);
+    // one chunk covers the vocabulary: no main pass to hide the tail behind
+    no_tail(Shape::new(1, 64, 300), DType::BF16, BOTH);
+    // f32 accumulates dE in place; dC not wanted
+    assert_eq!(no_tail(GEMMA, DType::F32, BOTH).de_acc, DeAccumulator::InPlace);
+    let p = no_tail(GEMMA, DType::BF16, Wanted { de: true, dc: false, dbias: false });
+    assert_eq!(p.dc_acc, DcAccumulator::NotWanted);
+}
+
+#[test]
+fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
+    // crates/flce-cuda/tests/gpu.rs runs both kernel families on these shapes in bf16 and f16
+    // (at N = 1 the fused family's 1024-row chunk covers V: it keeps the workspace plan)
+    let cases = [
+        (Shape::new(129, 200, 5003), BackwardMode::CublasLogits),
+        (Shape::new(129, 200, 5003), BackwardMode::FusedTiles),
+        (Shape::new(1, 64, 1000), BackwardMode::CublasLogits),
+    ];
+    for (shape, mode) in cases {
+        for dtype in [DType::BF16, DType::F16] {
+            for dbias in [false, true] {
+                let p = backward_plan(shape, dtype, Wanted { dbias, ..BOTH }, None, mode).unwrap();
+                check_tail(shape, dtype, &p);
+                assert!(!p.tail_chunks().is_empty(), "a tail pass exists");
+            }
+        }
+    }
+}
+
+#[test]
+fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
+    // the GPU tests' chunked-budget case
+    let shape = Shape::new(700, 96, 3000);
+    let p = backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles).unwrap();
+    assert!(p.token_chunk < shape.n && p.token_chunk % TILE_M == 0);
+    assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)) && p.dc_tail().is_none());
+    assert!(p.workspace_bytes <= 600_000);
+    assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
+    // at Gemma, token chunks would need dE's accumulator in the workspace (75 MB): a budget
+    // below the good chunk size takes a smaller tail plan instead
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, Some(16 << 20), BackwardMode::FusedTiles).unwrap();
+    assert!(p.vocab_chunk < 1024 && p.workspace_bytes <= 16 << 20);
+    check_tail(GEMMA, DType::BF16, &p);
+    let err = backward_plan(GEMMA, DType::BF16, BOTH, Some(1 << 20), BackwardMode::FusedTiles).unwrap_err();
+    assert!(matches!(err, Error::InvalidOption { name: "workspace_budget", .. }), "{err}");
+}
+
+#[test]
+fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits).unwrap();
+    let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
+    assert!(p.workspace_bytes <= grads / 10);
+    assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 512, "{p:?}");
+    assert_eq!(p.family, Family::Cublas);
+}
+
+#[test]
+fn f32_inputs_accumulate_in_place() {
+    let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, BOTH, None, BackwardMode::default()).unwrap();
+    assert_eq!((p.de_acc, p.dc_acc), (DeAccumulator::InPlace, DcAccumulator::Direct));
+}
+
+#[test]
+fn regions_do_not_overlap() {
+    let p =
+        backward_plan(Shape::new(1000, 96, 5000), DType::F16, Wanted::ALL, Some(3 << 20), BackwardMode::CublasLogits)
+            .unwrap();
+    let in_workspace = |a: DeAccumulator| match a {
+        DeAccumulator::Workspace(r) => Some(r),
+        _ => None,
+    };
+    let dc = match p.dc_acc {
+        DcAccumulator::Workspace(r) => Some(r),
+        _ => None,
+    };
+    let mut rs: Vec<Region> = [
+        Some(p.targets),
+        Some(p.token_scale),
+        Some(p.scalars),
+        Some(p.status),
+        in_workspace(p.de_acc),
+        p.db_acc,
+        Some(p.g),
+        p.logits,
+        p.db_partial,
+        dc,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    rs.sort_by_key(|r| r.offset);
+    for w in rs.windows(2) {
+        assert!(w[0].offset + w[0].bytes <= w[1].offset);
+    }
+    assert!(rs.last().unwrap().offset + rs.last().unwrap().bytes <= p.workspace_bytes);
+    assert!(p.workspace_bytes <= 3 << 20);
+}

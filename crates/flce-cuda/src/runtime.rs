@@ -1,0 +1,278 @@
+//! The kernel registry: every kernel by a typed name ([`Kernel`]), its file, block and shared
+//! memory; each parameter struct names its kernel and computes its grid ([`KernelArgs`]), so a
+//! launch is `kernels.launch(dtype, &params, stream)` with the grid arithmetic written once, here.
+//! Modules are compiled (through the disk cache) and loaded on first use, per (file, dtype).
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys as cu;
+use cudarc::driver::{result as drv, CudaContext};
+use flce_core::DType;
+
+use crate::abi::*;
+use crate::compile::{compile, Arch, KernelFile};
+use crate::device::Stream;
+use crate::error::{Check, CudaError, CudaResult};
+use crate::geometry::{
+    self, ELEMENTWISE_THREADS, REDUCE_THREADS, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+};
+
+/// Every kernel flce launches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    PrepTargets,
+    TokenScale,
+    ForwardFinish,
+    DbReduce,
+    ToElem,
+    StatsFromLogits,
+    GradFromLogits,
+    ForwardTiles,
+    GradTiles,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 9] = [
+        Kernel::PrepTargets,
+        Kernel::TokenScale,
+        Kernel::ForwardFinish,
+        Kernel::DbReduce,
+        Kernel::ToElem,
+        Kernel::StatsFromLogits,
+        Kernel::GradFromLogits,
+        Kernel::ForwardTiles,
+        Kernel::GradTiles,
+    ];
+
+    pub fn file(self) -> KernelFile {
+        match self {
+            Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
+            Kernel::ForwardFinish => KernelFile::Finish,
+            Kernel::DbReduce | Kernel::ToElem => KernelFile::Accumulate,
+            Kernel::StatsFromLogits => KernelFile::CublasStats,
+            Kernel::GradFromLogits => KernelFile::CublasGrad,
+            Kernel::ForwardTiles => KernelFile::Sm80Forward,
+            Kernel::GradTiles => KernelFile::Sm80Grad,
+        }
+    }
+
+    /// The `extern "C"` name in its file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::PrepTargets => "flce_prep_targets",
+            Kernel::TokenScale => "flce_token_scale",
+            Kernel::ForwardFinish => "flce_forward_finish",
+            Kernel::DbReduce => "flce_db_reduce",
+            Kernel::ToElem => "flce_to_elem",
+            Kernel::StatsFromLogits => "flce_stats_from_logits",
+            Kernel::GradFromLogits => "flce_grad_from_logits",
+            Kernel::ForwardTiles => "flce_forward_tiles",
+            Kernel::GradTiles => "flce_grad_tiles",
+        }
+    }
+
+    pub fn block(self) -> u32 {
+        match self {
+            Kernel::TokenScale | Kernel::ForwardFinish => REDUCE_THREADS,
+            Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
+            _ => ELEMENTWISE_THREADS,
+        }
+    }
+
+    /// Dynamic shared memory bytes.
+    pub fn dynamic_smem(self, dtype: DType) -> usize {
+        match self {
+            Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
+            Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
+            _ => 0,
+        }
+    }
+}
+
+/// A kernel's parameter struct: which kernel takes it, and the grid it needs.
+pub(crate) trait KernelArgs: Copy {
+    const KERNEL: Kernel;
+    fn grid(&self) -> (u32, u32, u32);
+}
+
+fn blocks(count: usize, per_block: usize) -> u32 {
+    count.div_ceil(per_block) as u32
+}
+
+impl KernelArgs for PrepParams {
+    const KERNEL: Kernel = Kernel::PrepTargets;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.k.n as usize, ELEMENTWISE_THREADS as usize), 1, 1)
+    }
+}
+impl KernelArgs for ScaleParams {
+    const KERNEL: Kernel = Kernel::TokenScale;
+    fn grid(&self) -> (u32, u32, u32) {
+        (1, 1, 1)
+    }
+}
+impl KernelArgs for FinishParams {
+    const KERNEL: Kernel = Kernel::ForwardFinish;
+    fn grid(&self) -> (u32, u32, u32) {
+        (1, 1, 1)
+    }
+}
+impl KernelArgs for DbReduceParams {
+    const KERNEL: Kernel = Kernel::DbReduce;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize), 1, 1)
+    }
+}
+impl KernelArgs for ToElemParams {
+    const KERNEL: Kernel = Kernel::ToElem;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize).clamp(1, 4096), 1, 1)
+    }
+}
+impl KernelArgs for StatsParams {
+    const KERNEL: Kernel = Kernel::StatsFromLogits;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.lp.k.n as usize, STATS_TOKENS_PER_BLOCK as usize), 1, 1)
+    }
+}
+impl GradChunk {
+    fn tiles(&self) -> (u32, u32) {
+        (blocks((self.n_end - self.n0) as usize, TILE_M), blocks((self.v_end - self.v0) as usize, TILE_N))
+    }
+}
+impl KernelArgs for GradLogitsParams {
+    const KERNEL: Kernel = Kernel::GradFromLogits;
+    fn grid(&self) -> (u32, u32, u32) {
+        let (rows, cols) = self.chunk.tiles();
+        (cols, rows, 1)
+    }
+}
+impl KernelArgs for GradTilesParams {
+    const KERNEL: Kernel = Kernel::GradTiles;
+    fn grid(&self) -> (u32, u32, u32) {
+        let (rows, cols) = self.chunk.tiles();
+        (rows, cols, 1)
+    }
+}
+impl KernelArgs for ForwardTilesParams {
+    const KERNEL: Kernel = Kernel::ForwardTiles;
+    fn grid(&self) -> (u32, u32, u32) {
+        let vocab_tiles = blocks(self.lp.k.v as usize, TILE_N) as usize;
+        (blocks(self.lp.k.n as usize, TILE_M), blocks(vocab_tiles, self.tiles_per_split as usize), 1)
+    }
+}
+
+pub(crate) struct Module {
+    module: cu::CUmodule,
+    functions: HashMap<Kernel, cu::CUfunction>,
+}
+
+// SAFETY: CUDA module and function handles may be used from any thread of the process.
+unsafe impl Send for Module {}
+unsafe impl Sync for Module {}
+
+/// The compiled kernels of one device, loaded on first use.
+pub(crate) struct Kernels {
+    ctx: Arc<CudaContext>,
+    arch: Arch,
+    modules: Mutex<HashMap<(KernelFile, DType), Arc<Module>>>,
+}
+
+impl Kernels {
+    pub(crate) fn new(ctx: Arc<CudaContext>, arch: Arch) -> Self {
+        Kernels { ctx, arch, modules: Mutex::new(HashMap::new()) }
+    }
+
+    /// The module of `file` for `dtype` and whether it was already loaded or came from the disk
+    /// cache.
+    pub(crate) fn load(&self, file: KernelFile, dtype: DType) -> CudaResult<(Arc<Module>, bool)> {
+        let key = (file, if file.dtype_independent() { DType::BF16 } else { dtype });
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(&key) {
+            return Ok((m.clone(), true));
+        }
+        let cubin = compile(file, &self.arch, key.1)?;
+        self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
+        // SAFETY: the image is a complete cubin that outlives the call.
+        let module = unsafe { drv::module::load_data(cubin.image.as_ptr() as *const c_void) }
+            .check(&format!("cuModuleLoadData({})", file.name()))?;
+        let mut functions = HashMap::new();
+        for kernel in Kernel::ALL.into_iter().filter(|k| k.file() == file) {
+            let name = kernel.name();
+            let cname = std::ffi::CString::new(name).expect("kernel names have no NUL");
+            // SAFETY: module is live; the name is a kernel of this file.
+            let func =
+                unsafe { drv::module::get_function(module, cname) }.check(&format!("cuModuleGetFunction({name})"))?;
+            let smem = kernel.dynamic_smem(key.1);
+            if smem > 48 * 1024 {
+                // SAFETY: a valid function handle and attribute.
+                unsafe {
+                    drv::function::set_function_attribute(
+                        func,
+                        cu::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        smem as i32,
+                    )
+                }
+                .check(&format!("cuFuncSetAttribute({name}, max dynamic shared memory {smem})"))?;
+            }
+            functions.insert(kernel, func);
+        }
+        let m = Arc::new(Module { module, functions });
+        modules.insert(key, m.clone());
+        Ok((m, cubin.from_cache))
+    }
+
+    /// Launch the kernel that takes `args`, on its grid.
+    ///
+    /// # Safety
+    /// Every pointer in `args` must be valid for the kernel's accesses on `stream`.
+    pub(crate) unsafe fn launch<A: KernelArgs>(&self, dtype: DType, args: &A, stream: Stream) -> CudaResult<()> {
+        let kernel = A::KERNEL;
+        let (module, _) = self.load(kernel.file(), dtype)?;
+        let grid = args.grid();
+        let mut p = *args;
+        let mut params = [&mut p as *mut A as *mut c_void];
+        drv::launch_kernel(
+            module.functions[&kernel],
+            grid,
+            (kernel.block(), 1, 1),
+            kernel.dynamic_smem(dtype) as u32,
+            stream,
+            &mut params,
+        )
+        .check(&format!("cuLaunchKernel({}, grid {grid:?})", kernel.name()))
+    }
+
+    /// Fill `count` i32 at `ptr` with `value` on `stream`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for `count` i32 writes on `stream`.
+    pub(crate) unsafe fn fill_i32(&self, ptr: DevPtr, value: i32, count: usize, stream: Stream) -> CudaResult<()> {
+        let r = cu::cuMemsetD32Async(ptr, value as u32, count, stream);
+        if r == cu::cudaError_enum::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(CudaError::call("cuMemsetD32Async", r))
+        }
+    }
+}
+
+impl Drop for Kernels {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_err() {
+            return;
+        }
+        if let Ok(modules) = self.modules.get_mut() {
+            for (_, m) in modules.drain() {
+                if let Ok(m) = Arc::try_unwrap(m) {
+                    // SAFETY: no function of this module can be launched after drop.
+                    unsafe {
+                        let _ = drv::module::unload(m.module);
+                    }
+                }
+            }
+        }
+    }
+}
