@@ -46,7 +46,11 @@ class LossOptions:
         return ", ".join(f"{types[f.type]} {f.name}" for f in dataclasses.fields(cls))
 
     def astuple(self) -> tuple:
-        return dataclasses.astuple(self)
+        """The values in schema order (what the ops take after their tensors)."""
+        return tuple(getattr(self, name) for name in _OPTION_NAMES)
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
 
 
 def _ptr(t: Optional[Tensor]) -> Optional[int]:
@@ -196,7 +200,7 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
                                          *o.astuple())
     grads = (de if want_de else None, dc if want_dc else None, None,
              db if (want_db and bias is not None) else None, None)
-    return grads + (None,) * len(dataclasses.fields(LossOptions))
+    return grads + (None,) * len(_OPTION_NAMES)
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
