@@ -3,12 +3,11 @@
 //! each call uses. Times are medians of CUDA-event-timed calls on resident data.
 
 use clap::Args;
-use flce::cuda::{
-    BackwardConfig, BackwardMode, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, ForwardConfig,
-    ForwardMode,
-};
+use flce::cuda::{BackwardConfig, DeviceBuffer, ForwardConfig};
 use flce::testing::{DataKind, RandomProblem};
 use flce::{bf16, f16, DType, Element, Options, Shape};
+
+use crate::gpu_call::GpuCall;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -94,55 +93,20 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let es = std::mem::size_of::<T>();
         let stream = std::ptr::null_mut();
         let logits = DeviceBuffer::new(n * v * es)?;
-        let lse = DeviceBuffer::new(4 * n)?;
-        let scalars = DeviceBuffer::new(16)?;
-        let status = DeviceBuffer::new(4)?;
-        let fconfig = ForwardConfig {
-            budget: None,
-            mode: match args.forward.as_str() {
-                "cublas" => ForwardMode::CublasChunks,
-                "fused" => ForwardMode::Fused,
-                other => return Err(flce::Error::Unsupported(format!("--forward {other}: expected cublas or fused"))),
-            },
-        };
-        let fplan = be.forward_plan(*shape, T::DTYPE, fconfig);
-        let fws = DeviceBuffer::new(fplan.workspace_bytes)?;
-        let de = DeviceBuffer::new(n * d * es)?;
-        let dc = DeviceBuffer::new(v * d * es)?;
-        let go = DeviceBuffer::from_slice(&[1.0f32])?;
-        let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
-        let mode = match args.backward.as_str() {
-            "cublas" => BackwardMode::CublasLogits,
-            "fused" => BackwardMode::FusedTiles,
-            other => return Err(flce::Error::Unsupported(format!("--backward {other}: expected cublas or fused"))),
-        };
-        let config = BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode };
-        let bplan = be.backward_plan(*shape, T::DTYPE, grads.wanted(), config)?;
-        let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
-        let out =
-            DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
+        let err = |e: String| flce::Error::Unsupported(e);
+        let fconfig = ForwardConfig { budget: None, mode: args.forward.parse().map_err(err)? };
+        let config =
+            BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
+        let call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;
+        let (fplan, bplan, fws, bws) = (&call.fplan, &call.bplan, &call.fws, &call.bws);
         let x = up.inputs;
-        // SAFETY (all closures): every buffer is live and sized for the shape; median_ms
-        // synchronises before returning.
+        // SAFETY: the buffer is live and sized for the product; median_ms synchronises.
         let gemm_ms = time_ms(3, args.iters, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;
         drop(logits);
-        let fwd = || unsafe { be.forward(&x, &opts, &out, fws.workspace(), &fplan, stream) };
-        let fwd_ms = time_ms(3, args.iters, fwd)?;
-        let bwd = || unsafe {
-            be.backward(
-                &x,
-                &opts,
-                lse.ptr(),
-                DeviceGradOutput::Scalar(go.ptr()),
-                &grads,
-                bws.workspace(),
-                &bplan,
-                stream,
-            )
-        };
+        let fwd_ms = time_ms(3, args.iters, || call.forward())?;
         let fb_ms = time_ms(2, args.iters, || {
-            fwd()?;
-            bwd()
+            call.forward()?;
+            call.backward()
         })?;
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;

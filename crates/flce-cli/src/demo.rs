@@ -4,12 +4,13 @@ use std::time::Instant;
 
 use crate::bench::time_ms;
 use clap::Args;
-use flce::cuda::{DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads};
+use flce::cuda::DeviceBuffer;
 use flce::testing::{rel_err, to_f64, DataKind, RandomProblem};
 use flce::{bf16, cpu, f16, DType, Device, Element, GradOutput, Options, Shape};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::alloc;
+use crate::gpu_call::GpuCall;
 
 #[derive(Args, Debug)]
 pub struct DemoArgs {
@@ -160,7 +161,7 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let be = flce::cuda_backend(ordinal)?;
     let cached = be.warm_up(T::DTYPE)?;
     println!(
-        "flce demo: N {} · D {} · V {}, {}, on {} ({}, CUDA path; {} of 3 kernel files from the disk cache)",
+        "flce demo: N {} · D {} · V {}, {}, on {} ({}, CUDA path; {} of 5 kernel files already compiled)",
         shape.n,
         shape.d,
         shape.v,
@@ -176,33 +177,12 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let es = std::mem::size_of::<T>();
     let stream = std::ptr::null_mut();
     let x = up.inputs;
-    let lse = DeviceBuffer::new(4 * n)?;
-    let (sc, st) = (DeviceBuffer::new(16)?, DeviceBuffer::new(4)?);
-    let fplan = be.forward_plan(shape, T::DTYPE, Default::default());
-    let fws = DeviceBuffer::new(fplan.workspace_bytes)?;
-    let (de, dc) = (DeviceBuffer::new(n * d * es)?, DeviceBuffer::new(v * d * es)?);
-    let go = DeviceBuffer::from_slice(&[1.0f32])?;
-    let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
-    let bplan = be.backward_plan(shape, T::DTYPE, grads.wanted(), Default::default())?;
-    let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
-    let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
-    // SAFETY: every buffer is live and sized for the shape; median_ms synchronises.
-    let fwd = || unsafe { be.forward(&x, opts, &out, fws.workspace(), &fplan, stream) };
-    let fwd_ms = time_ms(2, 5, fwd)?;
+    let call = GpuCall::new::<T>(&be, &up, opts, Default::default(), Default::default())?;
+    let (fws, bws) = (&call.fws, &call.bws);
+    let fwd_ms = time_ms(2, 5, || call.forward())?;
     let fb_ms = time_ms(1, 5, || {
-        fwd()?;
-        unsafe {
-            be.backward(
-                &x,
-                opts,
-                lse.ptr(),
-                DeviceGradOutput::Scalar(go.ptr()),
-                &grads,
-                bws.workspace(),
-                &bplan,
-                stream,
-            )
-        }
+        call.forward()?;
+        call.backward()
     })?;
     let logits = DeviceBuffer::new(n * v * es)?;
     let gemm_ms = time_ms(2, 5, || unsafe { be.logits_gemm(&x, logits.ptr(), stream) })?;

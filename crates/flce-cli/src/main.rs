@@ -4,6 +4,7 @@
 mod alloc;
 mod bench;
 mod demo;
+mod gpu_call;
 
 use clap::{Parser, Subcommand};
 

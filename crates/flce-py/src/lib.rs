@@ -8,8 +8,7 @@
 //! backend (host pointers).
 
 use flce::cuda::{
-    BackwardConfig, BackwardMode, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig,
-    ForwardMode, Wanted, Workspace,
+    BackwardConfig, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig, Wanted, Workspace,
 };
 use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostInputs, Options, Reduction, Shape};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
@@ -24,75 +23,96 @@ fn to_py(e: Error) -> PyErr {
 }
 
 fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
-    let mode = match mode {
-        "cublas" => ForwardMode::CublasChunks,
-        "fused" => ForwardMode::Fused,
-        other => return Err(PyValueError::new_err(format!("forward_mode '{other}': expected 'cublas' or 'fused'"))),
-    };
-    Ok(ForwardConfig { budget, mode })
+    Ok(ForwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
 }
 
 fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
-    let mode = match mode {
-        "cublas" => BackwardMode::CublasLogits,
-        "fused" => BackwardMode::FusedTiles,
-        other => return Err(PyValueError::new_err(format!("backward_mode '{other}': expected 'cublas' or 'fused'"))),
-    };
-    Ok(BackwardConfig { budget, mode })
+    Ok(BackwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
 }
 
-/// A forward plan for one call shape on one device (see `flce::cuda::ForwardPlan`).
+/// A CUDA plan for one call shape on one device: a forward plan, or a backward plan for a set of
+/// wanted gradients (see `flce::cuda::{ForwardPlan, BackwardPlan}`). Made once per shape by the
+/// Python side and handed back with every call.
 #[pyclass(frozen, module = "flce._flce")]
-pub struct ForwardPlan {
+pub struct Plan {
     device: usize,
-    plan: flce::cuda::ForwardPlan,
+    plan: PlanKind,
+}
+
+enum PlanKind {
+    Forward(flce::cuda::ForwardPlan),
+    Backward(flce::cuda::BackwardPlan),
+}
+
+impl Plan {
+    fn forward(&self, device: usize) -> PyResult<&flce::cuda::ForwardPlan> {
+        self.check_device(device)?;
+        match &self.plan {
+            PlanKind::Forward(p) => Ok(p),
+            PlanKind::Backward(_) => Err(PyValueError::new_err("a backward plan was given to the forward")),
+        }
+    }
+    fn backward(&self, device: usize) -> PyResult<&flce::cuda::BackwardPlan> {
+        self.check_device(device)?;
+        match &self.plan {
+            PlanKind::Backward(p) => Ok(p),
+            PlanKind::Forward(_) => Err(PyValueError::new_err("a forward plan was given to the backward")),
+        }
+    }
+    fn check_device(&self, device: usize) -> PyResult<()> {
+        if device != self.device {
+            return Err(PyValueError::new_err(format!(
+                "the plan was made for CUDA device {}, not {device}",
+                self.device
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[pymethods]
-impl ForwardPlan {
+impl Plan {
+    /// "forward" or "backward".
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.plan {
+            PlanKind::Forward(_) => "forward",
+            PlanKind::Backward(_) => "backward",
+        }
+    }
     /// Bytes of workspace the call needs.
     #[getter]
     fn workspace_bytes(&self) -> usize {
-        self.plan.workspace_bytes
+        match &self.plan {
+            PlanKind::Forward(p) => p.workspace_bytes,
+            PlanKind::Backward(p) => p.workspace_bytes,
+        }
     }
     /// The kernel family that runs it ("cublas" or "sm80").
     #[getter]
     fn family(&self) -> &'static str {
-        self.plan.family.name()
+        match &self.plan {
+            PlanKind::Forward(p) => p.family.name(),
+            PlanKind::Backward(p) => p.family.name(),
+        }
     }
-    fn __repr__(&self) -> String {
-        format!("ForwardPlan(device {}, {:?})", self.device, self.plan)
-    }
-}
-
-/// A backward plan for one call shape, set of wanted gradients and device.
-#[pyclass(frozen, module = "flce._flce")]
-pub struct BackwardPlan {
-    device: usize,
-    plan: flce::cuda::BackwardPlan,
-}
-
-#[pymethods]
-impl BackwardPlan {
-    #[getter]
-    fn workspace_bytes(&self) -> usize {
-        self.plan.workspace_bytes
-    }
-    #[getter]
-    fn family(&self) -> &'static str {
-        self.plan.family.name()
-    }
-    /// (token chunk, vocabulary chunk).
+    /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward one.
     #[getter]
     fn chunks(&self) -> (usize, usize) {
-        (self.plan.token_chunk, self.plan.vocab_chunk)
+        match &self.plan {
+            PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
+            PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
+        }
     }
     fn __repr__(&self) -> String {
-        format!("BackwardPlan(device {}, {:?})", self.device, self.plan)
+        match &self.plan {
+            PlanKind::Forward(p) => format!("Plan(device {}, {p:?})", self.device),
+            PlanKind::Backward(p) => format!("Plan(device {}, {p:?})", self.device),
+        }
     }
 }
 
-/// Device pointers of the inputs: (e, c, bias, targets, class_weights).
+/// Data pointers of the inputs, as Python passes them: (e, c, bias, targets, class_weights).
 type DevicePtrs = (u64, u64, Option<u64>, u64, Option<u64>);
 
 /// A validated problem: shape, dtype and loss options. dtype "f64" is accepted for CPU tensors
@@ -112,6 +132,19 @@ struct HostPtrs {
     bias: Option<usize>,
     targets: usize,
     class_weights: Option<usize>,
+}
+
+impl From<DevicePtrs> for HostPtrs {
+    fn from((e, c, bias, targets, class_weights): DevicePtrs) -> Self {
+        let host = |p: u64| p as usize;
+        HostPtrs {
+            e: host(e),
+            c: host(c),
+            bias: bias.map(host),
+            targets: host(targets),
+            class_weights: class_weights.map(host),
+        }
+    }
 }
 
 impl Problem {
@@ -218,15 +251,6 @@ impl Problem {
         }
         Ok(())
     }
-
-    fn check_device(&self, device: usize, plan_device: usize) -> PyResult<()> {
-        if device != plan_device {
-            return Err(PyValueError::new_err(format!(
-                "the plan was made for CUDA device {plan_device}, not {device}"
-            )));
-        }
-        Ok(())
-    }
 }
 
 #[pymethods]
@@ -267,10 +291,11 @@ impl Problem {
 
     /// The CUDA forward plan of this problem on `device`.
     #[pyo3(signature = (device, mode = "cublas", budget = None))]
-    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<ForwardPlan> {
+    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
-        Ok(ForwardPlan { device, plan: be.forward_plan(self.shape, self.dtype, forward_config(mode, budget)?) })
+        let plan = be.forward_plan(self.shape, self.dtype, forward_config(mode, budget)?);
+        Ok(Plan { device, plan: PlanKind::Forward(plan) })
     }
 
     /// The CUDA backward plan of this problem on `device`, for the gradients wanted.
@@ -283,36 +308,36 @@ impl Problem {
         dbias: bool,
         mode: &str,
         budget: Option<usize>,
-    ) -> PyResult<BackwardPlan> {
+    ) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
         let plan = be.backward_plan(self.shape, self.dtype, wanted, backward_config(mode, budget)?).map_err(to_py)?;
-        Ok(BackwardPlan { device, plan })
+        Ok(Plan { device, plan: PlanKind::Backward(plan) })
     }
 
-    /// CUDA forward on device pointers and the caller's stream, as `plan` says; does not
-    /// synchronise. `workspace` is (pointer, bytes).
-    #[pyo3(signature = (device, stream, inputs, lse, per_token_loss, scalars, status, workspace, plan))]
+    /// CUDA forward on device pointers, as `plan` says, on `cuda` = (device ordinal, the caller's
+    /// stream); does not synchronise. `workspace` is (pointer, bytes).
+    #[pyo3(signature = (cuda, inputs, lse, per_token_loss, scalars, status, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_forward(
         &self,
         py: Python<'_>,
-        device: usize,
-        stream: u64,
+        cuda: (usize, u64),
         inputs: DevicePtrs,
         lse: u64,
         per_token_loss: Option<u64>,
         scalars: u64,
         status: u64,
         workspace: (u64, usize),
-        plan: &ForwardPlan,
+        plan: &Plan,
     ) -> PyResult<()> {
-        self.check_device(device, plan.device)?;
+        let (device, stream) = cuda;
+        let plan = plan.forward(device)?;
         let x = self.device_inputs(inputs);
         let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
         let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
-        let (opts, plan) = (&self.opts, &plan.plan);
+        let opts = &self.opts;
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
             // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of the validated
@@ -322,23 +347,23 @@ impl Problem {
         .map_err(to_py)
     }
 
-    /// CUDA backward on device pointers and the caller's stream, as `plan` says; does not
-    /// synchronise. `grads` are the (dE, dC, db) pointers, None where not wanted.
-    #[pyo3(signature = (device, stream, inputs, lse, grad_output, grads, workspace, plan))]
+    /// CUDA backward on device pointers, as `plan` says, on `cuda` = (device ordinal, stream);
+    /// does not synchronise. `grads` are the (dE, dC, db) pointers, None where not wanted.
+    #[pyo3(signature = (cuda, inputs, lse, grad_output, grads, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_backward(
         &self,
         py: Python<'_>,
-        device: usize,
-        stream: u64,
+        cuda: (usize, u64),
         inputs: DevicePtrs,
         lse: u64,
         grad_output: u64,
         grads: (Option<u64>, Option<u64>, Option<u64>),
         workspace: (u64, usize),
-        plan: &BackwardPlan,
+        plan: &Plan,
     ) -> PyResult<()> {
-        self.check_device(device, plan.device)?;
+        let (device, stream) = cuda;
+        let plan = plan.backward(device)?;
         let x = self.device_inputs(inputs);
         let go = if self.opts.reduction == Reduction::None {
             DeviceGradOutput::PerToken(grad_output)
@@ -347,7 +372,7 @@ impl Problem {
         };
         let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
         let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
-        let (opts, plan) = (&self.opts, &plan.plan);
+        let opts = &self.opts;
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
             // SAFETY: as in cuda_forward.
@@ -356,21 +381,16 @@ impl Problem {
         .map_err(to_py)
     }
 
-    /// CPU forward on host pointers; returns (loss, accuracy or None).
-    #[pyo3(signature = (e, c, bias, targets, class_weights, lse, per_token_loss))]
-    #[allow(clippy::too_many_arguments)]
+    /// CPU forward on host pointers (`inputs` as for cuda_forward); returns (loss, accuracy or None).
+    #[pyo3(signature = (inputs, lse, per_token_loss))]
     fn cpu_forward(
         &self,
         py: Python<'_>,
-        e: usize,
-        c: usize,
-        bias: Option<usize>,
-        targets: usize,
-        class_weights: Option<usize>,
+        inputs: DevicePtrs,
         lse: usize,
         per_token_loss: Option<usize>,
     ) -> PyResult<(f64, Option<f64>)> {
-        let p = HostPtrs { e, c, bias, targets, class_weights };
+        let p = HostPtrs::from(inputs);
         py.detach(move || {
             // SAFETY: the Python caller passes data_ptr()s of live contiguous CPU tensors of the
             // validated shapes and dtypes.
@@ -389,24 +409,18 @@ impl Problem {
         .map_err(to_py)
     }
 
-    /// CPU backward on host pointers.
-    #[pyo3(signature = (e, c, bias, targets, class_weights, lse, grad_output, de, dc, dbias))]
-    #[allow(clippy::too_many_arguments)]
+    /// CPU backward on host pointers (`inputs` and `grads` as for cuda_backward).
+    #[pyo3(signature = (inputs, lse, grad_output, grads))]
     fn cpu_backward(
         &self,
         py: Python<'_>,
-        e: usize,
-        c: usize,
-        bias: Option<usize>,
-        targets: usize,
-        class_weights: Option<usize>,
+        inputs: DevicePtrs,
         lse: usize,
         grad_output: usize,
-        de: Option<usize>,
-        dc: Option<usize>,
-        dbias: Option<usize>,
+        grads: (Option<usize>, Option<usize>, Option<usize>),
     ) -> PyResult<()> {
-        let p = HostPtrs { e, c, bias, targets, class_weights };
+        let p = HostPtrs::from(inputs);
+        let (de, dc, dbias) = grads;
         py.detach(move || {
             // SAFETY: as in cpu_forward.
             unsafe {
@@ -437,8 +451,7 @@ fn cuda_device_count() -> usize {
 #[pymodule]
 fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Problem>()?;
-    m.add_class::<ForwardPlan>()?;
-    m.add_class::<BackwardPlan>()?;
+    m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -285,3 +285,28 @@ def test_gradcheck_float64_cpu(opts, weights):
     fn = lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (e, c, b))
     assert torch.allclose(fn(e, c, b), reference(e, c, t, b, w, **opts), rtol=1e-6)
+
+
+def test_option_schema_is_defined_once():
+    # the custom ops' schemas, the autograd context and the module form all come from LossOptions
+    names = [f.name for f in __import__("dataclasses").fields(flce.LossOptions)]
+    for op in (torch.ops.flce.forward.default, torch.ops.flce.backward.default):
+        args = [a.name for a in op._schema.arguments]
+        assert args[-len(names):] == names, (op, args)
+    loss_fn = flce.LinearCrossEntropyLoss(reduction="sum", z_loss=1e-4)
+    assert "z_loss=0.0001" in repr(loss_fn)
+    with pytest.raises(TypeError, match="unknown options"):
+        flce.LinearCrossEntropyLoss(label_smoothin=0.1)
+
+
+@cuda_only
+def test_kernel_plans_are_made_once_and_introspectable():
+    e = torch.randn(300, 64, device="cuda", dtype=torch.bfloat16)
+    c = torch.randn(5003, 64, device="cuda", dtype=torch.bfloat16)
+    fwd, bwd = flce.kernel_plans(e, c)
+    assert (fwd.kind, bwd.kind) == ("forward", "backward")
+    assert fwd.family == "cublas" and fwd.workspace_bytes > 0 and bwd.workspace_bytes > 0
+    fused, _ = flce.kernel_plans(e, c, forward_mode="fused")
+    assert fused.family == "sm80" and fused.workspace_bytes <= (1 << 20) + 16 * 300 + 1024
+    # the same call shape returns the cached plan objects
+    assert flce.kernel_plans(e, c)[0] is fwd

@@ -85,6 +85,15 @@ __device__ __forceinline__ void mma16816(float* c, const u32* a, const u32* b) {
 }
 #endif
 
+__device__ __forceinline__ void zero_acc(float (&acc)[4][4][4]) {
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
+}
+
 // acc += As·Bsᵀ for one stage.
 __device__ __forceinline__ void compute_stage(float (&acc)[4][4][4], const elem_t* As, const elem_t* Bs, int wm,
                                               int wn, int lane) {
@@ -163,12 +172,7 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
   };
 
   float acc[4][4][4];
-#pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
+  zero_acc(acc);
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) issue();
@@ -184,12 +188,7 @@ __device__ __forceinline__ void logits_tiles(const LogitParams& p, int row0, int
       kt = 0;
       epi.tile(acc, tile * TILE_N);
       ++tile;
-#pragma unroll
-      for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) acc[mi][ni][r] = 0.0f;
+      zero_acc(acc);
     }
   }
   cp_async_wait<0>();

@@ -81,6 +81,29 @@ pub enum BackwardMode {
     FusedTiles,
 }
 
+/// Parses a mode name as the Python API and the CLI spell it: "cublas" or "fused".
+fn parse_mode<M>(s: &str, what: &str, cublas: M, fused: M) -> Result<M, String> {
+    match s {
+        "cublas" => Ok(cublas),
+        "fused" => Ok(fused),
+        other => Err(format!("{what} '{other}': expected 'cublas' or 'fused'")),
+    }
+}
+
+impl std::str::FromStr for ForwardMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_mode(s, "forward_mode", ForwardMode::CublasChunks, ForwardMode::Fused)
+    }
+}
+
+impl std::str::FromStr for BackwardMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_mode(s, "backward_mode", BackwardMode::CublasLogits, BackwardMode::FusedTiles)
+    }
+}
+
 impl BackwardMode {
     pub fn family(self) -> Family {
         match self {

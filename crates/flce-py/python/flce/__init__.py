@@ -7,9 +7,9 @@ on CPU tensors through flce's fused CPU implementation. It is a ``torch.library`
 a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces it.
 """
 
-from ._flce import BackwardPlan, ForwardPlan, Problem, __version__, cuda_device_count
+from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
 from .ops import LinearCrossEntropyLoss, LossOptions, kernel_plans, linear_cross_entropy
 
 __all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "patch", "unpatch",
-           "Problem", "ForwardPlan", "BackwardPlan", "cuda_device_count", "__version__"]
+           "Problem", "Plan", "cuda_device_count", "__version__"]

@@ -72,18 +72,18 @@ def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
 
 
 @functools.lru_cache(maxsize=256)
-def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.ForwardPlan":
+def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.Plan":
     return problem.forward_plan(device, mode, budget or None)
 
 
 @functools.lru_cache(maxsize=256)
 def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
-                   budget: int) -> "_flce.BackwardPlan":
+                   budget: int) -> "_flce.Plan":
     return problem.backward_plan(device, *wants, mode, budget or None)
 
 
 def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
-         **options) -> Tuple["_flce.ForwardPlan", "_flce.BackwardPlan"]:
+         **options) -> Tuple["_flce.Plan", "_flce.Plan"]:
     """The CUDA plans flce would use for these tensors (2-D input [N, D]) and options: each has
     ``workspace_bytes``, ``family`` and a readable repr. For introspection; the ops make and cache
     the same plans themselves."""
@@ -122,10 +122,10 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_forward(dev, stream, _inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr,
+        p.cuda_forward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr,
                        scalars.data_ptr(), status.data_ptr(), (ws.data_ptr(), ws.numel()), fplan)
     else:
-        loss, acc = p.cpu_forward(*_inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr)
+        loss, acc = p.cpu_forward(_inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr)
         scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=f32["dtype"])
         status = torch.full((1,), _STATUS_OK, dtype=torch.int32)
     return per_token, lse, scalars, status
@@ -164,10 +164,10 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
         bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode, o.workspace_budget)
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_backward(dev, stream, _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
+        p.cuda_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
                         (ws.data_ptr(), ws.numel()), bplan)
     else:
-        p.cpu_backward(*_inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), *grads)
+        p.cpu_backward(_inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads)
     return de, dc, db
 
 

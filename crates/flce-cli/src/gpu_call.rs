@@ -1,0 +1,81 @@
+//! One forward + backward set up on the GPU through the device-pointer API, as a training loop
+//! would: outputs, gradients and both workspaces allocated once from the plans, then
+//! [`GpuCall::forward`] / [`GpuCall::backward`] as often as wanted. Shared by `flce demo` and
+//! `flce bench`.
+
+use flce::cuda::{
+    BackwardConfig, BackwardPlan, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
+    ForwardConfig, ForwardPlan, Stream, UploadedInputs,
+};
+use flce::{Element, Options, Result};
+
+pub struct GpuCall<'a> {
+    be: &'a CudaLoss,
+    up: &'a UploadedInputs,
+    opts: &'a Options,
+    lse: DeviceBuffer,
+    out: DeviceForwardOutputs,
+    grads: DeviceGrads,
+    go: DeviceBuffer,
+    pub fplan: ForwardPlan,
+    pub bplan: BackwardPlan,
+    pub fws: DeviceBuffer,
+    pub bws: DeviceBuffer,
+    // owned buffers behind `out` and `grads`
+    _outputs: Vec<DeviceBuffer>,
+}
+
+impl<'a> GpuCall<'a> {
+    /// Buffers and plans for `up` (dE and dC wanted, grad_output 1).
+    pub fn new<T: Element>(
+        be: &'a CudaLoss,
+        up: &'a UploadedInputs,
+        opts: &'a Options,
+        fconfig: ForwardConfig,
+        bconfig: BackwardConfig,
+    ) -> Result<Self> {
+        let s = up.inputs.shape;
+        let es = std::mem::size_of::<T>();
+        let lse = DeviceBuffer::new(4 * s.n)?;
+        let (scalars, status) = (DeviceBuffer::new(16)?, DeviceBuffer::new(4)?);
+        let (de, dc) = (DeviceBuffer::new(s.n * s.d * es)?, DeviceBuffer::new(s.v * s.d * es)?);
+        let out =
+            DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
+        let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
+        let fplan = be.forward_plan(s, T::DTYPE, fconfig);
+        let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), bconfig)?;
+        let fws = DeviceBuffer::new(fplan.workspace_bytes)?;
+        let bws = DeviceBuffer::new(bplan.workspace_bytes)?;
+        let go = DeviceBuffer::from_slice(&[1.0f32])?;
+        Ok(GpuCall {
+            be,
+            up,
+            opts,
+            lse,
+            out,
+            grads,
+            go,
+            fplan,
+            bplan,
+            fws,
+            bws,
+            _outputs: vec![scalars, status, de, dc],
+        })
+    }
+
+    /// The forward on the default stream (not synchronised).
+    pub fn forward(&self) -> Result<()> {
+        let stream: Stream = std::ptr::null_mut();
+        // SAFETY: every buffer is owned by self, live and sized for the shape and plan.
+        unsafe { self.be.forward(&self.up.inputs, self.opts, &self.out, self.fws.workspace(), &self.fplan, stream) }
+    }
+
+    /// The backward from the last forward's lse on the default stream (not synchronised).
+    pub fn backward(&self) -> Result<()> {
+        let stream: Stream = std::ptr::null_mut();
+        let go = DeviceGradOutput::Scalar(self.go.ptr());
+        let (x, ws) = (&self.up.inputs, self.bws.workspace());
+        // SAFETY: as in forward.
+        unsafe { self.be.backward(x, self.opts, self.lse.ptr(), go, &self.grads, ws, &self.bplan, stream) }
+    }
+}
