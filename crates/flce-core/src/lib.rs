@@ -41,4 +41,6 @@ pub use error::{Error, Result};
 pub use half::{bf16, f16};
 pub use options::{Options, Reduction};
 pub use outputs::{ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers, Gradients};
-pub use problem::{check_grad_output, check_len as problem_check_len, GradOutput, HostInputs, Prepared, Shape};
+pub use problem::{
+    check_grad_output, check_len as problem_check_len, effective_targets, GradOutput, HostInputs, Prepared, Shape,
+};

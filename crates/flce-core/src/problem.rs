@@ -56,6 +56,43 @@ impl Shape {
     }
 }
 
+/// Class weights: V of them, each finite and >= 0.
+pub fn check_class_weights(w: &[f32], v: usize) -> Result<()> {
+    check_len("class_weights", "[V]", v, w.len())?;
+    if let Some((j, &x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite() || **x < 0.0) {
+        return Err(Error::InvalidOption {
+            name: "class_weights",
+            value: format!("w[{j}] = {x}"),
+            reason: "class weights must be finite and >= 0",
+        });
+    }
+    Ok(())
+}
+
+/// Each token's effective target after `shift` and `ignore_index` (-1: the token takes no part),
+/// with every given target checked against the vocabulary `vocab` (the whole vocabulary, also
+/// when the caller holds only a slice of the classifier). `targets` has N entries.
+pub fn effective_targets(targets: &[i64], vocab: usize, opts: &Options) -> Result<Vec<i32>> {
+    for (index, &value) in targets.iter().enumerate() {
+        if value != opts.ignore_index && !(0..vocab as i64).contains(&value) {
+            return Err(Error::TargetOutOfRange { index, value, vocab, ignore_index: opts.ignore_index });
+        }
+    }
+    Ok((0..targets.len())
+        .map(|i| {
+            let source = match opts.shift {
+                None => Some(i),
+                Some(t) if (i + 1) % t != 0 => Some(i + 1),
+                Some(_) => None,
+            };
+            match source.map(|k| targets[k]) {
+                Some(x) if x != opts.ignore_index => x as i32,
+                _ => -1,
+            }
+        })
+        .collect())
+}
+
 /// The shape of grad_output that a backward takes: a scalar for mean and sum, [N] for none.
 /// `per_token_len` is None for a scalar, else the length of the per-token buffer.
 pub fn check_grad_output(reduction: Reduction, n: usize, per_token_len: Option<usize>) -> Result<()> {
@@ -153,33 +190,9 @@ impl Prepared {
         shape.validate_with(opts)?;
         check_len("targets", "[N]", shape.n, targets.len())?;
         if let Some(w) = class_weights {
-            check_len("class_weights", "[V]", shape.v, w.len())?;
-            if let Some((j, &x)) = w.iter().enumerate().find(|(_, x)| !x.is_finite() || **x < 0.0) {
-                return Err(Error::InvalidOption {
-                    name: "class_weights",
-                    value: format!("w[{j}] = {x}"),
-                    reason: "class weights must be finite and >= 0",
-                });
-            }
+            check_class_weights(w, shape.v)?;
         }
-        for (index, &value) in targets.iter().enumerate() {
-            if value != opts.ignore_index && !(0..shape.v as i64).contains(&value) {
-                return Err(Error::TargetOutOfRange { index, value, vocab: shape.v, ignore_index: opts.ignore_index });
-            }
-        }
-        let effective: Vec<i32> = (0..shape.n)
-            .map(|i| {
-                let source = match opts.shift {
-                    None => Some(i),
-                    Some(t) if (i + 1) % t != 0 => Some(i + 1),
-                    Some(_) => None,
-                };
-                match source.map(|k| targets[k]) {
-                    Some(x) if x != opts.ignore_index => x as i32,
-                    _ => -1,
-                }
-            })
-            .collect();
+        let effective = effective_targets(targets, shape.v, opts)?;
         let weight_of = |t: i32| class_weights.map_or(1.0, |w| w[t as usize] as f64);
         let active: Vec<i32> = effective.iter().copied().filter(|&t| t >= 0).collect();
         Ok(Prepared {

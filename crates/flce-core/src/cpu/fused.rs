@@ -1,10 +1,12 @@
-//! The fast CPU path: never holds the N×V logits.
+//! The fast CPU path: never holds the N×V logits. It works on a vocabulary slice (the classifier
+//! rows a caller holds, [`VocabSlice`]); the whole vocabulary is one slice ([`forward`],
+//! [`backward`]), and vocabulary-parallel callers use the phases in [`super::phases`].
 //!
-//! Forward streams the vocabulary in blocks of `VOCAB_BLOCK` rows of C for each block of
+//! Forward streams the slice in blocks of `VOCAB_BLOCK` rows of C for each block of
 //! `TOKEN_BLOCK` tokens: one f32 GEMM per tile, then the tile is folded into each token's running
-//! (max, sum-exp, Σw·z, argmax). Work items are (token block, vocabulary segment) pairs, at most
-//! `FORWARD_VOCAB_SEGMENTS` segments, merged in vocabulary order, so few tokens still use every
-//! core.
+//! (max, sum-exp, Σw·z, argmax). Work items are (token block, segment of
+//! [`super::phases::SEGMENT_ROWS`] rows), merged in vocabulary order, so few tokens still use
+//! every core and the result does not depend on the machine.
 //!
 //! Backward recomputes logit tiles twice so that every accumulator has one owner and results are
 //! bitwise identical for any thread count:
@@ -18,10 +20,12 @@ use std::ops::Range;
 
 use rayon::prelude::*;
 
-use crate::error::{Error, Result};
-use crate::options::{Options, Reduction};
+use super::gemm::{matmul, rows_f32, View};
+use super::phases::{finish, token_grad_scales, Partials, VocabSlice, SEGMENT_ROWS};
+use crate::error::Result;
+use crate::options::Options;
 use crate::outputs::{ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers, Gradients};
-use crate::problem::{check_len, GradOutput, HostInputs, Prepared};
+use crate::problem::{check_class_weights, check_len, effective_targets, GradOutput, HostInputs};
 use crate::spec::{cap_logit, GradCoeffs, LossTerms, RowStats};
 use crate::Element;
 
@@ -31,131 +35,83 @@ pub const TOKEN_BLOCK: usize = 128;
 pub const VOCAB_BLOCK: usize = 512;
 /// Tokens per tile in backward pass 2 (dC): the inner dimension of its Gᵀ·E product.
 pub const DC_TOKEN_BLOCK: usize = 512;
-/// The forward splits the vocabulary into at most this many segments, merged in order, so that
-/// few tokens still fill every core. A constant, not the thread count: results must not depend
-/// on the machine.
-pub const FORWARD_VOCAB_SEGMENTS: usize = 8;
 
-/// Rows `rows` of a row-major [_, d] matrix as f32: borrowed when T is f32, widened into `buf`
-/// otherwise.
-fn rows_f32<'s, T: Element>(src: &'s [T], rows: &Range<usize>, d: usize, buf: &'s mut Vec<f32>) -> &'s [f32] {
-    let part = &src[rows.start * d..rows.end * d];
-    match T::as_f32_slice(part) {
-        Some(s) => s,
-        None => {
-            buf.clear();
-            buf.extend(part.iter().map(|x| x.to_f32()));
-            buf
-        }
-    }
-}
+const _: () = assert!(SEGMENT_ROWS % VOCAB_BLOCK == 0);
 
-/// A strided f32 matrix view for [`matmul`].
-#[derive(Clone, Copy)]
-pub(crate) struct View<'s> {
-    data: &'s [f32],
-    row_stride: usize,
-    col_stride: usize,
-}
-
-impl<'s> View<'s> {
-    pub(crate) fn row_major(data: &'s [f32], cols: usize) -> Self {
-        View { data, row_stride: cols, col_stride: 1 }
-    }
-    pub(crate) fn transposed(data: &'s [f32], cols: usize) -> Self {
-        View { data, row_stride: 1, col_stride: cols }
-    }
-    fn check(&self, rows: usize, cols: usize) {
-        let last = (rows - 1) * self.row_stride + (cols - 1) * self.col_stride;
-        assert!(last < self.data.len(), "matmul operand out of bounds");
-    }
-}
-
-/// dst[m×n] (row-major) = a[m×k]·b[k×n] (+ dst when `accumulate`), single-threaded (callers are
-/// already parallel), f32 accumulation.
-pub(crate) fn matmul(m: usize, n: usize, k: usize, dst: &mut [f32], a: View<'_>, b: View<'_>, accumulate: bool) {
-    matmul_with(m, n, k, dst, a, b, accumulate, gemm::Parallelism::None)
-}
-
-/// [`matmul`] with the GEMM's own parallelism (for whole-matrix products).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul_with(
-    m: usize,
-    n: usize,
-    k: usize,
-    dst: &mut [f32],
-    a: View<'_>,
-    b: View<'_>,
-    accumulate: bool,
-    par: gemm::Parallelism,
-) {
-    if m == 0 || n == 0 || k == 0 {
-        return;
-    }
-    assert!(dst.len() >= m * n, "matmul destination too small");
-    a.check(m, k);
-    b.check(k, n);
-    // SAFETY: every index the GEMM touches was bounds-checked above; dst does not alias a or b
-    // (it is a distinct &mut).
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.data.as_ptr(),
-            a.col_stride as isize,
-            a.row_stride as isize,
-            b.data.as_ptr(),
-            b.col_stride as isize,
-            b.row_stride as isize,
-            1.0f32,
-            1.0f32,
-            false,
-            false,
-            false,
-            par,
-        );
-    }
-}
-
-/// Everything a tile computation reads, validated.
+/// The inputs of one slice, validated: E [N, D], the slice's rows of C, bias and class weights,
+/// and every token's effective target in global vocabulary indices.
 struct Problem<'a, T: Element> {
     inputs: &'a HostInputs<'a, T>,
-    prep: Prepared,
+    slice: VocabSlice,
+    targets: Vec<i32>,
     softcap: Option<f32>,
-    terms: LossTerms,
 }
 
 impl<'a, T: Element> Problem<'a, T> {
-    fn new(inputs: &'a HostInputs<'a, T>, opts: &Options) -> Result<Self> {
-        let prep = inputs.prepare(opts)?;
-        let terms = LossTerms::new(opts, prep.shape.v, prep.total_class_weight);
-        Ok(Problem { inputs, prep, softcap: opts.softcap, terms })
+    fn new(inputs: &'a HostInputs<'a, T>, slice: VocabSlice, opts: &Options) -> Result<Self> {
+        let s = inputs.shape;
+        s.validate_with(opts)?;
+        slice.check(s.v)?;
+        check_len("e", "[N, D]", s.n * s.d, inputs.e.len())?;
+        check_len("c", "[V, D]", s.v * s.d, inputs.c.len())?;
+        if let Some(b) = inputs.bias {
+            check_len("bias", "[V]", s.v, b.len())?;
+        }
+        if let Some(w) = inputs.class_weights {
+            check_class_weights(w, s.v)?;
+        }
+        check_len("targets", "[N]", s.n, inputs.targets.len())?;
+        let targets = effective_targets(inputs.targets, slice.total, opts)?;
+        Ok(Problem { inputs, slice, targets, softcap: opts.softcap })
     }
 
-    fn token_blocks(&self, block: usize) -> usize {
-        self.prep.shape.n.div_ceil(block)
+    fn n(&self) -> usize {
+        self.inputs.shape.n
     }
-    fn vocab_blocks(&self) -> usize {
-        self.prep.shape.v.div_ceil(VOCAB_BLOCK)
+    fn d(&self) -> usize {
+        self.inputs.shape.d
+    }
+    fn rows(&self) -> usize {
+        self.inputs.shape.v
+    }
+    fn token_blocks(&self, block: usize) -> usize {
+        self.n().div_ceil(block)
     }
     fn token_range(&self, b: usize, block: usize) -> Range<usize> {
-        b * block..((b + 1) * block).min(self.prep.shape.n)
+        b * block..((b + 1) * block).min(self.n())
     }
+    fn vocab_blocks(&self) -> usize {
+        self.rows().div_ceil(VOCAB_BLOCK)
+    }
+    /// Local rows of vocabulary block `b` (blocks start at the slice's first row).
     fn vocab_range(&self, b: usize) -> Range<usize> {
-        b * VOCAB_BLOCK..((b + 1) * VOCAB_BLOCK).min(self.prep.shape.v)
+        b * VOCAB_BLOCK..((b + 1) * VOCAB_BLOCK).min(self.rows())
     }
-    fn class_weight(&self, j: usize) -> f32 {
-        self.inputs.class_weights.map_or(1.0, |w| w[j])
+    fn class_weight(&self, local: usize) -> f32 {
+        self.inputs.class_weights.map_or(1.0, |w| w[local])
+    }
+    /// Token i's target as a local row, if this slice holds it.
+    fn local_target(&self, i: usize) -> Option<usize> {
+        let t = usize::try_from(self.targets[i]).ok()?;
+        (t >= self.slice.offset && t < self.slice.offset + self.rows()).then(|| t - self.slice.offset)
     }
 
-    /// tile[rows×cols] = softcap(E[rows]·C[cols]ᵀ + b[cols]).
+    /// Local block ranges of each segment: segments cut at global multiples of SEGMENT_ROWS.
+    fn segments(&self) -> Vec<Range<usize>> {
+        let first = self.slice.offset / SEGMENT_ROWS;
+        let last = (self.slice.offset + self.rows()).div_ceil(SEGMENT_ROWS);
+        let block_of = |global: usize| {
+            (global.clamp(self.slice.offset, self.slice.offset + self.rows()) - self.slice.offset).div_ceil(VOCAB_BLOCK)
+        };
+        (first..last)
+            .map(|s| block_of(s * SEGMENT_ROWS)..block_of((s + 1) * SEGMENT_ROWS))
+            .filter(|r| !r.is_empty())
+            .collect()
+    }
+
+    /// tile[rows×cols] = softcap(E[rows]·C[cols]ᵀ + b[cols]) (cols local).
     fn logits(&self, e_rows: &[f32], c_rows: &[f32], cols: &Range<usize>, tile: &mut Vec<f32>) {
-        let (d, nr, nc) = (self.prep.shape.d, e_rows.len() / self.prep.shape.d, cols.len());
+        let (d, nr, nc) = (self.d(), e_rows.len() / self.d(), cols.len());
         tile.resize(nr * nc, 0.0);
         matmul(nr, nc, d, tile, View::row_major(e_rows, d), View::transposed(c_rows, d), false);
         if self.inputs.bias.is_none() && self.softcap.is_none() {
@@ -177,11 +133,149 @@ impl<'a, T: Element> Problem<'a, T> {
                 row.fill(0.0);
                 continue;
             }
-            let t = self.prep.targets[i];
+            let t = self.local_target(i);
             for (x, j) in row.iter_mut().zip(cols.clone()) {
-                *x = c.grad(*x, j as i32 == t, self.class_weight(j), self.softcap);
+                *x = c.grad(*x, Some(j) == t, self.class_weight(j), self.softcap);
             }
         }
+    }
+
+    /// The partials of the slice: (token block × segment) items, segments merged in order.
+    fn partials(&self) -> Partials {
+        let n = self.n();
+        let segments = self.segments();
+        let per_block: Vec<Vec<(RowStats, f32)>> = (0..self.token_blocks(TOKEN_BLOCK) * segments.len())
+            .into_par_iter()
+            .map_init(Scratch::default, |s, item| {
+                let (tb, seg) = (item / segments.len(), item % segments.len());
+                let rows = self.token_range(tb, TOKEN_BLOCK);
+                let e_rows = rows_f32(self.inputs.e, &rows, self.d(), &mut s.e);
+                let mut acc = vec![(RowStats::EMPTY, 0.0f32); rows.len()];
+                for vb in segments[seg].clone() {
+                    let cols = self.vocab_range(vb);
+                    let c_rows = rows_f32(self.inputs.c, &cols, self.d(), &mut s.c);
+                    self.logits(e_rows, c_rows, &cols, &mut s.tile);
+                    let w = self.inputs.class_weights.map(|w| &w[cols.clone()]);
+                    for ((r, z), (stats, target_logit)) in s.tile.chunks_exact(cols.len()).enumerate().zip(&mut acc) {
+                        stats.fold(z, self.slice.offset + cols.start, w);
+                        if let Some(t) = self.local_target(rows.start + r).filter(|t| cols.contains(t)) {
+                            *target_logit = z[t - cols.start];
+                        }
+                    }
+                }
+                acc
+            })
+            .collect();
+        let mut out = Partials::empty(n);
+        for tb in 0..self.token_blocks(TOKEN_BLOCK) {
+            for (r, i) in self.token_range(tb, TOKEN_BLOCK).enumerate() {
+                for part in &per_block[tb * segments.len()..(tb + 1) * segments.len()] {
+                    out.stats[i].merge(part[r].0);
+                    out.target_logit[i] += part[r].1;
+                }
+                if let Some(t) = self.local_target(i) {
+                    out.target_weight[i] = self.class_weight(t);
+                }
+            }
+        }
+        out.class_weight_sum = self.class_weight_sum();
+        out
+    }
+
+    /// Σ_j w_j over the slice's rows, in f64 (exact whenever the weights span less than 2^29).
+    fn class_weight_sum(&self) -> f64 {
+        match self.inputs.class_weights {
+            Some(w) => w.iter().map(|&x| x as f64).sum(),
+            None => self.rows() as f64,
+        }
+    }
+
+    /// The per-token gradient coefficients from each token's target weight w_t and W = Σ_j w_j,
+    /// both over the whole vocabulary.
+    fn grad_coeffs(
+        &self,
+        opts: &Options,
+        lse: &[f32],
+        target_weight: &[f32],
+        class_weight_sum: f64,
+        go: GradOutput<'_>,
+    ) -> Result<Vec<GradCoeffs>> {
+        check_len("lse", "[N]", self.n(), lse.len())?;
+        let g = token_grad_scales(&self.targets, target_weight, opts.reduction, go)?;
+        let terms = LossTerms::new(opts, self.slice.total, class_weight_sum);
+        Ok((0..self.n()).map(|i| terms.grad_coeffs(g[i], lse[i], target_weight[i])).collect())
+    }
+
+    /// Pass 1: each token block owns its rows of dE's share from this slice (f32 accumulation);
+    /// `store` writes a finished block.
+    fn de_pass(&self, coeffs: &[GradCoeffs], store: impl Fn(usize, &[f32]) + Sync) {
+        let d = self.d();
+        (0..self.token_blocks(TOKEN_BLOCK)).into_par_iter().for_each_init(Scratch::default, |sc, tb| {
+            let rows = self.token_range(tb, TOKEN_BLOCK);
+            let e_rows = rows_f32(self.inputs.e, &rows, d, &mut sc.e);
+            sc.acc.clear();
+            sc.acc.resize(rows.len() * d, 0.0);
+            for vb in 0..self.vocab_blocks() {
+                let cols = self.vocab_range(vb);
+                let c_rows = rows_f32(self.inputs.c, &cols, d, &mut sc.c);
+                self.logits(e_rows, c_rows, &cols, &mut sc.tile);
+                self.logits_to_grad(&mut sc.tile, &rows, &cols, coeffs);
+                let g = View::row_major(&sc.tile, cols.len());
+                matmul(rows.len(), d, cols.len(), &mut sc.acc, g, View::row_major(c_rows, d), true);
+            }
+            store(tb, &sc.acc);
+        });
+    }
+
+    /// Pass 2: each vocabulary block owns its rows of dC and its part of db.
+    fn dc_pass(&self, coeffs: &[GradCoeffs], dc: Option<&mut [T]>, dbias: Option<&mut [T]>) {
+        let (d, vblocks) = (self.d(), self.vocab_blocks());
+        let mut dc_chunks: Vec<Option<&mut [T]>> = match dc {
+            Some(dc) => dc.chunks_mut(VOCAB_BLOCK * d).map(Some).collect(),
+            None => (0..vblocks).map(|_| None).collect(),
+        };
+        let mut db_chunks: Vec<Option<&mut [T]>> = match dbias {
+            Some(db) => db.chunks_mut(VOCAB_BLOCK).map(Some).collect(),
+            None => (0..vblocks).map(|_| None).collect(),
+        };
+        let want_dc = dc_chunks[0].is_some();
+        dc_chunks.par_iter_mut().zip(db_chunks.par_iter_mut()).enumerate().for_each_init(
+            Scratch::default,
+            |sc, (vb, (dc_rows, db_part))| {
+                let cols = self.vocab_range(vb);
+                let c_rows = rows_f32(self.inputs.c, &cols, d, &mut sc.c);
+                sc.acc.clear();
+                if want_dc {
+                    sc.acc.resize(cols.len() * d, 0.0);
+                }
+                let mut db_acc = vec![0.0f64; cols.len()];
+                for tb in 0..self.token_blocks(DC_TOKEN_BLOCK) {
+                    let rows = self.token_range(tb, DC_TOKEN_BLOCK);
+                    let e_rows = rows_f32(self.inputs.e, &rows, d, &mut sc.e);
+                    self.logits(e_rows, c_rows, &cols, &mut sc.tile);
+                    self.logits_to_grad(&mut sc.tile, &rows, &cols, coeffs);
+                    for row in sc.tile.chunks_exact(cols.len()) {
+                        for (a, &x) in db_acc.iter_mut().zip(row) {
+                            *a += x as f64;
+                        }
+                    }
+                    if want_dc {
+                        let gt = View::transposed(&sc.tile, cols.len());
+                        matmul(cols.len(), d, rows.len(), &mut sc.acc, gt, View::row_major(e_rows, d), true);
+                    }
+                }
+                if let Some(dc_rows) = dc_rows {
+                    for (o, &x) in dc_rows.iter_mut().zip(&sc.acc) {
+                        *o = T::from_f32(x);
+                    }
+                }
+                if let Some(db) = db_part {
+                    for (o, &x) in db.iter_mut().zip(&db_acc) {
+                        *o = T::from_f64(x);
+                    }
+                }
+            },
+        );
     }
 }
 
@@ -193,89 +287,77 @@ struct Scratch {
     acc: Vec<f32>,
 }
 
+/// Phase 1 on a slice: `inputs` hold E, the slice's rows of C (and of bias and class weights)
+/// and the global targets; see [`super::phases`].
+pub fn forward_partials<T: Element>(inputs: &HostInputs<'_, T>, slice: VocabSlice, opts: &Options) -> Result<Partials> {
+    Ok(Problem::new(inputs, slice, opts)?.partials())
+}
+
+/// Where [`backward_slice`] writes: dE's share from this slice in f32 (to be summed over slices
+/// and rounded once), the slice's rows of dC and db in the input dtype; `None` skips one.
+#[derive(Debug)]
+pub struct SliceGradBuffers<'a, T: Element> {
+    /// [N, D], f32, overwritten.
+    pub de_partial: Option<&'a mut [f32]>,
+    /// [rows of the slice, D]
+    pub dc: Option<&'a mut [T]>,
+    /// [rows of the slice]
+    pub dbias: Option<&'a mut [T]>,
+}
+
+/// The backward on a slice, from the lse of the whole vocabulary and the merged partials.
+pub fn backward_slice<T: Element>(
+    inputs: &HostInputs<'_, T>,
+    slice: VocabSlice,
+    opts: &Options,
+    lse: &[f32],
+    merged: &Partials,
+    grad_output: GradOutput<'_>,
+    out: SliceGradBuffers<'_, T>,
+) -> Result<()> {
+    let p = Problem::new(inputs, slice, opts)?;
+    let (n, d, rows) = (p.n(), p.d(), p.rows());
+    check_grads(
+        &out.de_partial.as_deref().map(<[f32]>::len),
+        &out.dc.as_deref().map(<[T]>::len),
+        &out.dbias.as_deref().map(<[T]>::len),
+        n,
+        d,
+        rows,
+    )?;
+    check_len("partials", "[N]", n, merged.tokens())?;
+    let coeffs = p.grad_coeffs(opts, lse, &merged.target_weight, merged.class_weight_sum, grad_output)?;
+    if let Some(de) = out.de_partial {
+        let blocks = std::sync::Mutex::new(de.chunks_mut(TOKEN_BLOCK * d).map(Some).collect::<Vec<_>>());
+        p.de_pass(&coeffs, |tb, acc| {
+            let dst = blocks.lock().unwrap_or_else(|e| e.into_inner())[tb].take().expect("each block stored once");
+            dst.copy_from_slice(acc);
+        });
+    }
+    if out.dc.is_some() || out.dbias.is_some() {
+        p.dc_pass(&coeffs, out.dc, out.dbias);
+    }
+    Ok(())
+}
+
+fn check_grads(de: &Option<usize>, dc: &Option<usize>, db: &Option<usize>, n: usize, d: usize, v: usize) -> Result<()> {
+    for (arg, layout, len, want) in [("de", "[N, D]", de, n * d), ("dc", "[V, D]", dc, v * d), ("dbias", "[V]", db, v)]
+    {
+        if let Some(len) = len {
+            check_len(arg, layout, want, *len)?;
+        }
+    }
+    Ok(())
+}
+
 /// Fused forward into caller-owned buffers.
 pub fn forward_into<T: Element>(
     inputs: &HostInputs<'_, T>,
     opts: &Options,
     out: ForwardBuffers<'_>,
 ) -> Result<ForwardScalars> {
-    let p = Problem::new(inputs, opts)?;
-    let n = p.prep.shape.n;
-    check_len("lse", "[N]", n, out.lse.len())?;
-    match (&out.per_token_loss, opts.reduction) {
-        (Some(buf), _) => check_len("per_token_loss", "[N]", n, buf.len())?,
-        (None, Reduction::None) => {
-            return Err(Error::ShapeMismatch {
-                arg: "per_token_loss",
-                layout: "[N] (required for reduction none)".into(),
-                expected: n,
-                got: 0,
-            })
-        }
-        (None, _) => {}
-    }
-    let d = p.prep.shape.d;
-    // Work items: (token block, vocabulary segment); each yields (stats, target logit) per row.
-    let vblocks = p.vocab_blocks();
-    let segments = FORWARD_VOCAB_SEGMENTS.min(vblocks);
-    let blocks_per_segment = vblocks.div_ceil(segments);
-    let tblocks = p.token_blocks(TOKEN_BLOCK);
-    let partials: Vec<Vec<(RowStats, f32)>> = (0..tblocks * segments)
-        .into_par_iter()
-        .map_init(Scratch::default, |s, item| {
-            let (tb, seg) = (item / segments, item % segments);
-            let rows = p.token_range(tb, TOKEN_BLOCK);
-            let e_rows = rows_f32(inputs.e, &rows, d, &mut s.e);
-            let mut acc = vec![(RowStats::EMPTY, f32::NAN); rows.len()];
-            for vb in seg * blocks_per_segment..((seg + 1) * blocks_per_segment).min(vblocks) {
-                let cols = p.vocab_range(vb);
-                let c_rows = rows_f32(inputs.c, &cols, d, &mut s.c);
-                p.logits(e_rows, c_rows, &cols, &mut s.tile);
-                let w = inputs.class_weights.map(|w| &w[cols.clone()]);
-                for ((r, z), (stats, target_logit)) in s.tile.chunks_exact(cols.len()).enumerate().zip(&mut acc) {
-                    stats.fold(z, cols.start, w);
-                    let t = p.prep.targets[rows.start + r];
-                    if t >= 0 && cols.contains(&(t as usize)) {
-                        *target_logit = z[t as usize - cols.start];
-                    }
-                }
-            }
-            acc
-        })
-        .collect();
-
-    let mut total = 0.0f64;
-    let mut correct = 0usize;
-    let mut per_token = out.per_token_loss;
-    for tb in 0..tblocks {
-        let rows = p.token_range(tb, TOKEN_BLOCK);
-        for (r, i) in rows.clone().enumerate() {
-            let mut stats = RowStats::EMPTY;
-            let mut target_logit = f32::NAN;
-            for part in &partials[tb * segments..(tb + 1) * segments] {
-                stats.merge(part[r].0);
-                if !part[r].1.is_nan() {
-                    target_logit = part[r].1;
-                }
-            }
-            let lse = stats.lse();
-            out.lse[i] = lse;
-            let t = p.prep.targets[i];
-            let loss = if t < 0 {
-                0.0
-            } else {
-                correct += (stats.argmax == t as u32) as usize;
-                p.terms.token_loss(lse, target_logit, p.class_weight(t as usize), stats.weighted_logit_sum)
-            };
-            if let Some(buf) = per_token.as_deref_mut() {
-                buf[i] = loss;
-            }
-            total += loss as f64;
-        }
-    }
-    let loss = (total * p.prep.reduction_scale(opts.reduction)) as f32;
-    let accuracy = opts.return_accuracy.then(|| (correct as f64 / p.prep.active_tokens as f64) as f32);
-    Ok(ForwardScalars { loss, accuracy })
+    let p = Problem::new(inputs, VocabSlice::whole(inputs.shape.v), opts)?;
+    finish(&p.partials(), &p.targets, inputs.shape.v, opts, out)
 }
 
 /// Fused forward with owned outputs.
@@ -297,114 +379,30 @@ pub fn backward_into<T: Element>(
     grad_output: GradOutput<'_>,
     grads: GradBuffers<'_, T>,
 ) -> Result<()> {
-    let p = Problem::new(inputs, opts)?;
-    let s = p.prep.shape;
-    check_len("lse", "[N]", s.n, lse.len())?;
-    if let Some(de) = &grads.de {
-        check_len("de", "[N, D]", s.n * s.d, de.len())?;
-    }
-    if let Some(dc) = &grads.dc {
-        check_len("dc", "[V, D]", s.v * s.d, dc.len())?;
-    }
-    if let Some(db) = &grads.dbias {
-        check_len("dbias", "[V]", s.v, db.len())?;
-    }
-    let g = p.prep.token_grad_scales(opts.reduction, grad_output)?;
-    let coeffs: Vec<GradCoeffs> = (0..s.n)
-        .map(|i| {
-            let t = p.prep.targets[i];
-            let w_t = if t < 0 { 0.0 } else { p.class_weight(t as usize) };
-            p.terms.grad_coeffs(g[i], lse[i], w_t)
-        })
-        .collect();
-    let d = s.d;
-
+    let p = Problem::new(inputs, VocabSlice::whole(inputs.shape.v), opts)?;
+    let (n, d, v) = (p.n(), p.d(), p.rows());
+    check_grads(
+        &grads.de.as_deref().map(<[T]>::len),
+        &grads.dc.as_deref().map(<[T]>::len),
+        &grads.dbias.as_deref().map(<[T]>::len),
+        n,
+        d,
+        v,
+    )?;
+    let target_weight: Vec<f32> = (0..n).map(|i| p.local_target(i).map_or(0.0, |t| p.class_weight(t))).collect();
+    let coeffs = p.grad_coeffs(opts, lse, &target_weight, p.class_weight_sum(), grad_output)?;
     if let Some(de) = grads.de {
-        // Pass 1: each token block owns its rows of dE.
-        de.par_chunks_mut(TOKEN_BLOCK * d).enumerate().for_each_init(Scratch::default, |sc, (tb, de_rows)| {
-            let rows = p.token_range(tb, TOKEN_BLOCK);
-            let e_rows = rows_f32(inputs.e, &rows, d, &mut sc.e);
-            sc.acc.clear();
-            sc.acc.resize(rows.len() * d, 0.0);
-            for vb in 0..p.vocab_blocks() {
-                let cols = p.vocab_range(vb);
-                let c_rows = rows_f32(inputs.c, &cols, d, &mut sc.c);
-                p.logits(e_rows, c_rows, &cols, &mut sc.tile);
-                p.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs);
-                matmul(
-                    rows.len(),
-                    d,
-                    cols.len(),
-                    &mut sc.acc,
-                    View::row_major(&sc.tile, cols.len()),
-                    View::row_major(c_rows, d),
-                    true,
-                );
-            }
-            for (o, &x) in de_rows.iter_mut().zip(&sc.acc) {
+        let blocks = std::sync::Mutex::new(de.chunks_mut(TOKEN_BLOCK * d).map(Some).collect::<Vec<_>>());
+        p.de_pass(&coeffs, |tb, acc| {
+            let dst = blocks.lock().unwrap_or_else(|e| e.into_inner())[tb].take().expect("each block stored once");
+            for (o, &x) in dst.iter_mut().zip(acc) {
                 *o = T::from_f32(x);
             }
         });
     }
-
-    if grads.dc.is_none() && grads.dbias.is_none() {
-        return Ok(());
+    if grads.dc.is_some() || grads.dbias.is_some() {
+        p.dc_pass(&coeffs, grads.dc, grads.dbias);
     }
-    // Pass 2: each vocabulary block owns its rows of dC and its part of db.
-    let vblocks = p.vocab_blocks();
-    let mut dc_chunks: Vec<Option<&mut [T]>> = match grads.dc {
-        Some(dc) => dc.chunks_mut(VOCAB_BLOCK * d).map(Some).collect(),
-        None => (0..vblocks).map(|_| None).collect(),
-    };
-    let mut db_chunks: Vec<Option<&mut [T]>> = match grads.dbias {
-        Some(db) => db.chunks_mut(VOCAB_BLOCK).map(Some).collect(),
-        None => (0..vblocks).map(|_| None).collect(),
-    };
-    let want_dc = dc_chunks[0].is_some();
-    dc_chunks.par_iter_mut().zip(db_chunks.par_iter_mut()).enumerate().for_each_init(
-        Scratch::default,
-        |sc, (vb, (dc_rows, db_part))| {
-            let cols = p.vocab_range(vb);
-            let c_rows = rows_f32(inputs.c, &cols, d, &mut sc.c);
-            sc.acc.clear();
-            if want_dc {
-                sc.acc.resize(cols.len() * d, 0.0);
-            }
-            let mut db_acc = vec![0.0f64; cols.len()];
-            for tb in 0..p.token_blocks(DC_TOKEN_BLOCK) {
-                let rows = p.token_range(tb, DC_TOKEN_BLOCK);
-                let e_rows = rows_f32(inputs.e, &rows, d, &mut sc.e);
-                p.logits(e_rows, c_rows, &cols, &mut sc.tile);
-                p.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs);
-                for row in sc.tile.chunks_exact(cols.len()) {
-                    for (a, &x) in db_acc.iter_mut().zip(row) {
-                        *a += x as f64;
-                    }
-                }
-                if want_dc {
-                    matmul(
-                        cols.len(),
-                        d,
-                        rows.len(),
-                        &mut sc.acc,
-                        View::transposed(&sc.tile, cols.len()),
-                        View::row_major(e_rows, d),
-                        true,
-                    );
-                }
-            }
-            if let Some(dc_rows) = dc_rows {
-                for (o, &x) in dc_rows.iter_mut().zip(&sc.acc) {
-                    *o = T::from_f32(x);
-                }
-            }
-            if let Some(db) = db_part {
-                for (o, &x) in db.iter_mut().zip(&db_acc) {
-                    *o = T::from_f64(x);
-                }
-            }
-        },
-    );
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::fused::{matmul_with, View};
+use super::gemm::{matmul_with, View};
 use crate::error::Result;
 use crate::options::Options;
 use crate::outputs::{ForwardOutput, Gradients};

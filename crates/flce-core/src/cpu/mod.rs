@@ -1,9 +1,12 @@
 //! The CPU backend: `reference` is the f64 oracle (materialises the logits), `fused` the fast
 //! path that never holds N×V. Both implement the same function; `fused` is what the public API
-//! runs on host data.
+//! runs on host data, through the loss phases of `phases` (partials over a vocabulary range,
+//! merge, finish; backward on a vocabulary slice).
 
 pub mod fused;
+mod gemm;
 pub mod materialized;
+pub mod phases;
 pub mod reference;
 
 pub use fused::{backward, backward_into, forward, forward_into};
