@@ -14,7 +14,7 @@ Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   and fb_ms four. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
-STATUS (2026-11-30): written and smoke-tested on CPU; its first GPU run is pending.
+Results of the H200 runs: BENCHMARKS.md and benchmarks/suite-h200-2026-11-30/.
 """
 
 from __future__ import annotations
