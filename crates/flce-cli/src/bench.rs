@@ -23,6 +23,10 @@ pub struct BenchArgs {
     /// Backward workspace budget in MB (default: flce's default plan).
     #[arg(long)]
     budget_mb: Option<usize>,
+    /// Also time the three-product pass (forward and gradients at once) with this workspace
+    /// budget in MB; 0 skips it.
+    #[arg(long, default_value_t = 4096)]
+    step_budget_mb: usize,
     /// Forward: cublas (cuBLAS chunks + reduction kernel) or fused (flce's tile kernel).
     #[arg(long, default_value = "cublas")]
     forward: String,
@@ -97,7 +101,10 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let fconfig = ForwardConfig { budget: None, mode: args.forward.parse().map_err(err)? };
         let config =
             BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
-        let call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;
+        let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;
+        if args.step_budget_mb > 0 {
+            call = call.with_step::<T>(args.step_budget_mb << 20)?;
+        }
         let (fplan, bplan, fws, bws) = (&call.fplan, &call.bplan, &call.fws, &call.bws);
         let x = up.inputs;
         // SAFETY: the buffer is live and sized for the product; median_ms synchronises.
@@ -108,10 +115,23 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             call.forward()?;
             call.backward()
         })?;
+        let step = match &call.step {
+            Some((plan, ws)) => {
+                let ms = time_ms(2, args.iters, || call.forward_backward())?;
+                Some((ms, ws.bytes(), plan.token_chunk))
+            }
+            None => None,
+        };
+        let step_col = step.map_or("-".into(), |(ms, bytes, chunk)| {
+            format!("{ms:.2} ({:.2}x of 3; {:.0} MB, {chunk}-token chunks)", ms / (3.0 * gemm_ms), mb(bytes))
+        });
+        let step_json = step.map_or(String::new(), |(ms, bytes, chunk)| {
+            format!(", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}", mb(bytes))
+        });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{}{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{}{} |",
             fwd_ms / gemm_ms,
             fb_ms / (4.0 * gemm_ms),
             mb(fwd_extra),
@@ -126,7 +146,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.dc_tail().map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
         ));
         json.push_str(&format!(
-            "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"}}\n",
+            "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
             T::DTYPE,
             mb(fwd_extra),
             mb(fwd_extra.max(bws.bytes()) + grad_bytes),
@@ -134,8 +154,8 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         ));
         println!("{}", rows.last().unwrap());
     }
-    println!("\n| shape (N, D, V) | cuBLAS logits GEMM ms | flce fwd ms | flce fwd+bwd ms | fwd extra MB | bwd workspace MB | plan |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("\n| shape (N, D, V) | cuBLAS logits GEMM ms | flce fwd ms | flce fwd+bwd ms | three-product fwd+bwd ms | fwd extra MB | bwd workspace MB | plan |");
+    println!("|---|---|---|---|---|---|---|---|");
     for r in &rows {
         println!("{r}");
     }

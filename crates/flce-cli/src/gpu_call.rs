@@ -5,7 +5,7 @@
 
 use flce::cuda::{
     BackwardConfig, BackwardPlan, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    ForwardConfig, ForwardPlan, Stream, UploadedInputs,
+    ForwardConfig, ForwardPlan, StepPlan, Stream, UploadedInputs,
 };
 use flce::{Element, Options, Result};
 
@@ -21,6 +21,8 @@ pub struct GpuCall<'a> {
     pub bplan: BackwardPlan,
     pub fws: DeviceBuffer,
     pub bws: DeviceBuffer,
+    /// The three-product pass's plan and workspace, when asked for.
+    pub step: Option<(StepPlan, DeviceBuffer)>,
     // owned buffers behind `out` and `grads`
     _outputs: Vec<DeviceBuffer>,
 }
@@ -59,8 +61,28 @@ impl<'a> GpuCall<'a> {
             bplan,
             fws,
             bws,
+            step: None,
             _outputs: vec![scalars, status, de, dc],
         })
+    }
+
+    /// Also set up the three-product pass within `budget` bytes of workspace.
+    pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
+        let plan = flce::cuda::plan::step_plan(self.up.inputs.shape, T::DTYPE, self.grads.wanted(), budget)?;
+        let ws = DeviceBuffer::new(plan.workspace_bytes)?;
+        self.step = Some((plan, ws));
+        Ok(self)
+    }
+
+    /// The three-product pass (forward and gradients at once) on the default stream.
+    pub fn forward_backward(&self) -> Result<()> {
+        let none = || flce::Error::Unsupported("no three-product plan set up".into());
+        let (plan, ws) = self.step.as_ref().ok_or_else(none)?;
+        let stream: Stream = std::ptr::null_mut();
+        // SAFETY: as in forward.
+        unsafe {
+            self.be.forward_backward(&self.up.inputs, self.opts, &self.out, &self.grads, ws.workspace(), plan, stream)
+        }
     }
 
     /// The forward on the default stream (not synchronised).

@@ -147,6 +147,13 @@ abi_structs! {
         count: u64 = "unsigned long long",
     }
 
+    /// flce_scale_grads: gradients times a device scalar (skipped when it is 1).
+    struct ScaleGradsParams {
+        data: DevPtr = "elem_t*",
+        count: u64 = "unsigned long long",
+        scale: DevPtr = "const float*",
+    }
+
     /// flce_prep_targets: shift and ignore_index applied, out-of-range targets reported.
     struct PrepParams {
         k: LossConstants = "LossConstants",

@@ -3,9 +3,9 @@
 //! shared accumulators and cuBLAS), dE rounded once, and the tail pass that recomputes G for the
 //! dC rows that shared bytes with dE's accumulator. Never synchronises the stream.
 
-use flce_core::{check_grad_output, DType, Error, Options, Result};
+use flce_core::{check_grad_output, Error, Options, Result};
 
-use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams, ToElemParams};
+use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams};
 use crate::blas::{BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
@@ -107,14 +107,14 @@ impl CudaLoss {
             self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Main)?;
         }
         if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
-            self.to_elem(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
+            self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
         }
         for vc in plan.tail_chunks() {
             self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Tail)?;
         }
         drop(blas);
         if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
-            self.to_elem(x.dtype, acc, db, x.shape.v, stream)?;
+            self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
         }
         Ok(())
     }
@@ -188,14 +188,8 @@ impl CudaLoss {
             }
         }
         if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {
-            self.to_elem(x.dtype, ws.at(r), dc + vocab.start as u64 * d as u64 * s, vocab.len() * d, stream)?;
+            self.round_into(x.dtype, ws.at(r), dc + vocab.start as u64 * d as u64 * s, vocab.len() * d, stream)?;
         }
-        Ok(())
-    }
-
-    /// Round `count` f32 at `src` into the input dtype at `dst`.
-    unsafe fn to_elem(&self, dtype: DType, src: DevPtr, dst: DevPtr, count: usize, stream: Stream) -> Result<()> {
-        self.kernels.launch(dtype, &ToElemParams { src, dst, count: count as u64 }, stream)?;
         Ok(())
     }
 }

@@ -37,6 +37,7 @@ pub mod library;
 mod loss;
 pub mod plan;
 mod runtime;
+mod step;
 
 pub use abi::DevPtr;
 pub use device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
@@ -44,5 +45,5 @@ pub use error::CudaError;
 pub use family::{BackwardMode, Family, ForwardMode};
 pub use host::{DeviceBuffer, UploadedInputs};
 pub use loss::{BackwardConfig, CudaLoss, ForwardConfig};
-pub use plan::{BackwardPlan, ForwardPlan, Wanted};
+pub use plan::{BackwardPlan, ForwardPlan, StepPlan, Wanted};
 pub use runtime::Kernel;

@@ -8,7 +8,7 @@ use cudarc::driver::sys as cu;
 use cudarc::driver::CudaContext;
 use flce_core::{DType, Error, Options, Result, Shape};
 
-use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams};
+use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams, ToElemParams};
 use crate::blas::Blas;
 use crate::compile::{Arch, KernelFile};
 use crate::device::{DeviceInputs, Stream, Workspace};
@@ -169,6 +169,23 @@ impl CudaLoss {
     ) -> Result<()> {
         self.kernels.fill_i32(status, i32::MAX, 1, stream)?;
         self.kernels.launch(x.dtype, &PrepParams { k, targets: x.targets, out, status }, stream)?;
+        Ok(())
+    }
+
+    /// Round `count` f32 at `src` into the input dtype at `dst` (the one rounding of an
+    /// accumulator).
+    ///
+    /// # Safety
+    /// Both buffers valid for `count` elements on `stream`.
+    pub(crate) unsafe fn round_into(
+        &self,
+        dtype: DType,
+        src: DevPtr,
+        dst: DevPtr,
+        count: usize,
+        stream: Stream,
+    ) -> Result<()> {
+        self.kernels.launch(dtype, &ToElemParams { src, dst, count: count as u64 }, stream)?;
         Ok(())
     }
 

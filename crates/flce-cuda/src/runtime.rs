@@ -31,10 +31,11 @@ pub enum Kernel {
     GradFromLogits,
     ForwardTiles,
     GradTiles,
+    ScaleGrads,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 9] = [
+    pub const ALL: [Kernel; 10] = [
         Kernel::PrepTargets,
         Kernel::TokenScale,
         Kernel::ForwardFinish,
@@ -44,13 +45,14 @@ impl Kernel {
         Kernel::GradFromLogits,
         Kernel::ForwardTiles,
         Kernel::GradTiles,
+        Kernel::ScaleGrads,
     ];
 
     pub fn file(self) -> KernelFile {
         match self {
             Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
             Kernel::ForwardFinish => KernelFile::Finish,
-            Kernel::DbReduce | Kernel::ToElem => KernelFile::Accumulate,
+            Kernel::DbReduce | Kernel::ToElem | Kernel::ScaleGrads => KernelFile::Accumulate,
             Kernel::StatsFromLogits => KernelFile::CublasStats,
             Kernel::GradFromLogits => KernelFile::CublasGrad,
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
@@ -70,6 +72,7 @@ impl Kernel {
             Kernel::GradFromLogits => "flce_grad_from_logits",
             Kernel::ForwardTiles => "flce_forward_tiles",
             Kernel::GradTiles => "flce_grad_tiles",
+            Kernel::ScaleGrads => "flce_scale_grads",
         }
     }
 
@@ -127,6 +130,12 @@ impl KernelArgs for DbReduceParams {
 }
 impl KernelArgs for ToElemParams {
     const KERNEL: Kernel = Kernel::ToElem;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize).clamp(1, 4096), 1, 1)
+    }
+}
+impl KernelArgs for ScaleGradsParams {
+    const KERNEL: Kernel = Kernel::ScaleGrads;
     fn grid(&self) -> (u32, u32, u32) {
         (blocks(self.count as usize, ELEMENTWISE_THREADS as usize).clamp(1, 4096), 1, 1)
     }

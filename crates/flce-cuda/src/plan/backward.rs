@@ -290,7 +290,7 @@ pub fn backward_plan(
 }
 
 /// The largest k in 1..=max with `fits(k)`, for `fits` monotone (true up to some k): binary search.
-fn largest_multiple(max: usize, fits: impl Fn(usize) -> bool) -> Option<usize> {
+pub(super) fn largest_multiple(max: usize, fits: impl Fn(usize) -> bool) -> Option<usize> {
     let (mut lo, mut hi) = (1usize, max);
     let mut best = None;
     while lo <= hi {

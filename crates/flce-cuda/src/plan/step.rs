@@ -1,0 +1,146 @@
+//! The three-product plan: forward and backward in one pass over token chunks, for callers that
+//! trade memory for speed (`workspace_budget="fast"` in Python).
+//!
+//! An exact loss that does not keep the logits needs four products (forward, recompute, dE, dC);
+//! keeping one token chunk's logits over the whole vocabulary needs three. Per chunk of
+//! `token_chunk` tokens: cuBLAS writes the chunk's f32 logits [token_chunk, V]; the cuBLAS
+//! family's kernels fold them into the tokens' statistics and finish their lse; G is formed for
+//! grad_output = 1; dE for the chunk is one product over V (f32 accumulation, rounded once: final
+//! after the chunk); dC accumulates across chunks in an f32 [V, D] accumulator (or in place for
+//! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
+//! grad_output.
+//!
+//! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3) plus, per chunk, f32 logits
+//! and G (token_chunk·V·(4 + dtype) bytes). The budget picks the largest token chunk that fits:
+//! fewer chunks mean fewer read-modify-writes of the accumulator.
+
+use std::ops::Range;
+
+use flce_core::{DType, Error, Result, Shape};
+
+use super::{chunk_range, Layout, Region, Wanted};
+use crate::geometry::{TILE_M, TILE_N};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepPlan {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub wanted: Wanted,
+    /// Tokens per chunk (a multiple of 128, or N).
+    pub token_chunk: usize,
+    /// Row pitch of the chunk's logits and G (V padded to 128), in elements.
+    pub ldg: usize,
+    pub targets: Region,
+    pub token_scale: Region,
+    pub scalars: Region,
+    /// 4 bytes holding 1.0f: the grad_output the gradients are formed for.
+    pub unit_grad: Region,
+    /// Packed RowStats [N] and target logits [N].
+    pub partials: Region,
+    pub target_logit: Region,
+    /// Scalars of the per-chunk finish steps (their loss sums are not used).
+    pub chunk_scalars: Region,
+    /// f32 logits of one chunk [token_chunk, ldg].
+    pub logits: Region,
+    /// G of one chunk [token_chunk, ldg], input dtype.
+    pub g: Region,
+    /// f32 accumulator of dC [V, D] (dC wanted, 16-bit inputs; f32 inputs accumulate in dC).
+    pub dc_acc: Option<Region>,
+    /// f32 accumulator of db [V] and the chunk's column sums [row tiles, ldg] (db wanted).
+    pub db_acc: Option<Region>,
+    pub db_partial: Option<Region>,
+    pub workspace_bytes: usize,
+}
+
+impl StepPlan {
+    pub fn token_chunks(&self) -> usize {
+        self.shape.n.div_ceil(self.token_chunk)
+    }
+    pub fn token_range(&self, i: usize) -> Range<usize> {
+        chunk_range(i, self.token_chunk, self.shape.n)
+    }
+}
+
+fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> StepPlan {
+    let Shape { n, d, v } = shape;
+    let rows = token_chunk.min(n);
+    let ldg = v.div_ceil(TILE_N) * TILE_N;
+    let mut l = Layout::default();
+    let targets = l.take(4 * n);
+    let token_scale = l.take(4 * n);
+    let scalars = l.take(16);
+    let unit_grad = l.take(4);
+    let partials = l.take(16 * n);
+    let target_logit = l.take(4 * n);
+    let chunk_scalars = l.take(16);
+    let logits = l.take(rows * ldg * 4);
+    let g = l.take(rows * ldg * dtype.size_in_bytes());
+    let dc_acc = (wanted.dc && dtype != DType::F32).then(|| l.take(v * d * 4));
+    let db_acc = wanted.dbias.then(|| l.take(4 * v));
+    let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
+    StepPlan {
+        shape,
+        dtype,
+        wanted,
+        token_chunk: rows,
+        ldg,
+        targets,
+        token_scale,
+        scalars,
+        unit_grad,
+        partials,
+        target_logit,
+        chunk_scalars,
+        logits,
+        g,
+        dc_acc,
+        db_acc,
+        db_partial,
+        workspace_bytes: l.bytes(),
+    }
+}
+
+/// The three-product plan with the largest token chunk whose workspace fits `budget` bytes, or an
+/// error when not even 128 tokens fit (then the four-product plans are the ones to use).
+pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize) -> Result<StepPlan> {
+    let max = shape.n.div_ceil(TILE_M);
+    let chunk = |k: usize| (k * TILE_M).min(shape.n);
+    let fits = |k: usize| layout(shape, dtype, wanted, chunk(k)).workspace_bytes <= budget;
+    match super::backward::largest_multiple(max, fits) {
+        Some(k) => Ok(layout(shape, dtype, wanted, chunk(k))),
+        None => Err(Error::InvalidOption {
+            name: "workspace_budget",
+            value: budget.to_string(),
+            reason:
+                "below the three-product plan's smallest workspace (the f32 dC accumulator and 128 tokens of logits)",
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+    const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+
+    #[test]
+    fn the_budget_picks_the_largest_token_chunk() {
+        let p = step_plan(LLAMA, DType::BF16, BOTH, 4 << 30).unwrap();
+        assert!(p.workspace_bytes <= 4 << 30);
+        assert_eq!(p.token_chunk % TILE_M, 0);
+        let bigger = layout(LLAMA, DType::BF16, BOTH, p.token_chunk + TILE_M);
+        assert!(bigger.workspace_bytes > 4 << 30, "a larger chunk would have fitted");
+        // the accumulator alone: 2.1 GB
+        assert_eq!(p.dc_acc.unwrap().bytes, LLAMA.v * LLAMA.d * 4);
+        assert_eq!(p.token_range(p.token_chunks() - 1).end, LLAMA.n);
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30).is_err());
+    }
+
+    #[test]
+    fn f32_accumulates_in_place_and_small_problems_take_one_chunk() {
+        let p = step_plan(Shape::new(300, 64, 1000), DType::F32, Wanted::ALL, 64 << 20).unwrap();
+        assert!(p.dc_acc.is_none() && p.db_acc.is_some());
+        assert_eq!((p.token_chunk, p.token_chunks()), (300, 1));
+    }
+}

@@ -1,0 +1,208 @@
+//! The three-product pass ([`crate::plan::StepPlan`]): loss and gradients in one pass over token
+//! chunks, with each chunk's logits over the whole vocabulary kept in f32 (cuBLAS family).
+//! Gradients come out for grad_output = 1; scale them by the real grad_output afterwards
+//! ([`CudaLoss::scale_gradients`], exact when it is 1). Never synchronises the stream.
+
+use flce_core::{Error, Options, Reduction, Result};
+
+use crate::abi::{
+    DbReduceParams, FinishParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams, ScaleParams,
+    StatsParams,
+};
+use crate::blas::{Elem, Gemm, Mat};
+use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
+use crate::family::Family;
+use crate::loss::CudaLoss;
+use crate::plan::StepPlan;
+
+impl CudaLoss {
+    /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
+    /// grad_output = 1, as `plan` says (made by [`crate::plan::step_plan`] for this shape, dtype
+    /// and these gradients).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_backward(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        out: &DeviceForwardOutputs,
+        grads: &DeviceGrads,
+        ws: Workspace,
+        plan: &StepPlan,
+        stream: Stream,
+    ) -> Result<()> {
+        x.validate(opts)?;
+        if opts.reduction == Reduction::None && out.per_token_loss.is_none() {
+            return Err(Error::ShapeMismatch {
+                arg: "per_token_loss",
+                layout: "[N] (required for reduction none)".into(),
+                expected: x.shape.n,
+                got: 0,
+            });
+        }
+        self.check_plan(x, plan.shape, plan.dtype, Family::Cublas)?;
+        if plan.wanted != grads.wanted() {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: format!("{:?}", plan.wanted),
+                reason: "the plan was made for other gradients than the ones asked for",
+            });
+        }
+        ws.check(plan.workspace_bytes)?;
+        let targets = ws.at(plan.targets);
+        let call = self.call(x, opts, targets, ws, stream)?;
+        let k = call.lp.k;
+        self.prep_targets(x, k, targets, out.status, stream)?;
+        // g_i for grad_output = 1 (reduction none: 1 for every non-ignored token, as for sum)
+        let unit = ws.at(plan.unit_grad);
+        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
+        let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
+        let scale = ScaleParams {
+            k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { k },
+            targets,
+            class_w: call.lp.class_w,
+            grad_output: unit,
+            token_scale: ws.at(plan.token_scale),
+            scalars: ws.at(plan.scalars),
+        };
+        self.kernels.launch(x.dtype, &scale, stream)?;
+
+        let (d, v, s) = (x.shape.d, x.shape.v, x.dtype.size_in_bytes() as u64);
+        let input = Elem::Input(x.dtype);
+        let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
+        let (partials, target_logit) = (ws.at(plan.partials), ws.at(plan.target_logit));
+        let blas = self.blas.bind(stream)?;
+        for chunk in 0..plan.token_chunks() {
+            let tokens = plan.token_range(chunk);
+            let (n0, nlen) = (tokens.start as u64, tokens.len());
+            let first = chunk == 0;
+            // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
+            let e_chunk = x.e + n0 * d as u64 * s;
+            let a = Mat::new(x.c, input, d).t();
+            Gemm {
+                m: v,
+                n: nlen,
+                k: d,
+                a,
+                b: Mat::new(e_chunk, input, d),
+                beta: 0.0,
+                out: Mat::new(logits, Elem::F32, plan.ldg),
+            }
+            .run(&blas)?;
+            // the chunk's tokens as a problem of their own: statistics, then their lse
+            let mut view = call.lp;
+            view.k.n = nlen as i32;
+            view.targets = targets + 4 * n0;
+            let stats = StatsParams {
+                lp: view,
+                logits,
+                ldl: plan.ldg as i32,
+                v0: 0,
+                v_end: v as i32,
+                first_chunk: 1,
+                partials: partials + 16 * n0,
+                target_logit: target_logit + 4 * n0,
+            };
+            self.kernels.launch(x.dtype, &stats, stream)?;
+            let lse_of_chunk = FinishParams {
+                k: view.k,
+                partials: partials + 16 * n0,
+                target_logit: target_logit + 4 * n0,
+                targets: view.targets,
+                class_w: call.lp.class_w,
+                splits: 1,
+                lse: out.lse + 4 * n0,
+                per_token_loss: 0,
+                out_scalars: ws.at(plan.chunk_scalars),
+            };
+            self.kernels.launch(x.dtype, &lse_of_chunk, stream)?;
+            // G for grad_output = 1, and db's column sums
+            let grad = GradLogitsParams {
+                lp: call.lp,
+                chunk: GradChunk {
+                    lse: out.lse,
+                    token_scale: ws.at(plan.token_scale),
+                    scalars: ws.at(plan.scalars),
+                    n0: tokens.start as i32,
+                    n_end: tokens.end as i32,
+                    v0: 0,
+                    v_end: v as i32,
+                    g_out: g,
+                    ldg: plan.ldg as i32,
+                    db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
+                },
+                logits,
+                ldl: plan.ldg as i32,
+            };
+            self.kernels.launch(x.dtype, &grad, stream)?;
+            if let Some(de) = grads.de {
+                // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
+                let b = Mat::new(g, input, plan.ldg);
+                let out = Mat::new(de + n0 * d as u64 * s, input, d);
+                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
+            }
+            if let Some(dc) = grads.dc {
+                // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ
+                let out = match plan.dc_acc {
+                    Some(r) => Mat::new(ws.at(r), Elem::F32, d),
+                    None => Mat::new(dc, input, d),
+                };
+                let b = Mat::new(g, input, plan.ldg).t();
+                let beta = if first { 0.0 } else { 1.0 };
+                Gemm { m: d, n: v, k: nlen, a: Mat::new(e_chunk, input, d), b, beta, out }.run(&blas)?;
+            }
+            if let (Some(acc), Some(part)) = (plan.db_acc, plan.db_partial) {
+                let reduce = DbReduceParams {
+                    db_partial: ws.at(part),
+                    row_tiles: nlen.div_ceil(crate::geometry::TILE_M) as i32,
+                    ldb: plan.ldg as i32,
+                    count: v as i32,
+                    accumulate: (!first) as i32,
+                    db_acc: ws.at(acc),
+                };
+                self.kernels.launch(x.dtype, &reduce, stream)?;
+            }
+        }
+        drop(blas);
+        // the whole forward's outputs from the partials of every chunk
+        let finish = FinishParams {
+            k,
+            partials,
+            target_logit,
+            targets,
+            class_w: call.lp.class_w,
+            splits: 1,
+            lse: out.lse,
+            per_token_loss: out.per_token_loss.unwrap_or(0),
+            out_scalars: out.scalars,
+        };
+        self.kernels.launch(x.dtype, &finish, stream)?;
+        if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
+            self.round_into(x.dtype, ws.at(acc), dc, v * d, stream)?;
+        }
+        if let (Some(db), Some(acc)) = (grads.dbias, plan.db_acc) {
+            self.round_into(x.dtype, ws.at(acc), db, v, stream)?;
+        }
+        Ok(())
+    }
+
+    /// Multiply `count` gradient elements (input dtype) at `data` by the f32 at `scale` (device
+    /// memory), skipping the pass when it is 1: the backward of [`CudaLoss::forward_backward`].
+    /// Exact for grad_output 1; otherwise one more rounding than a recomputing backward.
+    ///
+    /// # Safety
+    /// `data` holds `count` elements of `dtype`, `scale` one f32, on `stream`.
+    pub unsafe fn scale_gradients(
+        &self,
+        dtype: flce_core::DType,
+        data: u64,
+        count: usize,
+        scale: u64,
+        stream: Stream,
+    ) -> Result<()> {
+        self.kernels.launch(dtype, &ScaleGradsParams { data, count: count as u64, scale }, stream)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,204 @@
+//! GPU tests: the CUDA backend against the f64 oracle (small shapes, every option, all dtypes)
+//! and against sampled f64 rows at the Gemma 2 and Llama 3 shapes; outputs poisoned before every
+//! run; every case run twice and compared bitwise; bad targets reported without a device assert.
+//!
+//!     cargo test -p flce-cuda --test gpu                 # all cases (skipped without a GPU)
+//!     target/.../gpu --small                             # small cases only (compute-sanitizer)
+//!     target/.../gpu softcap                             # cases whose name contains "softcap"
+//!
+//! A custom harness, so that a machine without a GPU reports every case as skipped instead of
+//! passing it; the last line is "gpu: N passed, N failed, N skipped".
+
+mod oracle;
+mod sampled;
+mod step;
+
+use std::time::Instant;
+
+use flce_core::testing::DataKind;
+use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
+use flce_cuda::CudaLoss;
+
+use oracle::run_oracle;
+use sampled::{run_bad_target, run_sampled};
+
+#[derive(Clone)]
+pub(crate) struct Case {
+    pub name: String,
+    pub shape: Shape,
+    pub dtype: DType,
+    pub opts: Options,
+    pub bias: bool,
+    pub weights: bool,
+    pub kind: DataKind,
+    pub budget: Option<usize>,
+    pub big: bool,
+}
+
+fn cases() -> Vec<Case> {
+    let base = Options { return_accuracy: true, ..Options::default() };
+    let variants: Vec<(&str, Options, bool, bool)> = vec![
+        ("plain", base.clone(), false, false),
+        ("sum", Options { reduction: Reduction::Sum, ..base.clone() }, false, false),
+        ("none", Options { reduction: Reduction::None, ..base.clone() }, false, false),
+        ("smoothing", Options { label_smoothing: 0.1, ..base.clone() }, false, false),
+        ("zloss", Options { z_loss: 1e-3, ..base.clone() }, false, false),
+        ("softcap", Options { softcap: Some(30.0), ..base.clone() }, false, false),
+        ("bias", base.clone(), true, false),
+        ("weights", Options { label_smoothing: 0.1, ..base.clone() }, false, true),
+        ("ignore7", Options { ignore_index: 7, ..base.clone() }, false, false),
+        ("all", Options { label_smoothing: 0.2, z_loss: 1e-4, softcap: Some(15.0), ..base.clone() }, true, true),
+    ];
+    let shapes =
+        [Shape::new(255, 507, 123), Shape::new(1, 64, 1000), Shape::new(300, 128, 2049), Shape::new(129, 200, 5003)];
+    let mut out = vec![];
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
+        for (si, shape) in shapes.iter().enumerate() {
+            for (name, opts, bias, weights) in &variants {
+                // every option on the odd shape; a representative subset elsewhere
+                if si > 0 && !matches!(*name, "plain" | "all" | "none" | "softcap") {
+                    continue;
+                }
+                out.push(Case {
+                    name: format!("{dtype} {name} ({},{},{})", shape.n, shape.d, shape.v),
+                    shape: *shape,
+                    dtype,
+                    opts: opts.clone(),
+                    bias: *bias,
+                    weights: *weights,
+                    kind: if si % 2 == 0 { DataKind::Planted } else { DataKind::Peaky },
+                    budget: None,
+                    big: false,
+                });
+            }
+        }
+        // shift needs N divisible by the sequence length
+        out.push(Case {
+            name: format!("{dtype} shift (256,96,777)"),
+            shape: Shape::new(256, 96, 777),
+            dtype,
+            opts: Options { shift: Some(64), ..base.clone() },
+            bias: false,
+            weights: false,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+        });
+        // a budget small enough to chunk tokens as well as the vocabulary (dC and db accumulate)
+        out.push(Case {
+            name: format!("{dtype} chunked-budget (700,96,3000)"),
+            shape: Shape::new(700, 96, 3000),
+            dtype,
+            opts: Options { label_smoothing: 0.1, ..base.clone() },
+            bias: true,
+            weights: false,
+            kind: DataKind::Peaky,
+            budget: Some(600_000),
+            big: false,
+        });
+    }
+    for (name, shape) in [("gemma2", Shape::new(8192, 2304, 256_000)), ("llama3", Shape::new(8192, 4096, 128_256))] {
+        out.push(Case {
+            name: format!("bf16 {name} sampled"),
+            shape,
+            dtype: DType::BF16,
+            opts: Options::default(),
+            bias: false,
+            weights: false,
+            kind: DataKind::Peaky,
+            budget: None,
+            big: true,
+        });
+    }
+    out
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let small_only = args.iter().any(|a| a == "--small");
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<Case> = cases()
+        .into_iter()
+        .filter(|c| !(small_only && c.big))
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+        .collect();
+    let include_bad_target = filters.is_empty() || filters.iter().any(|f| "bad-target".contains(f.as_str()));
+
+    let backend = if CudaLoss::device_count() == 0 {
+        Err("no CUDA device (or no driver)".to_string())
+    } else {
+        CudaLoss::new(0).map_err(|e| e.to_string())
+    };
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut rows: Vec<(String, String, String)> = vec![];
+    match &backend {
+        Err(why) => {
+            for c in &selected {
+                println!("test {} ... skipped ({why})", c.name);
+                skipped += 1;
+            }
+            if include_bad_target {
+                println!("test bad-target ... skipped ({why})");
+                skipped += 1;
+            }
+        }
+        Ok(be) => {
+            println!("device: {} ({}, {} SMs)", be.device_name(), be.arch().0, be.sm_count());
+            let t0 = Instant::now();
+            for dt in [DType::BF16, DType::F16, DType::F32] {
+                if let Err(e) = be.warm_up(dt) {
+                    println!("warm-up {dt}: {e}");
+                }
+            }
+            println!("kernels ready in {:.2} s", t0.elapsed().as_secs_f64());
+            let mut run = |name: String, f: &dyn Fn() -> Result<String, String>| {
+                let t = Instant::now();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+                    Err(p
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "panic".into()))
+                });
+                let ms = format!("{:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+                match r {
+                    Ok(m) => {
+                        println!("test {name} ... ok  {m}  [{ms}]");
+                        passed += 1;
+                        rows.push((name, "ok".into(), m));
+                    }
+                    Err(m) => {
+                        println!("test {name} ... FAILED: {m}  [{ms}]");
+                        failed += 1;
+                        rows.push((name, "FAILED".into(), m));
+                    }
+                }
+            };
+            for c in &selected {
+                let f = || -> Result<String, String> {
+                    match (c.dtype, c.big) {
+                        (DType::BF16, false) => run_oracle::<bf16>(be, c),
+                        (DType::F16, false) => run_oracle::<f16>(be, c),
+                        (DType::F32, false) => run_oracle::<f32>(be, c),
+                        (DType::BF16, true) => run_sampled::<bf16>(be, c),
+                        (DType::F16, true) => run_sampled::<f16>(be, c),
+                        (DType::F32, true) => run_sampled::<f32>(be, c),
+                    }
+                };
+                run(c.name.clone(), &f);
+            }
+            if include_bad_target {
+                run("bad-target".into(), &|| run_bad_target(be));
+            }
+        }
+    }
+    println!("\n| case | result | errors vs f64 reference |");
+    println!("|---|---|---|");
+    for (n, r, m) in &rows {
+        println!("| {n} | {r} | {m} |");
+    }
+    println!("\ngpu: {passed} passed, {failed} failed, {skipped} skipped");
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,225 @@
+//! Small cases against the f64 oracle: every kernel family (and the three-product pass, see
+//! step.rs) on the same inputs, outputs poisoned first, each run twice and compared bitwise.
+
+use flce_core::cpu::reference;
+use flce_core::testing::{to_f64, RandomProblem};
+use flce_core::{DType, Element, GradOutput, Options, Reduction};
+use flce_cuda::{
+    BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
+    ForwardConfig, ForwardMode, UploadedInputs,
+};
+
+use crate::Case;
+
+pub(crate) const POISON: u32 = 0x7FC0_7FC0; // NaN as bf16, f16 and f32
+
+pub(crate) struct GpuRun<T> {
+    pub loss: f32,
+    pub accuracy: f32,
+    pub lse: Vec<f32>,
+    pub per_token: Vec<f32>,
+    pub de: Vec<T>,
+    pub dc: Vec<T>,
+    pub db: Option<Vec<T>>,
+}
+
+pub(crate) fn tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::BF16 => 1.2e-2,
+        DType::F16 => 2e-3,
+        DType::F32 => 1e-4,
+    }
+}
+
+pub(crate) fn check_finite(name: &str, xs: &[f64]) -> Result<(), String> {
+    match xs.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(format!("{name}[{i}] = {} (unwritten or non-finite)", xs[i])),
+        None => Ok(()),
+    }
+}
+
+pub(crate) fn go_for(opts: &Options, n: usize) -> Vec<f32> {
+    match opts.reduction {
+        Reduction::None => (0..n).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect(),
+        _ => vec![1.0],
+    }
+}
+
+/// One forward + backward through the raw device-pointer API, every output poisoned first.
+pub(crate) fn gpu_run<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    opts: &Options,
+    go: &[f32],
+    fconfig: ForwardConfig,
+    config: BackwardConfig,
+) -> Result<GpuRun<T>, String> {
+    let s = up.inputs.shape;
+    let e = |x: flce_core::Error| x.to_string();
+    let buf = |bytes: usize| -> Result<DeviceBuffer, String> {
+        let b = DeviceBuffer::new(bytes).map_err(|x| x.to_string())?;
+        b.fill_u32(POISON).map_err(|x| x.to_string())?;
+        Ok(b)
+    };
+    let lse = buf(4 * s.n)?;
+    let ptl = buf(4 * s.n)?;
+    let scalars = buf(16)?;
+    let status = buf(4)?;
+    let fplan = be.forward_plan(s, up.inputs.dtype, fconfig);
+    let ws = buf(fplan.workspace_bytes)?;
+    let out = DeviceForwardOutputs {
+        lse: lse.ptr(),
+        per_token_loss: Some(ptl.ptr()),
+        scalars: scalars.ptr(),
+        status: status.ptr(),
+    };
+    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), &fplan, std::ptr::null_mut()) }.map_err(e)?;
+    be.context().synchronize().map_err(|x| format!("forward: {x:?}"))?;
+    let st: Vec<i32> = status.to_vec(1).map_err(|x| x.to_string())?;
+    if st[0] != i32::MAX {
+        return Err(format!("status reports bad target at {}", st[0]));
+    }
+    let es = std::mem::size_of::<T>();
+    let de = buf(s.n * s.d * es)?;
+    let dc = buf(s.v * s.d * es)?;
+    let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
+    let go_d = DeviceBuffer::from_slice(go).map_err(|x| x.to_string())?;
+    let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
+    let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), config).map_err(e)?;
+    let ws2 = buf(bplan.workspace_bytes)?;
+    let gop = if opts.reduction == Reduction::None {
+        DeviceGradOutput::PerToken(go_d.ptr())
+    } else {
+        DeviceGradOutput::Scalar(go_d.ptr())
+    };
+    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, std::ptr::null_mut()) }
+        .map_err(e)?;
+    be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
+    let sc: Vec<f32> = scalars.to_vec(4).map_err(|x| x.to_string())?;
+    let r = |x: flce_cuda::CudaError| x.to_string();
+    Ok(GpuRun {
+        loss: sc[0],
+        accuracy: sc[1],
+        lse: lse.to_vec(s.n).map_err(r)?,
+        per_token: ptl.to_vec(s.n).map_err(r)?,
+        de: de.to_vec(s.n * s.d).map_err(r)?,
+        dc: dc.to_vec(s.v * s.d).map_err(r)?,
+        db: db.map(|b| b.to_vec(s.v)).transpose().map_err(r)?,
+    })
+}
+
+pub(crate) fn bits<T: Element>(r: &GpuRun<T>) -> Vec<u64> {
+    let mut v: Vec<u64> = vec![r.loss.to_bits() as u64, r.accuracy.to_bits() as u64];
+    v.extend(r.lse.iter().chain(&r.per_token).map(|x| x.to_bits() as u64));
+    v.extend(to_f64(&r.de).iter().chain(&to_f64(&r.dc)).map(|x| x.to_bits()));
+    if let Some(db) = &r.db {
+        v.extend(to_f64(db).iter().map(|x| x.to_bits()));
+    }
+    v
+}
+
+/// ‖got − want‖ ≤ tol·‖want‖ + floor; returns the relative error.
+pub(crate) fn close(name: &str, got: &[f64], want: &[f64], tol: f64, floor: f64) -> Result<f64, String> {
+    check_finite(name, got)?;
+    let diff: f64 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    let norm: f64 = want.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if diff > tol * norm + floor {
+        return Err(format!("{name}: rel err {:.2e} > {tol:.1e}", diff / norm));
+    }
+    Ok(if norm > 0.0 { diff / norm } else { diff })
+}
+
+pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
+    let p = RandomProblem::<T>::new(c.shape, 0x5eed ^ c.name.len() as u64, c.kind, 0.2, &c.opts, c.bias, c.weights);
+    let host = p.inputs();
+    let go = go_for(&c.opts, c.shape.n);
+    let go_host =
+        if c.opts.reduction == Reduction::None { GradOutput::PerToken(&go) } else { GradOutput::Scalar(go[0]) };
+    let oracle = reference::evaluate(&host, &c.opts, go_host).map_err(|e| e.to_string())?;
+    let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
+    let mut report = String::new();
+    // Both kernel families: cuBLAS chunks + elementwise kernels, and flce's fused tile kernels.
+    // A small forward budget makes the cuBLAS forward take several vocabulary chunks.
+    let families = [
+        (
+            ForwardConfig {
+                budget: Some(40 * c.shape.n * 128 + 64 * c.shape.n + 4096),
+                mode: ForwardMode::CublasChunks,
+            },
+            BackwardMode::CublasLogits,
+        ),
+        (ForwardConfig { budget: None, mode: ForwardMode::Fused }, BackwardMode::FusedTiles),
+    ];
+    for (fconfig, mode) in families {
+        let config = BackwardConfig { budget: c.budget, mode };
+        let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
+        let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
+        if bits(&a) != bits(&b) {
+            return Err(format!("{mode:?}: results differ between two identical runs (race?)"));
+        }
+        let m = compare(c, &p, &oracle, &go, &a).map_err(|e| format!("{mode:?}: {e}"))?;
+        if report.is_empty() {
+            report = m;
+        } else {
+            report.push_str(" | fused kernels ok");
+        }
+    }
+    // the three-product pass gives the gradients for grad_output 1 (all ones for reduction none)
+    let ones = vec![1.0f32; if c.opts.reduction == Reduction::None { c.shape.n } else { 1 }];
+    let ones_oracle = match c.opts.reduction {
+        Reduction::None => {
+            reference::evaluate(&host, &c.opts, GradOutput::PerToken(&ones)).map_err(|e| e.to_string())?
+        }
+        _ => oracle,
+    };
+    let m = crate::step::check_step::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
+    report.push_str(&format!(" | three-product {m}"));
+    Ok(report)
+}
+
+pub(crate) fn compare<T: Element>(
+    c: &Case,
+    p: &RandomProblem<T>,
+    oracle: &reference::Reference,
+    go: &[f32],
+    a: &GpuRun<T>,
+) -> Result<String, String> {
+    let t = tol(c.dtype);
+    let loss_err = if oracle.loss.is_nan() {
+        if !a.loss.is_nan() {
+            return Err(format!("loss {} where PyTorch gives NaN", a.loss));
+        }
+        0.0
+    } else {
+        let e = (a.loss as f64 - oracle.loss).abs() / oracle.loss.abs().max(1e-3);
+        if e > 1e-4 {
+            return Err(format!("loss {} vs {} (rel {e:.2e})", a.loss, oracle.loss));
+        }
+        e
+    };
+    if c.opts.return_accuracy
+        && !oracle.accuracy.is_nan()
+        && (a.accuracy as f64 - oracle.accuracy).abs() > 1.5 / c.shape.n as f64
+    {
+        return Err(format!("accuracy {} vs {}", a.accuracy, oracle.accuracy));
+    }
+    let lse: Vec<f64> = a.lse.iter().map(|&x| x as f64).collect();
+    let lse_err = close("lse", &lse, &oracle.lse, 1e-5, 1e-5)?;
+    let ptl: Vec<f64> = a.per_token.iter().map(|&x| x as f64).collect();
+    close("per-token loss", &ptl, &oracle.per_token_loss, 1e-4, 1e-5)?;
+    let norm = |x: &[T]| to_f64(x).iter().map(|v| v * v).sum::<f64>().sqrt();
+    let g_max = go.iter().fold(0.0f64, |m, &x| m.max(x.abs() as f64))
+        / if c.opts.reduction == Reduction::Mean {
+            oracle.per_token_loss.iter().filter(|&&x| x != 0.0).count().max(1) as f64
+        } else {
+            1.0
+        };
+    let floor = t * 1e-3 * g_max * 2.0 * (norm(&p.e) + norm(&p.c) + 1.0);
+    let de = close("dE", &to_f64(&a.de), &oracle.de, t, floor)?;
+    let dc = close("dC", &to_f64(&a.dc), &oracle.dc, t, floor)?;
+    let db = match &a.db {
+        Some(db) => format!("{:.1e}", close("db", &to_f64(db), &oracle.dbias, t, floor)?),
+        None => "-".into(),
+    };
+    Ok(format!("loss {loss_err:.1e}  lse {lse_err:.1e}  dE {de:.1e}  dC {dc:.1e}  db {db}"))
+}

@@ -1,0 +1,164 @@
+//! Large shapes against sampled f64 rows, and the bad-target status word.
+
+use std::time::Instant;
+
+use flce_core::testing::{DataKind, RandomProblem, Rng};
+use flce_core::{bf16, Element, GradOutput, Options, Shape};
+use flce_cuda::{BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, ForwardConfig};
+use rayon::prelude::*;
+
+use crate::oracle::{bits, go_for, gpu_run, tol, GpuRun};
+use crate::step::step_run;
+use crate::Case;
+use flce_cuda::plan::step_plan;
+
+/// Large shapes: f64 references for sampled tokens (lse, loss, dE rows) and sampled vocabulary
+/// rows (dC rows, using the GPU's lse for every token, itself checked on the sampled tokens).
+pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, String> {
+    let Shape { n, d, v } = c.shape;
+    let t0 = Instant::now();
+    let p = RandomProblem::<T>::new(c.shape, 42, c.kind, 0.05, &c.opts, false, false);
+    let host = p.inputs();
+    let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
+    let go = go_for(&c.opts, n);
+    let config = BackwardConfig { budget: c.budget, mode: BackwardMode::default() };
+    let a = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
+    let b = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
+    if bits(&a) != bits(&b) {
+        return Err("results differ between two identical runs (race?)".into());
+    }
+    let prep = host.prepare(&c.opts).map_err(|e| e.to_string())?;
+    let g = prep.token_grad_scales(c.opts.reduction, GradOutput::Scalar(go[0])).map_err(|e| e.to_string())?;
+    let e64 = |i: usize| -> Vec<f64> { p.e[i * d..(i + 1) * d].iter().map(|x| x.to_f64()).collect() };
+    let c64 = |j: usize| -> Vec<f64> { p.c[j * d..(j + 1) * d].iter().map(|x| x.to_f64()).collect() };
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let mut rng = Rng::new(7);
+    let tokens: Vec<usize> = (0..8).map(|_| rng.below(n)).collect();
+    let mut vocab: Vec<usize> = tokens.iter().take(4).map(|&i| prep.targets[i].max(0) as usize).collect();
+    vocab.extend((0..4).map(|_| rng.below(v)));
+    // the last row, and both sides of the tail pass's first row when dE accumulated in dC's tail
+    vocab.push(v - 1);
+    let wanted = flce_cuda::plan::Wanted { de: true, dc: true, dbias: false };
+    if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail() {
+        vocab.extend([tail.first_row - 1, tail.first_row]);
+    }
+    let grad = |z: f64, lse: f64, gi: f64, is_t: bool| -> f64 {
+        let p = (z - lse).exp();
+        gi * (p - if is_t { 1.0 } else { 0.0 })
+    };
+    // (worst lse error, dE rel err, dC rel err) of one run; dC rows use the run's own lse
+    let check = |a: &GpuRun<T>| -> Result<(f64, f64, f64), String> {
+        let mut worst_lse = 0.0f64;
+        let (mut de_num, mut de_den) = (0.0, 0.0);
+        for &i in &tokens {
+            let ei = e64(i);
+            let z: Vec<f64> = (0..v).into_par_iter().map(|j| dot(&ei, &c64(j))).collect();
+            let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let lse = m + z.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
+            worst_lse = worst_lse.max((a.lse[i] as f64 - lse).abs() / lse.abs().max(1.0));
+            let t = prep.targets[i];
+            if t >= 0 {
+                let want = lse - z[t as usize];
+                let got = a.per_token[i] as f64;
+                if (got - want).abs() > 1e-4 * want.abs().max(1.0) {
+                    return Err(format!("loss[{i}] {got} vs {want}"));
+                }
+            }
+            let gi = g[i] as f64;
+            let row: Vec<f64> = (0..d)
+                .into_par_iter()
+                .map(|k| (0..v).map(|j| grad(z[j], lse, gi, j as i32 == t) * p.c[j * d + k].to_f64()).sum::<f64>())
+                .collect();
+            for (x, r) in a.de[i * d..(i + 1) * d].iter().zip(&row) {
+                let x = x.to_f64();
+                de_num += (x - r) * (x - r);
+                de_den += r * r;
+            }
+        }
+        if worst_lse > 1e-5 {
+            return Err(format!("lse rel err {worst_lse:.2e}"));
+        }
+        let (mut dc_num, mut dc_den) = (0.0, 0.0);
+        for &j in &vocab {
+            let cj = c64(j);
+            let row = (0..n)
+                .into_par_iter()
+                .map(|i| {
+                    let ei = e64(i);
+                    let gz = grad(dot(&ei, &cj), a.lse[i] as f64, g[i] as f64, prep.targets[i] == j as i32);
+                    ei.iter().map(|x| x * gz).collect::<Vec<f64>>()
+                })
+                .reduce(
+                    || vec![0.0; d],
+                    |mut acc, r| {
+                        acc.iter_mut().zip(r).for_each(|(a, b)| *a += b);
+                        acc
+                    },
+                );
+            for (x, r) in a.dc[j * d..(j + 1) * d].iter().zip(&row) {
+                let x = x.to_f64();
+                dc_num += (x - r) * (x - r);
+                dc_den += r * r;
+            }
+        }
+        let (de, dc) = ((de_num / de_den).sqrt(), (dc_num / dc_den).sqrt());
+        let t = tol(c.dtype);
+        if !(de <= t && dc <= t) {
+            return Err(format!("sampled dE rel {de:.2e}, dC rel {dc:.2e} > {t:.1e}"));
+        }
+        Ok((worst_lse, de, dc))
+    };
+    let (worst_lse, de, dc) = check(&a)?;
+    // the three-product pass at a 4 GB budget (several token chunks at these shapes)
+    let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30).map_err(|e| e.to_string())?;
+    let s = step_run::<T>(be, &up, c, &step)?;
+    let (s_lse, s_de, s_dc) = check(&s).map_err(|e| format!("three-product: {e}"))?;
+    // the reduced loss is the mean of the per-token losses the GPU wrote
+    let mean: f64 = a.per_token.iter().map(|&x| x as f64).sum::<f64>() / prep.target_weight_sum;
+    if (a.loss as f64 - mean).abs() > 1e-5 * mean.abs() {
+        return Err(format!("loss {} is not the mean of per-token losses {mean}", a.loss));
+    }
+    Ok(format!(
+        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e} | three-product ({} chunks) lse {s_lse:.1e}  dE {s_de:.1e}  dC {s_dc:.1e}  ({:.0} s)",
+        vocab.len(),
+        step.token_chunks(),
+        t0.elapsed().as_secs_f64()
+    ))
+}
+
+/// A target outside [0, V) is reported through the status word, the token is treated as
+/// ignored, and the context stays usable.
+pub(crate) fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
+    let opts = Options::default();
+    let p = RandomProblem::<bf16>::new(Shape::new(40, 64, 300), 3, DataKind::Planted, 0.0, &opts, false, false);
+    let up = be.upload(&p.inputs(), &opts).map_err(|e| e.to_string())?;
+    let mut bad = p.targets.clone();
+    bad[5] = 300;
+    let t = DeviceBuffer::from_slice(&bad).map_err(|e| e.to_string())?;
+    let mut inputs = up.inputs;
+    inputs.targets = t.ptr();
+    let lse = DeviceBuffer::new(4 * 40).unwrap();
+    let sc = DeviceBuffer::new(16).unwrap();
+    let st = DeviceBuffer::new(4).unwrap();
+    let plan = be.forward_plan(inputs.shape, inputs.dtype, ForwardConfig::default());
+    let ws = DeviceBuffer::new(plan.workspace_bytes).unwrap();
+    let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
+    unsafe { be.forward(&inputs, &opts, &out, ws.workspace(), &plan, std::ptr::null_mut()) }
+        .map_err(|e| e.to_string())?;
+    be.context().synchronize().map_err(|e| format!("{e:?}"))?;
+    let status: Vec<i32> = st.to_vec(1).unwrap();
+    if status[0] != 5 {
+        return Err(format!("status {} instead of 5", status[0]));
+    }
+    // the context still works
+    let f = be.forward_uploaded(&up, &opts).map_err(|e| e.to_string())?;
+    if !f.loss.is_finite() {
+        return Err("loss not finite after a bad-target call".into());
+    }
+    // and the owned API reports the bad target as a typed error before touching the GPU
+    let err = be.forward_host(&flce_core::HostInputs { targets: &bad, ..p.inputs() }, &opts).unwrap_err();
+    if !err.to_string().contains("target[5] = 300") {
+        return Err(format!("unexpected error: {err}"));
+    }
+    Ok("status word = 5, context usable, host check typed".into())
+}

@@ -1,0 +1,94 @@
+//! The three-product pass (`CudaLoss::forward_backward`, `plan::StepPlan`) against the f64 oracle
+//! for grad_output 1: with one token chunk and with 128-token chunks (dC and db accumulated across
+//! chunks), each run twice and compared bitwise; and `scale_gradients` by 0.5 (exact).
+
+use flce_core::cpu::reference;
+use flce_core::testing::{to_f64, RandomProblem};
+use flce_core::Element;
+use flce_cuda::plan::{step_plan, StepPlan, Wanted};
+use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
+
+use crate::oracle::{bits, compare, GpuRun, POISON};
+use crate::Case;
+
+pub(crate) fn step_run<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &StepPlan,
+) -> Result<GpuRun<T>, String> {
+    let s = up.inputs.shape;
+    let err = |x: flce_cuda::CudaError| x.to_string();
+    let buf = |bytes: usize| -> Result<DeviceBuffer, String> {
+        let b = DeviceBuffer::new(bytes).map_err(err)?;
+        b.fill_u32(POISON).map_err(err)?;
+        Ok(b)
+    };
+    let es = std::mem::size_of::<T>();
+    let (lse, ptl, scalars, status) = (buf(4 * s.n)?, buf(4 * s.n)?, buf(16)?, buf(4)?);
+    let (de, dc) = (buf(s.n * s.d * es)?, buf(s.v * s.d * es)?);
+    let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
+    let ws = buf(plan.workspace_bytes)?;
+    let out = DeviceForwardOutputs {
+        lse: lse.ptr(),
+        per_token_loss: Some(ptl.ptr()),
+        scalars: scalars.ptr(),
+        status: status.ptr(),
+    };
+    let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
+    unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
+        .map_err(|e| e.to_string())?;
+    be.context().synchronize().map_err(|x| format!("forward_backward: {x:?}"))?;
+    let sc: Vec<f32> = scalars.to_vec(4).map_err(err)?;
+    Ok(GpuRun {
+        loss: sc[0],
+        accuracy: sc[1],
+        lse: lse.to_vec(s.n).map_err(err)?,
+        per_token: ptl.to_vec(s.n).map_err(err)?,
+        de: de.to_vec(s.n * s.d).map_err(err)?,
+        dc: dc.to_vec(s.v * s.d).map_err(err)?,
+        db: db.map(|b| b.to_vec(s.v)).transpose().map_err(err)?,
+    })
+}
+
+pub(crate) fn check_step<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    p: &RandomProblem<T>,
+    oracle: &reference::Reference,
+    go: &[f32],
+) -> Result<String, String> {
+    let s = up.inputs.shape;
+    let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
+    let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX).map_err(|e| e.to_string())?;
+    let per_row = one_chunk.ldg * (4 + std::mem::size_of::<T>());
+    let small = one_chunk.workspace_bytes - (one_chunk.token_chunk - one_chunk.token_chunk.min(128)) * per_row;
+    let chunked = step_plan(s, T::DTYPE, wanted, small + 4096).map_err(|e| e.to_string())?;
+    if chunked.token_chunk != s.n.min(128) {
+        return Err(format!("budget {small} gave token chunks of {}", chunked.token_chunk));
+    }
+    let mut report = String::new();
+    for plan in [&one_chunk, &chunked] {
+        let a = step_run::<T>(be, up, c, plan)?;
+        let b = step_run::<T>(be, up, c, plan)?;
+        if bits(&a) != bits(&b) {
+            return Err(format!("{} token chunks: results differ between two identical runs", plan.token_chunks()));
+        }
+        let m =
+            compare(c, p, oracle, go, &a).map_err(|e| format!("three-product, {} chunks: {e}", plan.token_chunks()))?;
+        report = format!("{} chunk(s): {m}", plan.token_chunks());
+    }
+    // the backward of the pass: gradients times grad_output, here 0.5 (exact in every dtype)
+    let a = step_run::<T>(be, up, c, &chunked)?;
+    let dc = DeviceBuffer::from_slice(&a.dc).map_err(|e| e.to_string())?;
+    let half = DeviceBuffer::from_slice(&[0.5f32]).map_err(|e| e.to_string())?;
+    unsafe { be.scale_gradients(T::DTYPE, dc.ptr(), a.dc.len(), half.ptr(), std::ptr::null_mut()) }
+        .map_err(|e| e.to_string())?;
+    let scaled: Vec<T> = dc.to_vec(a.dc.len()).map_err(|e| e.to_string())?;
+    let want: Vec<f64> = to_f64(&a.dc).iter().map(|x| x * 0.5).collect();
+    if to_f64(&scaled) != want {
+        return Err("scale_gradients(0.5) is not exact".into());
+    }
+    Ok(report)
+}
