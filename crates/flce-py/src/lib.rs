@@ -7,108 +7,19 @@
 //! with every call) and runs forward / backward on the CUDA backend (device pointers) or the CPU
 //! backend (host pointers).
 
-use flce::cuda::{
-    BackwardConfig, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, ForwardConfig, Wanted, Workspace,
-};
+use flce::cuda::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Wanted, Workspace};
 use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostInputs, Options, Reduction, Shape};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
+
+mod plans;
+use plans::{backward_config, forward_config, Plan, PlanKind};
 
 fn to_py(e: Error) -> PyErr {
     match e {
         Error::DTypeMismatch { .. } => PyTypeError::new_err(e.to_string()),
         Error::Backend { .. } | Error::Unsupported(_) => PyRuntimeError::new_err(e.to_string()),
         _ => PyValueError::new_err(e.to_string()),
-    }
-}
-
-fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
-    Ok(ForwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
-}
-
-fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
-    Ok(BackwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
-}
-
-/// A CUDA plan for one call shape on one device: a forward plan, or a backward plan for a set of
-/// wanted gradients (see `flce::cuda::{ForwardPlan, BackwardPlan}`). Made once per shape by the
-/// Python side and handed back with every call.
-#[pyclass(frozen, module = "flce._flce")]
-pub struct Plan {
-    device: usize,
-    plan: PlanKind,
-}
-
-enum PlanKind {
-    Forward(flce::cuda::ForwardPlan),
-    Backward(flce::cuda::BackwardPlan),
-}
-
-impl Plan {
-    fn forward(&self, device: usize) -> PyResult<&flce::cuda::ForwardPlan> {
-        self.check_device(device)?;
-        match &self.plan {
-            PlanKind::Forward(p) => Ok(p),
-            PlanKind::Backward(_) => Err(PyValueError::new_err("a backward plan was given to the forward")),
-        }
-    }
-    fn backward(&self, device: usize) -> PyResult<&flce::cuda::BackwardPlan> {
-        self.check_device(device)?;
-        match &self.plan {
-            PlanKind::Backward(p) => Ok(p),
-            PlanKind::Forward(_) => Err(PyValueError::new_err("a forward plan was given to the backward")),
-        }
-    }
-    fn check_device(&self, device: usize) -> PyResult<()> {
-        if device != self.device {
-            return Err(PyValueError::new_err(format!(
-                "the plan was made for CUDA device {}, not {device}",
-                self.device
-            )));
-        }
-        Ok(())
-    }
-}
-
-#[pymethods]
-impl Plan {
-    /// "forward" or "backward".
-    #[getter]
-    fn kind(&self) -> &'static str {
-        match self.plan {
-            PlanKind::Forward(_) => "forward",
-            PlanKind::Backward(_) => "backward",
-        }
-    }
-    /// Bytes of workspace the call needs.
-    #[getter]
-    fn workspace_bytes(&self) -> usize {
-        match &self.plan {
-            PlanKind::Forward(p) => p.workspace_bytes,
-            PlanKind::Backward(p) => p.workspace_bytes,
-        }
-    }
-    /// The kernel family that runs it ("cublas" or "sm80").
-    #[getter]
-    fn family(&self) -> &'static str {
-        match &self.plan {
-            PlanKind::Forward(p) => p.family.name(),
-            PlanKind::Backward(p) => p.family.name(),
-        }
-    }
-    /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward one.
-    #[getter]
-    fn chunks(&self) -> (usize, usize) {
-        match &self.plan {
-            PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
-            PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
-        }
-    }
-    fn __repr__(&self) -> String {
-        match &self.plan {
-            PlanKind::Forward(p) => format!("Plan(device {}, {p:?})", self.device),
-            PlanKind::Backward(p) => format!("Plan(device {}, {p:?})", self.device),
-        }
     }
 }
 
@@ -381,6 +292,49 @@ impl Problem {
         .map_err(to_py)
     }
 
+    /// The three-product plan (forward and gradients at once) of this problem on `device` within
+    /// `budget` bytes of workspace; None when not even its smallest workspace fits.
+    fn step_plan(&self, device: usize, de: bool, dc: bool, dbias: bool, budget: usize) -> PyResult<Option<Plan>> {
+        self.no_f64_on_cuda()?;
+        let _ = flce::cuda_backend(device).map_err(to_py)?;
+        let wanted = Wanted { de, dc, dbias };
+        Ok(flce::cuda::plan::step_plan(self.shape, self.dtype, wanted, budget)
+            .ok()
+            .map(|plan| Plan { device, plan: PlanKind::Step(plan) }))
+    }
+
+    /// The CUDA three-product pass: the forward's outputs and the gradients for grad_output 1, as
+    /// `plan` says, on `cuda` = (device, stream); does not synchronise.
+    #[pyo3(signature = (cuda, inputs, lse, per_token_loss, scalars, status, grads, workspace, plan))]
+    #[allow(clippy::too_many_arguments)]
+    fn cuda_forward_backward(
+        &self,
+        py: Python<'_>,
+        cuda: (usize, u64),
+        inputs: DevicePtrs,
+        lse: u64,
+        per_token_loss: Option<u64>,
+        scalars: u64,
+        status: u64,
+        grads: (Option<u64>, Option<u64>, Option<u64>),
+        workspace: (u64, usize),
+        plan: &Plan,
+    ) -> PyResult<()> {
+        let (device, stream) = cuda;
+        let plan = plan.step(device)?;
+        let x = self.device_inputs(inputs);
+        let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
+        let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
+        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let opts = &self.opts;
+        py.detach(move || {
+            let be = flce::cuda_backend(device)?;
+            // SAFETY: as in cuda_forward.
+            unsafe { be.forward_backward(&x, opts, &out, &grads, ws, plan, stream as flce::cuda::Stream) }
+        })
+        .map_err(to_py)
+    }
+
     /// CPU forward on host pointers (`inputs` as for cuda_forward); returns (loss, accuracy or None).
     #[pyo3(signature = (inputs, lse, per_token_loss))]
     fn cpu_forward(
@@ -442,6 +396,27 @@ impl Problem {
     }
 }
 
+/// Gradients (bf16, f16 or f32 at `ptr`, `count` elements, on CUDA) times the f32 at `scale`,
+/// in place, on `cuda` = (device, stream); a no-op on the device when the scale is 1.
+#[pyfunction]
+fn scale_gradients(
+    py: Python<'_>,
+    cuda: (usize, u64),
+    dtype: &str,
+    ptr: u64,
+    count: usize,
+    scale: u64,
+) -> PyResult<()> {
+    let dtype: DType = dtype.parse().map_err(PyTypeError::new_err)?;
+    let (device, stream) = cuda;
+    py.detach(move || {
+        let be = flce::cuda_backend(device)?;
+        // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of that size.
+        unsafe { be.scale_gradients(dtype, ptr, count, scale, stream as flce::cuda::Stream) }
+    })
+    .map_err(to_py)
+}
+
 /// Number of CUDA devices flce can use (0 without a driver).
 #[pyfunction]
 fn cuda_device_count() -> usize {
@@ -453,6 +428,7 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Problem>()?;
     m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
+    m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,7 +9,8 @@ a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces 
 
 from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
-from .ops import LinearCrossEntropyLoss, LossOptions, kernel_plans, linear_cross_entropy
+from ._common import LossOptions, kernel_plans
+from .ops import LinearCrossEntropyLoss, linear_cross_entropy
 
 __all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "patch", "unpatch",
            "Problem", "Plan", "cuda_device_count", "__version__"]

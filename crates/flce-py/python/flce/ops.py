@@ -9,7 +9,6 @@ Every output and workspace is allocated here with torch (so the caching allocato
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import math
 from typing import Optional, Tuple
@@ -17,88 +16,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _flce
-
-_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.float64: "f64"}
-_REDUCTIONS = ("mean", "sum", "none")
-_STATUS_OK = 2**31 - 1
-
-
-@dataclasses.dataclass(frozen=True)
-class LossOptions:
-    """The loss options as the ops carry them: the one schema from which the ``torch.library``
-    signatures, the autograd context and the planning cache are derived."""
-
-    reduction: str = "mean"
-    ignore_index: int = -100
-    label_smoothing: float = 0.0
-    z_loss: float = 0.0
-    softcap: Optional[float] = None
-    shift: int = 0  # sequence length of shifted targets, 0 for none
-    forward_mode: str = "cublas"
-    backward_mode: str = "cublas"
-    workspace_budget: int = 0  # bytes, 0 for the default
-
-    @classmethod
-    def schema(cls) -> str:
-        """The options' part of a torch.library schema, in field order."""
-        types = {"str": "str", "int": "int", "float": "float", "Optional[float]": "float?"}
-        return ", ".join(f"{types[f.type]} {f.name}" for f in dataclasses.fields(cls))
-
-    def astuple(self) -> tuple:
-        """The values in schema order (what the ops take after their tensors)."""
-        return tuple(getattr(self, name) for name in _OPTION_NAMES)
-
-
-_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
-
-
-def _ptr(t: Optional[Tensor]) -> Optional[int]:
-    return None if t is None else t.data_ptr()
-
-
-def _device_index(t: Tensor) -> int:
-    return t.device.index if t.device.index is not None else torch.cuda.current_device()
-
-
-@functools.lru_cache(maxsize=256)
-def _problem(n: int, d: int, v: int, dtype: str, o: LossOptions) -> "_flce.Problem":
-    return _flce.Problem(n, d, v, dtype, o.reduction, o.ignore_index, o.label_smoothing, o.z_loss, o.softcap,
-                         o.shift if o.shift > 0 else None, True)
-
-
-def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
-    return _problem(e.shape[0], e.shape[1], c.shape[0], _DTYPES[e.dtype], o)
-
-
-@functools.lru_cache(maxsize=256)
-def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.Plan":
-    return problem.forward_plan(device, mode, budget or None)
-
-
-@functools.lru_cache(maxsize=256)
-def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
-                   budget: int) -> "_flce.Plan":
-    return problem.backward_plan(device, *wants, mode, budget or None)
-
-
-def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
-         **options) -> Tuple["_flce.Plan", "_flce.Plan"]:
-    """The CUDA plans flce would use for these tensors (2-D input [N, D]) and options: each has
-    ``workspace_bytes``, ``family`` and a readable repr. For introspection; the ops make and cache
-    the same plans themselves."""
-    o = LossOptions(**options)
-    p = _problem_of(input, linear_weight, o)
-    dev = _device_index(input)
-    return (_forward_plan(p, dev, o.forward_mode, o.workspace_budget),
-            _backward_plan(p, dev, tuple(wants), o.backward_mode, o.workspace_budget))
-
-
-def _inputs(e, c, bias, target, weight):
-    return (e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight))
-
-
-_TENSORS_FWD = "Tensor e, Tensor c, Tensor target, Tensor? bias, Tensor? weight"
+from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, LossOptions,
+                      _backward_plan, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option)
 
 
 @torch.library.custom_op("flce::forward", mutates_args=(),
@@ -117,7 +36,7 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
     per_token_ptr = _ptr(per_token) if o.reduction == "none" else None
     if e.is_cuda:
         dev = _device_index(e)
-        fplan = _forward_plan(p, dev, o.forward_mode, o.workspace_budget)
+        fplan = _forward_plan(p, dev, o.forward_mode, max(o.workspace_budget, 0))
         scalars = torch.empty(4, **f32)
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
@@ -161,7 +80,8 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
              db.data_ptr() if want_db else None)
     if e.is_cuda:
         dev = _device_index(e)
-        bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode, o.workspace_budget)
+        bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode,
+                               max(o.workspace_budget, 0))
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
         p.cuda_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
@@ -211,7 +131,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "cublas", backward_mode: str = "cublas",
-                         workspace_budget: Optional[int] = None, out_dtype: Optional[torch.dtype] = None):
+                         workspace_budget=None, out_dtype: Optional[torch.dtype] = None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
@@ -221,8 +141,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
     the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
     (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` / ``backward_mode``
-    ("cublas" or "fused") pick the CUDA kernel family and ``workspace_budget`` (bytes) its
-    workspace; see the README.
+    ("cublas" or "fused") pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
+    default: workspace ≤ 10% of the gradient bytes, logits recomputed in the backward), a number
+    of bytes for those plans, or "fast": when gradients are wanted (and reduction is not "none"),
+    the forward computes them too, keeping a token chunk's logits over the whole vocabulary
+    (three products instead of four, workspace up to half the free device memory); the backward
+    then only scales them by grad_output (exact for 1). See the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
@@ -277,8 +201,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     t = target.reshape(-1).to(torch.int64).contiguous()
     o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
                     None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
-                    int(workspace_budget or 0))
-    per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
+                    budget_option(workspace_budget))
+    wants = (e.requires_grad, c.requires_grad, b is not None and b.requires_grad)
+    if o.workspace_budget == FAST and reduction != "none" and torch.is_grad_enabled() and any(wants):
+        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
+                                                                                   *o.astuple())
+    else:
+        per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if check_targets and not torch.compiler.is_compiling() and not (
             e.is_cuda and torch.cuda.is_current_stream_capturing()):
         bad = int(status.item())
@@ -317,3 +246,6 @@ class LinearCrossEntropyLoss(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v!r}" for k, v in self.options.items())
+
+
+from . import step  # noqa: E402,F401  (registers flce::forward_backward, which uses the ops above)

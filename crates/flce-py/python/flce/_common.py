@@ -1,0 +1,111 @@
+"""What the ops share: the option schema (``LossOptions``), the cached ``Problem`` per call shape,
+and the pointer helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _flce
+
+_DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.float64: "f64"}
+_REDUCTIONS = ("mean", "sum", "none")
+_STATUS_OK = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class LossOptions:
+    """The loss options as the ops carry them: the one schema from which the ``torch.library``
+    signatures, the autograd context and the planning cache are derived."""
+
+    reduction: str = "mean"
+    ignore_index: int = -100
+    label_smoothing: float = 0.0
+    z_loss: float = 0.0
+    softcap: Optional[float] = None
+    shift: int = 0  # sequence length of shifted targets, 0 for none
+    forward_mode: str = "cublas"
+    backward_mode: str = "cublas"
+    workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast"
+
+    @classmethod
+    def schema(cls) -> str:
+        """The options' part of a torch.library schema, in field order."""
+        types = {"str": "str", "int": "int", "float": "float", "Optional[float]": "float?"}
+        return ", ".join(f"{types[f.type]} {f.name}" for f in dataclasses.fields(cls))
+
+    def astuple(self) -> tuple:
+        """The values in schema order (what the ops take after their tensors)."""
+        return tuple(getattr(self, name) for name in _OPTION_NAMES)
+
+
+# workspace_budget="fast": the three-product pass when gradients are wanted (flce/step.py)
+FAST = -1
+
+
+def budget_option(workspace_budget) -> int:
+    """``workspace_budget`` as the ops carry it: None or "min" → 0 (the default plans), "fast" →
+    FAST, bytes → bytes."""
+    if workspace_budget is None or workspace_budget == "min":
+        return 0
+    if workspace_budget == "fast":
+        return FAST
+    if isinstance(workspace_budget, int) and not isinstance(workspace_budget, bool) and workspace_budget >= 0:
+        return workspace_budget
+    raise ValueError(f"workspace_budget must be None, 'min', 'fast' or a number of bytes >= 0, got {workspace_budget!r}")
+
+
+_OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
+
+
+def _ptr(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+def _device_index(t: Tensor) -> int:
+    return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+@functools.lru_cache(maxsize=256)
+def _problem(n: int, d: int, v: int, dtype: str, o: LossOptions) -> "_flce.Problem":
+    return _flce.Problem(n, d, v, dtype, o.reduction, o.ignore_index, o.label_smoothing, o.z_loss, o.softcap,
+                         o.shift if o.shift > 0 else None, True)
+
+
+def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
+    return _problem(e.shape[0], e.shape[1], c.shape[0], _DTYPES[e.dtype], o)
+
+
+@functools.lru_cache(maxsize=256)
+def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.Plan":
+    return problem.forward_plan(device, mode, budget or None)
+
+
+@functools.lru_cache(maxsize=256)
+def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
+                   budget: int) -> "_flce.Plan":
+    return problem.backward_plan(device, *wants, mode, budget or None)
+
+
+def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
+         **options) -> Tuple["_flce.Plan", "_flce.Plan"]:
+    """The CUDA plans flce would use for these tensors (2-D input [N, D]) and options: each has
+    ``workspace_bytes``, ``family`` and a readable repr. For introspection; the ops make and cache
+    the same plans themselves."""
+    o = LossOptions(**options)
+    p = _problem_of(input, linear_weight, o)
+    dev = _device_index(input)
+    budget = max(o.workspace_budget, 0)
+    return (_forward_plan(p, dev, o.forward_mode, budget),
+            _backward_plan(p, dev, tuple(wants), o.backward_mode, budget))
+
+
+def _inputs(e, c, bias, target, weight):
+    return (e.data_ptr(), c.data_ptr(), _ptr(bias), target.data_ptr(), _ptr(weight))
+
+
+_TENSORS_FWD = "Tensor e, Tensor c, Tensor target, Tensor? bias, Tensor? weight"

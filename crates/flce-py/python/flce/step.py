@@ -1,0 +1,129 @@
+"""The three-product pass as a torch op (``workspace_budget="fast"``): ``flce::forward_backward``
+returns the forward's outputs and the gradients for grad_output 1, computed in one pass over
+token chunks that keeps each chunk's logits over the whole vocabulary (three products instead of
+the four of a recomputing backward). Its autograd backward only scales the saved gradients by
+grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
+
+The workspace (the f32 dC accumulator and a token chunk's f32 logits and G) is planned within
+half the free device memory, in 256 MB steps; when not even the smallest chunk fits, and on the
+CPU, the op runs the usual forward and recomputing backward instead — same results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _flce
+from ._common import _DTYPES, _OPTION_NAMES, _TENSORS_FWD, LossOptions, _device_index, _inputs, _problem_of
+
+_GRANULE = 256 << 20
+
+
+def _fast_budget(device: torch.device) -> int:
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(free // 2 // _GRANULE * _GRANULE, _GRANULE)
+
+
+@functools.lru_cache(maxsize=256)
+def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool],
+               budget: int) -> Optional["_flce.Plan"]:
+    return problem.step_plan(device, *wants, budget)
+
+
+@torch.library.custom_op(
+    "flce::forward_backward", mutates_args=(),
+    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, {LossOptions.schema()}) "
+           f"-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
+def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+                      want_de: bool, want_dc: bool, want_db: bool, *options):
+    """(per-token loss or [0], lse, scalars, status) as flce::forward, then (dE, dC, db) for
+    grad_output 1 (empty where not wanted). Reduction mean or sum."""
+    o = LossOptions(*options)
+    if o.reduction == "none":
+        raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
+    want_db = want_db and bias is not None
+    wants = (want_de, want_dc, want_db)
+    plan = None
+    if e.is_cuda:
+        dev = _device_index(e)
+        plan = _step_plan(_problem_of(e, c, o), dev, wants, _fast_budget(e.device))
+    if plan is None:
+        regular = dataclasses.replace(o, workspace_budget=0)
+        per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
+        one = torch.ones(1, dtype=torch.float32, device=e.device)
+        de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, one, *wants, *regular.astuple())
+        return per_token, lse, scalars, status, de, dc, db
+    n = e.shape[0]
+    f32 = dict(dtype=torch.float32, device=e.device)
+    lse, scalars, per_token = torch.empty(n, **f32), torch.empty(4, **f32), torch.empty(0, **f32)
+    status = torch.empty(1, dtype=torch.int32, device=e.device)
+    de = torch.empty_like(e) if want_de else e.new_empty(0)
+    dc = torch.empty_like(c) if want_dc else c.new_empty(0)
+    db = torch.empty(c.shape[0], dtype=e.dtype, device=e.device) if want_db else e.new_empty(0)
+    grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
+    ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
+    stream = torch.cuda.current_stream(e.device).cuda_stream
+    _problem_of(e, c, o).cuda_forward_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(),
+                                               None, scalars.data_ptr(), status.data_ptr(), grads,
+                                               (ws.data_ptr(), ws.numel()), plan)
+    return per_token, lse, scalars, status, de, dc, db
+
+
+@_forward_backward.register_fake
+def _forward_backward_fake(e, c, target, bias, weight, want_de, want_dc, want_db, *options):
+    n = e.shape[0]
+    acc = torch.float64 if e.dtype == torch.float64 else torch.float32
+    want_db = want_db and bias is not None
+    return (e.new_empty(0, dtype=acc), e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc),
+            e.new_empty(1, dtype=torch.int32), torch.empty_like(e) if want_de else e.new_empty(0),
+            torch.empty_like(c) if want_dc else c.new_empty(0), e.new_empty(c.shape[0]) if want_db else e.new_empty(0))
+
+
+@torch.library.custom_op("flce::scale_grads_", mutates_args=("de", "dc", "db"))
+def _scale_grads_(de: Tensor, dc: Tensor, db: Tensor, scale: Tensor) -> None:
+    """dE, dC, db *= scale[0] in place (scale: f32 [1] on their device); nothing to do when 1."""
+    for t in (de, dc, db):
+        if t.numel() == 0:
+            continue
+        if t.is_cuda:
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+            _flce.scale_gradients((_device_index(t), stream), _DTYPES[t.dtype], t.data_ptr(), t.numel(),
+                                  scale.data_ptr())
+        else:
+            t.mul_(scale[0])
+
+
+@_scale_grads_.register_fake
+def _scale_grads_fake(de, dc, db, scale):
+    return None
+
+
+_N_INPUTS = 8  # e, c, target, bias, weight, want_de, want_dc, want_db
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(*output[4:])
+    ctx.save_for_backward(*output[4:])
+    ctx.wants = (inputs[5], inputs[6], inputs[7] and inputs[3] is not None)
+
+
+def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db):
+    de, dc, db = ctx.saved_tensors
+    if g_scalars is None:
+        scale = torch.zeros(1, dtype=torch.float32, device=de.device)
+    else:
+        scale = g_scalars[:1].to(torch.float32).contiguous()
+    torch.ops.flce.scale_grads_(de, dc, db, scale)
+    want_de, want_dc, want_db = ctx.wants
+    grads = (de if want_de else None, dc if want_dc else None, None, db if want_db else None, None)
+    return grads + (None,) * (_N_INPUTS - 5 + len(_OPTION_NAMES))
+
+
+_forward_backward.register_autograd(_autograd_backward, setup_context=_setup_context)
+
+

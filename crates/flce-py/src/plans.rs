@@ -1,0 +1,111 @@
+//! The CUDA plans as Python sees them: one `Plan` class over the forward, backward and
+//! three-product plans, made once per call shape by `Problem` and handed back with every call.
+
+use flce::cuda::{BackwardConfig, ForwardConfig};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+pub(crate) fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
+    Ok(ForwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
+}
+
+pub(crate) fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
+    Ok(BackwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
+}
+
+/// A CUDA plan for one call shape on one device: a forward plan, or a backward plan for a set of
+/// wanted gradients (see `flce::cuda::{ForwardPlan, BackwardPlan}`). Made once per shape by the
+/// Python side and handed back with every call.
+#[pyclass(frozen, module = "flce._flce")]
+pub struct Plan {
+    pub(crate) device: usize,
+    pub(crate) plan: PlanKind,
+}
+
+pub(crate) enum PlanKind {
+    Forward(flce::cuda::ForwardPlan),
+    Backward(flce::cuda::BackwardPlan),
+    /// The three-product pass (forward and gradients at once).
+    Step(flce::cuda::StepPlan),
+}
+
+impl Plan {
+    pub(crate) fn forward(&self, device: usize) -> PyResult<&flce::cuda::ForwardPlan> {
+        self.check_device(device)?;
+        match &self.plan {
+            PlanKind::Forward(p) => Ok(p),
+            _ => Err(PyValueError::new_err(format!("a {} plan was given to the forward", self.kind()))),
+        }
+    }
+    pub(crate) fn backward(&self, device: usize) -> PyResult<&flce::cuda::BackwardPlan> {
+        self.check_device(device)?;
+        match &self.plan {
+            PlanKind::Backward(p) => Ok(p),
+            _ => Err(PyValueError::new_err(format!("a {} plan was given to the backward", self.kind()))),
+        }
+    }
+    pub(crate) fn step(&self, device: usize) -> PyResult<&flce::cuda::StepPlan> {
+        self.check_device(device)?;
+        match &self.plan {
+            PlanKind::Step(p) => Ok(p),
+            _ => Err(PyValueError::new_err(format!("a {} plan was given to the three-product pass", self.kind()))),
+        }
+    }
+    fn check_device(&self, device: usize) -> PyResult<()> {
+        if device != self.device {
+            return Err(PyValueError::new_err(format!(
+                "the plan was made for CUDA device {}, not {device}",
+                self.device
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl Plan {
+    /// "forward", "backward" or "step" (the three-product pass).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match self.plan {
+            PlanKind::Forward(_) => "forward",
+            PlanKind::Backward(_) => "backward",
+            PlanKind::Step(_) => "step",
+        }
+    }
+    /// Bytes of workspace the call needs.
+    #[getter]
+    fn workspace_bytes(&self) -> usize {
+        match &self.plan {
+            PlanKind::Forward(p) => p.workspace_bytes,
+            PlanKind::Backward(p) => p.workspace_bytes,
+            PlanKind::Step(p) => p.workspace_bytes,
+        }
+    }
+    /// The kernel family that runs it ("cublas" or "sm80").
+    #[getter]
+    fn family(&self) -> &'static str {
+        match &self.plan {
+            PlanKind::Forward(p) => p.family.name(),
+            PlanKind::Backward(p) => p.family.name(),
+            PlanKind::Step(_) => flce::cuda::Family::Cublas.name(),
+        }
+    }
+    /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward
+    /// one; (token chunk, V) of a three-product one.
+    #[getter]
+    fn chunks(&self) -> (usize, usize) {
+        match &self.plan {
+            PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
+            PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
+            PlanKind::Step(p) => (p.token_chunk, p.shape.v),
+        }
+    }
+    fn __repr__(&self) -> String {
+        match &self.plan {
+            PlanKind::Forward(p) => format!("Plan(device {}, {p:?})", self.device),
+            PlanKind::Backward(p) => format!("Plan(device {}, {p:?})", self.device),
+            PlanKind::Step(p) => format!("Plan(device {}, {p:?})", self.device),
+        }
+    }
+}

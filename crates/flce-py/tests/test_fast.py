@@ -1,0 +1,83 @@
+"""workspace_budget="fast": the three-product pass (gradients computed in the forward, the
+backward scales them by grad_output) against the default recomputing path and the float64
+reference. On CPU tensors the op falls back to the forward + recomputing backward (same results);
+on CUDA it runs flce's three-product pass."""
+
+import pytest
+import torch
+
+import flce
+from test_flce import CUDA, DEVICES, GRAD_TOL, make, reference, rel
+
+cuda_only = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+
+
+def run(e, c, t, b=None, w=None, scale=1.0, **kw):
+    xs = [x.detach().clone().requires_grad_(True) if x is not None else None for x in (e, c, b)]
+    loss = flce.linear_cross_entropy(xs[0], xs[1], t, xs[2], weight=w, **kw)
+    (loss * scale).sum().backward()
+    return loss.detach(), [x.grad if x is not None else None for x in xs]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("opts", [dict(), dict(reduction="sum"), dict(label_smoothing=0.1, z_loss=1e-4, softcap=20.0)],
+                         ids=["mean", "sum", "smooth-z-cap"])
+@pytest.mark.parametrize("bias,weights", [(False, False), (True, True)])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_fast_matches_default_and_reference(device, dtype, opts, bias, weights, scale):
+    e, c, t, b, w = make(300, 64, 1031, dtype, device, seed=4, bias=bias, weights=weights)
+    loss_f, grads_f = run(e, c, t, b, w, scale, workspace_budget="fast", **opts)
+    loss_d, grads_d = run(e, c, t, b, w, scale, **opts)
+    want = reference(e, c, t, b, w, **opts)
+    # the loss comes back in the input dtype
+    assert abs(loss_f.double().item() - want.item()) <= (1e-4 if dtype == torch.float32 else 8e-3) * abs(want.item())
+    assert torch.equal(loss_f, loss_d) or device == "cuda"  # CPU: the same computation
+    xs = [x.double().requires_grad_(True) if x is not None else None for x in (e, c, b)]
+    (reference(xs[0], xs[1], t, xs[2], w, **opts) * scale).backward()
+    for got, default, x in zip(grads_f, grads_d, xs):
+        if x is None:
+            continue
+        assert rel(got, x.grad) <= GRAD_TOL[dtype], (rel(got, x.grad), rel(default, x.grad))
+        # exact gradients: as close to float64 as the recomputing path, within 5%
+        assert rel(got, x.grad) <= rel(default, x.grad) * 1.05 + 1e-7
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_only_where_gradients_are_wanted(device):
+    e, c, t, _, _ = make(64, 16, 200, torch.float32, device)
+    with torch.no_grad():
+        assert torch.allclose(flce.linear_cross_entropy(e, c, t, workspace_budget="fast"),
+                              flce.linear_cross_entropy(e, c, t))
+    # reduction none takes the recomputing path (per-token grad_output)
+    loss, (de, dc, _) = run(e, c, t, reduction="none", workspace_budget="fast")
+    loss_d, (de_d, dc_d, _) = run(e, c, t, reduction="none")
+    assert torch.equal(loss, loss_d) and torch.equal(de, de_d) and torch.equal(dc, dc_d)
+    # a frozen classifier: only dE
+    ec = e.clone().requires_grad_(True)
+    flce.linear_cross_entropy(ec, c, t, workspace_budget="fast").backward()
+    assert ec.grad is not None and rel(ec.grad, run(e, c, t)[1][0]) < 1e-5
+    with pytest.raises(ValueError, match="workspace_budget"):
+        flce.linear_cross_entropy(e, c, t, workspace_budget="fastest")
+
+
+def test_fast_under_torch_compile():
+    e, c, t, _, _ = make(64, 32, 100, torch.float32, "cuda" if CUDA else "cpu")
+
+    @torch.compile(fullgraph=True)
+    def step(e, c):
+        return flce.linear_cross_entropy(e, c, t, workspace_budget="fast", check_targets=False) * 2.0
+
+    e1, c1 = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+    step(e1, c1).backward()
+    _, (de, dc, _) = run(e, c, t, scale=2.0)
+    assert rel(e1.grad, de) < 1e-5 and rel(c1.grad, dc) < 1e-5
+
+
+@cuda_only
+def test_fast_plan_is_the_three_product_pass():
+    e, c, t, _, _ = make(512, 64, 5000, torch.bfloat16, "cuda")
+    p = flce.Problem(512, 64, 5000, "bf16")
+    plan = p.step_plan(0, True, True, False, 1 << 30)
+    assert plan.kind == "step" and plan.chunks == (512, 5000) and plan.workspace_bytes < 1 << 30
+    assert p.step_plan(0, True, True, False, 1 << 10) is None
