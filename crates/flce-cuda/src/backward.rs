@@ -58,13 +58,7 @@ impl CudaLoss {
             return Ok(());
         }
         self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
-        if plan.wanted != grads.wanted() {
-            return Err(Error::InvalidOption {
-                name: "plan",
-                value: format!("{:?}", plan.wanted),
-                reason: "the plan was made for other gradients than the ones asked for",
-            });
-        }
+        grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         let de_acc = match (plan.de_acc, grads.de, grads.dc) {
             (DeAccumulator::NotWanted, ..) => None,

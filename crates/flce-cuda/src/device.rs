@@ -71,6 +71,21 @@ pub struct DeviceForwardOutputs {
     pub status: DevPtr,
 }
 
+impl DeviceForwardOutputs {
+    /// Reduction none writes one loss per token: its buffer must be given.
+    pub fn check(&self, n: usize, opts: &Options) -> Result<()> {
+        if opts.reduction == flce_core::Reduction::None && self.per_token_loss.is_none() {
+            return Err(Error::ShapeMismatch {
+                arg: "per_token_loss",
+                layout: "[N] (required for reduction none)".into(),
+                expected: n,
+                got: 0,
+            });
+        }
+        Ok(())
+    }
+}
+
 /// ∂L/∂(forward output), in device memory (f32).
 #[derive(Clone, Copy, Debug)]
 pub enum DeviceGradOutput {
@@ -103,6 +118,18 @@ pub struct DeviceGrads {
 impl DeviceGrads {
     pub fn wanted(&self) -> Wanted {
         Wanted { de: self.de.is_some(), dc: self.dc.is_some(), dbias: self.dbias.is_some() }
+    }
+
+    /// The gradients asked for are the ones a plan was made for.
+    pub fn check_plan(&self, planned: Wanted) -> Result<()> {
+        if planned != self.wanted() {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: format!("{planned:?}"),
+                reason: "the plan was made for other gradients than the ones asked for",
+            });
+        }
+        Ok(())
     }
 }
 

@@ -1,7 +1,7 @@
 //! The forward pass: effective targets, the plan's family's partial statistics, then the shared
 //! finish step (lse, losses, scalars). Never synchronises the stream.
 
-use flce_core::{Error, Options, Reduction, Result};
+use flce_core::{Options, Result};
 
 use crate::abi::FinishParams;
 use crate::device::{DeviceForwardOutputs, DeviceInputs, Stream, Workspace};
@@ -27,14 +27,7 @@ impl CudaLoss {
         stream: Stream,
     ) -> Result<()> {
         x.validate(opts)?;
-        if opts.reduction == Reduction::None && out.per_token_loss.is_none() {
-            return Err(Error::ShapeMismatch {
-                arg: "per_token_loss",
-                layout: "[N] (required for reduction none)".into(),
-                expected: x.shape.n,
-                got: 0,
-            });
-        }
+        out.check(x.shape.n, opts)?;
         self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
         ws.check(plan.workspace_bytes)?;
         let targets = ws.at(plan.targets);

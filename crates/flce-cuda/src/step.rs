@@ -3,7 +3,7 @@
 //! Gradients come out for grad_output = 1; scale them by the real grad_output afterwards
 //! ([`CudaLoss::scale_gradients`], exact when it is 1). Never synchronises the stream.
 
-use flce_core::{Error, Options, Reduction, Result};
+use flce_core::{Options, Reduction, Result};
 
 use crate::abi::{
     DbReduceParams, FinishParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams, ScaleParams,
@@ -34,22 +34,9 @@ impl CudaLoss {
         stream: Stream,
     ) -> Result<()> {
         x.validate(opts)?;
-        if opts.reduction == Reduction::None && out.per_token_loss.is_none() {
-            return Err(Error::ShapeMismatch {
-                arg: "per_token_loss",
-                layout: "[N] (required for reduction none)".into(),
-                expected: x.shape.n,
-                got: 0,
-            });
-        }
+        out.check(x.shape.n, opts)?;
         self.check_plan(x, plan.shape, plan.dtype, Family::Cublas)?;
-        if plan.wanted != grads.wanted() {
-            return Err(Error::InvalidOption {
-                name: "plan",
-                value: format!("{:?}", plan.wanted),
-                reason: "the plan was made for other gradients than the ones asked for",
-            });
-        }
+        grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;

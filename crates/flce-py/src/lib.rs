@@ -36,6 +36,13 @@ pub struct Problem {
     opts: Options,
 }
 
+/// Device pointers of the forward's outputs: (lse, per-token loss or None, scalars, status).
+type ForwardPtrs = (u64, Option<u64>, u64, u64);
+
+fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> DeviceForwardOutputs {
+    DeviceForwardOutputs { lse, per_token_loss, scalars, status }
+}
+
 /// Host pointers of the inputs (CPU tensors' data_ptr()).
 struct HostPtrs {
     e: usize,
@@ -229,24 +236,20 @@ impl Problem {
 
     /// CUDA forward on device pointers, as `plan` says, on `cuda` = (device ordinal, the caller's
     /// stream); does not synchronise. `workspace` is (pointer, bytes).
-    #[pyo3(signature = (cuda, inputs, lse, per_token_loss, scalars, status, workspace, plan))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (cuda, inputs, outputs, workspace, plan))]
     fn cuda_forward(
         &self,
         py: Python<'_>,
         cuda: (usize, u64),
         inputs: DevicePtrs,
-        lse: u64,
-        per_token_loss: Option<u64>,
-        scalars: u64,
-        status: u64,
+        outputs: ForwardPtrs,
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
         let (device, stream) = cuda;
         let plan = plan.forward(device)?;
         let x = self.device_inputs(inputs);
-        let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
+        let out = forward_outputs(outputs);
         let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
         let opts = &self.opts;
         py.detach(move || {
@@ -305,17 +308,14 @@ impl Problem {
 
     /// The CUDA three-product pass: the forward's outputs and the gradients for grad_output 1, as
     /// `plan` says, on `cuda` = (device, stream); does not synchronise.
-    #[pyo3(signature = (cuda, inputs, lse, per_token_loss, scalars, status, grads, workspace, plan))]
+    #[pyo3(signature = (cuda, inputs, outputs, grads, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_forward_backward(
         &self,
         py: Python<'_>,
         cuda: (usize, u64),
         inputs: DevicePtrs,
-        lse: u64,
-        per_token_loss: Option<u64>,
-        scalars: u64,
-        status: u64,
+        outputs: ForwardPtrs,
         grads: (Option<u64>, Option<u64>, Option<u64>),
         workspace: (u64, usize),
         plan: &Plan,
@@ -323,7 +323,7 @@ impl Problem {
         let (device, stream) = cuda;
         let plan = plan.step(device)?;
         let x = self.device_inputs(inputs);
-        let out = DeviceForwardOutputs { lse, per_token_loss, scalars, status };
+        let out = forward_outputs(outputs);
         let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
         let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
         let opts = &self.opts;

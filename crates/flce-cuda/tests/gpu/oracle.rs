@@ -95,8 +95,17 @@ pub(crate) fn gpu_run<T: Element>(
     unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, std::ptr::null_mut()) }
         .map_err(e)?;
     be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
-    let sc: Vec<f32> = scalars.to_vec(4).map_err(|x| x.to_string())?;
+    read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
+}
+
+/// Copy a run's outputs back: [scalars, lse, per-token loss, dE, dC] and db.
+pub(crate) fn read_run<T: Element>(
+    s: flce_core::Shape,
+    [scalars, lse, ptl, de, dc]: [&DeviceBuffer; 5],
+    db: Option<&DeviceBuffer>,
+) -> Result<GpuRun<T>, String> {
     let r = |x: flce_cuda::CudaError| x.to_string();
+    let sc: Vec<f32> = scalars.to_vec(4).map_err(r)?;
     Ok(GpuRun {
         loss: sc[0],
         accuracy: sc[1],

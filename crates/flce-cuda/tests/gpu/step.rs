@@ -8,7 +8,7 @@ use flce_core::Element;
 use flce_cuda::plan::{step_plan, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
-use crate::oracle::{bits, compare, GpuRun, POISON};
+use crate::oracle::{bits, compare, read_run, GpuRun, POISON};
 use crate::Case;
 
 pub(crate) fn step_run<T: Element>(
@@ -39,16 +39,7 @@ pub(crate) fn step_run<T: Element>(
     unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward: {x:?}"))?;
-    let sc: Vec<f32> = scalars.to_vec(4).map_err(err)?;
-    Ok(GpuRun {
-        loss: sc[0],
-        accuracy: sc[1],
-        lse: lse.to_vec(s.n).map_err(err)?,
-        per_token: ptl.to_vec(s.n).map_err(err)?,
-        de: de.to_vec(s.n * s.d).map_err(err)?,
-        dc: dc.to_vec(s.v * s.d).map_err(err)?,
-        db: db.map(|b| b.to_vec(s.v)).transpose().map_err(err)?,
-    })
+    read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
 }
 
 pub(crate) fn check_step<T: Element>(

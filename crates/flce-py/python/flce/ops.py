@@ -41,8 +41,8 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_forward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr,
-                       scalars.data_ptr(), status.data_ptr(), (ws.data_ptr(), ws.numel()), fplan)
+        outputs = (lse.data_ptr(), per_token_ptr, scalars.data_ptr(), status.data_ptr())
+        p.cuda_forward((dev, stream), _inputs(e, c, bias, target, weight), outputs, (ws.data_ptr(), ws.numel()), fplan)
     else:
         loss, acc = p.cpu_forward(_inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr)
         scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=f32["dtype"])

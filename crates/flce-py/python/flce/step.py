@@ -68,8 +68,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
     stream = torch.cuda.current_stream(e.device).cuda_stream
-    _problem_of(e, c, o).cuda_forward_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(),
-                                               None, scalars.data_ptr(), status.data_ptr(), grads,
+    outputs = (lse.data_ptr(), None, scalars.data_ptr(), status.data_ptr())
+    _problem_of(e, c, o).cuda_forward_backward((dev, stream), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan)
     return per_token, lse, scalars, status, de, dc, db
 
