@@ -77,6 +77,10 @@ abi_structs! {
         ldl: i32 = "int",
         v0: i32 = "int",
         v_end: i32 = "int",
+        /// Columns per vocabulary segment: blockIdx.y folds segment y into partial y.
+        seg_cols: i32 = "int",
+        /// Distance between the partials of two segments, in tokens.
+        partials_ld: i32 = "int",
         first_chunk: i32 = "int",
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
@@ -90,6 +94,8 @@ abi_structs! {
         targets: DevPtr = "const int*",
         class_w: DevPtr = "const float*",
         splits: i32 = "int",
+        /// Distance between two splits' partials, in tokens.
+        partials_ld: i32 = "int",
         lse: DevPtr = "float*",
         per_token_loss: DevPtr = "float*",
         /// {loss, accuracy, Σ w_t over non-ignored tokens, W}.

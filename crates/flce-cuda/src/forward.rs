@@ -44,6 +44,7 @@ impl CudaLoss {
             targets,
             class_w: call.lp.class_w,
             splits: plan.splits as i32,
+            partials_ld: x.shape.n as i32,
             lse: out.lse,
             per_token_loss: out.per_token_loss.unwrap_or(0),
             out_scalars: out.scalars,

@@ -143,7 +143,8 @@ impl KernelArgs for ScaleGradsParams {
 impl KernelArgs for StatsParams {
     const KERNEL: Kernel = Kernel::StatsFromLogits;
     fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.lp.k.n as usize, STATS_TOKENS_PER_BLOCK as usize), 1, 1)
+        let segments = blocks((self.v_end - self.v0) as usize, self.seg_cols.max(1) as usize);
+        (blocks(self.lp.k.n as usize, STATS_TOKENS_PER_BLOCK as usize), segments, 1)
     }
 }
 impl GradChunk {

@@ -1,7 +1,8 @@
 // flce shared kernels: the forward's finish step, after any family's partials.
 //
 // flce_forward_finish — one block of REDUCE_THREADS. Merges the `splits` partials of each token
-//   (packed RowStats [splits, N], written by a family's forward) in split order, writes lse [N]
+//   (packed RowStats, split k at partials + k·partials_ld, written by a family's forward) in
+//   split order, writes lse [N]
 //   (and the per-token loss [N] when asked), and reduces loss, weight and accuracy over tokens in
 //   a fixed tree order into out_scalars = {loss, accuracy, Σ w_t, W}. Deterministic.
 //
@@ -20,7 +21,8 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish
   const float eps = fp.k.label_smoothing;
   for (int i = tid; i < n; i += REDUCE_THREADS) {
     RowStats st = row_stats_empty();
-    for (int k = 0; k < fp.splits; ++k) st = row_stats_merge(st, row_stats_unpack(fp.partials[(size_t)k * n + i]));
+    for (int k = 0; k < fp.splits; ++k)
+      st = row_stats_merge(st, row_stats_unpack(fp.partials[(size_t)k * fp.partials_ld + i]));
     const float lse = st.max + logf(st.sum_exp);
     fp.lse[i] = lse;
     const int t = fp.targets[i];

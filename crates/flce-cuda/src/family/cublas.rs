@@ -66,6 +66,8 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
             ldl: plan.vocab_chunk as i32,
             v0: vocab.start as i32,
             v_end: vocab.end as i32,
+            seg_cols: vocab.len() as i32,
+            partials_ld: n as i32,
             first_chunk: (chunk == 0) as i32,
             partials: call.ws.at(plan.partials),
             target_logit: call.ws.at(plan.target_logit),

@@ -21,6 +21,9 @@ use flce_core::{DType, Error, Result, Shape};
 use super::{chunk_range, Layout, Region, Wanted};
 use crate::geometry::{TILE_M, TILE_N};
 
+/// At most this many vocabulary segments per token in a chunk's statistics.
+pub const MAX_STATS_SPLITS: usize = 16;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepPlan {
     pub shape: Shape,
@@ -30,12 +33,17 @@ pub struct StepPlan {
     pub token_chunk: usize,
     /// Row pitch of the chunk's logits and G (V padded to 128), in elements.
     pub ldg: usize,
+    /// The statistics of a chunk are folded over this many vocabulary segments in parallel
+    /// (enough blocks to fill the GPU when the chunk has few tokens) of `stats_seg_cols` columns,
+    /// then merged in order by the finish step.
+    pub stats_splits: usize,
+    pub stats_seg_cols: usize,
     pub targets: Region,
     pub token_scale: Region,
     pub scalars: Region,
     /// 4 bytes holding 1.0f: the grad_output the gradients are formed for.
     pub unit_grad: Region,
-    /// Packed RowStats [N] and target logits [N].
+    /// Packed RowStats [stats_splits, N] and target logits [N].
     pub partials: Region,
     pub target_logit: Region,
     /// Scalars of the per-chunk finish steps (their loss sums are not used).
@@ -65,12 +73,17 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> Ste
     let Shape { n, d, v } = shape;
     let rows = token_chunk.min(n);
     let ldg = v.div_ceil(TILE_N) * TILE_N;
+    // about 2048 blocks of 8 tokens for the statistics, at most 16 segments of at least 1024 columns
+    let stats_blocks = rows.div_ceil(crate::geometry::STATS_TOKENS_PER_BLOCK as usize);
+    let wanted_splits = (2048usize.div_ceil(stats_blocks)).clamp(1, MAX_STATS_SPLITS).min(v.div_ceil(1024));
+    let stats_seg_cols = v.div_ceil(wanted_splits).div_ceil(32) * 32;
+    let stats_splits = v.div_ceil(stats_seg_cols);
     let mut l = Layout::default();
     let targets = l.take(4 * n);
     let token_scale = l.take(4 * n);
     let scalars = l.take(16);
     let unit_grad = l.take(4);
-    let partials = l.take(16 * n);
+    let partials = l.take(16 * n * stats_splits);
     let target_logit = l.take(4 * n);
     let chunk_scalars = l.take(16);
     let logits = l.take(rows * ldg * 4);
@@ -84,6 +97,8 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> Ste
         wanted,
         token_chunk: rows,
         ldg,
+        stats_splits,
+        stats_seg_cols,
         targets,
         token_scale,
         scalars,
@@ -135,6 +150,17 @@ mod tests {
         assert_eq!(p.dc_acc.unwrap().bytes, LLAMA.v * LLAMA.d * 4);
         assert_eq!(p.token_range(p.token_chunks() - 1).end, LLAMA.n);
         assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30).is_err());
+    }
+
+    #[test]
+    fn few_tokens_over_a_wide_vocabulary_split_the_statistics() {
+        let gemma = Shape::new(8192, 2304, 256_000);
+        let p = step_plan(gemma, DType::BF16, BOTH, 4 << 30).unwrap();
+        assert!(p.stats_splits > 1 && p.stats_splits <= MAX_STATS_SPLITS, "{}", p.stats_splits);
+        assert!(p.stats_splits * p.stats_seg_cols >= gemma.v && (p.stats_splits - 1) * p.stats_seg_cols < gemma.v);
+        assert_eq!(p.partials.bytes, 16 * gemma.n * p.stats_splits);
+        let small = step_plan(Shape::new(3, 8, 100), DType::BF16, BOTH, 1 << 20).unwrap();
+        assert_eq!((small.stats_splits, small.stats_seg_cols), (1, 128));
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The three-product pass (`CudaLoss::forward_backward`, `plan::StepPlan`) against the f64 oracle
 //! for grad_output 1: with one token chunk and with 128-token chunks (dC and db accumulated across
-//! chunks), each run twice and compared bitwise; and `scale_gradients` by 0.5 (exact).
+//! chunks), each run twice and compared bitwise; and `scale_gradients` by 0.5 (one rounding).
 
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
@@ -77,9 +77,10 @@ pub(crate) fn check_step<T: Element>(
     unsafe { be.scale_gradients(T::DTYPE, dc.ptr(), a.dc.len(), half.ptr(), std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
     let scaled: Vec<T> = dc.to_vec(a.dc.len()).map_err(|e| e.to_string())?;
-    let want: Vec<f64> = to_f64(&a.dc).iter().map(|x| x * 0.5).collect();
+    // x·0.5 rounded once to the dtype (exact except for f16 subnormals, which it rounds)
+    let want: Vec<f64> = a.dc.iter().map(|x| T::from_f32(x.to_f32() * 0.5).to_f64()).collect();
     if to_f64(&scaled) != want {
-        return Err("scale_gradients(0.5) is not exact".into());
+        return Err("scale_gradients(0.5) differs from the correctly rounded product".into());
     }
     Ok(report)
 }
