@@ -9,7 +9,7 @@ set -uo pipefail
 A=${1:?bundle A}; B=${2:?bundle B}; rounds=${3:-3}
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-/tmp/flce-kernels-ab}
+export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
 for r in $(seq 1 "$rounds"); do
   for side in A B; do
     bundle=$([ $side = A ] && echo "$A" || echo "$B")

@@ -15,7 +15,7 @@ set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-/tmp/flce-kernels}
+export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
 steps=${1:-tests,sanitizer,demo,bench,pytest,peers}
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

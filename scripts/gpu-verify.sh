@@ -9,7 +9,7 @@ set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
-export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-/tmp/flce-kernels}
+export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-110} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60}
 # racecheck runs the f32 tile kernels at ~40 s a case: a few cases that cover every kernel

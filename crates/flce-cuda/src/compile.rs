@@ -6,12 +6,13 @@
 //! else `~/.cache/flce/kernels`; unwritable locations only cost the cache, never the call.
 
 use std::ffi::{c_char, CString};
-use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use cudarc::nvrtc::sys as nvrtc;
 use flce_core::DType;
 use sha2::{Digest, Sha256};
 
+use crate::cache::{default_dir, KernelCache};
 use crate::error::{CudaError, CudaResult};
 use crate::library::{require, Library};
 
@@ -165,27 +166,53 @@ fn nvrtc_ok(r: nvrtc::nvrtcResult, call: &str) -> CudaResult<()> {
     }
 }
 
-/// The cache key of a compile.
-pub fn cache_key(source: &str, options: &[String], nvrtc_version: (i32, i32)) -> String {
+/// What identifies the NVRTC build that compiles: its version and the library file (path, size,
+/// modification time: patch releases differ there).
+pub fn nvrtc_identity() -> CudaResult<String> {
+    let (major, minor) = nvrtc_version()?;
+    let file = crate::library::loaded_file(Library::Nvrtc, "nvrtcVersion")
+        .and_then(|p| {
+            let m = std::fs::metadata(&p).ok()?;
+            let mtime = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+            Some(format!("{} {} {mtime}", p.display(), m.len()))
+        })
+        .unwrap_or_else(|| "file unknown".into());
+    Ok(format!("nvrtc {major}.{minor} ({file})"))
+}
+
+/// The CUDA driver's version (e.g. 13000), part of the cache key: a cubin is loaded by the driver.
+pub fn driver_version() -> i32 {
+    let mut v = 0;
+    // SAFETY: a plain out-parameter; on failure v stays 0 (then keys differ from any real driver's).
+    let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+    v
+}
+
+/// The cache key of a compile: every byte compiled, the options, the NVRTC build and the driver.
+pub fn cache_key(source: &str, options: &[String], nvrtc: &str, driver_version: i32) -> String {
     let mut h = Sha256::new();
     h.update(source.as_bytes());
     for o in options {
         h.update([0u8]);
         h.update(o.as_bytes());
     }
-    h.update(format!("\0nvrtc {}.{}", nvrtc_version.0, nvrtc_version.1).as_bytes());
+    h.update(format!("\0{nvrtc}\0driver {driver_version}").as_bytes());
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Where compiled kernels are kept.
-pub fn cache_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FLCE_CACHE_DIR") {
-        return Some(PathBuf::from(d));
-    }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("flce").join("kernels"))
+/// The process's kernel cache, opened once; None (with one warning) when the directory is
+/// untrusted or cannot be made, or the environment names none.
+fn disk_cache() -> Option<&'static KernelCache> {
+    static CACHE: OnceLock<Option<KernelCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| match KernelCache::open(default_dir()?) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                eprintln!("flce: {e}");
+                None
+            }
+        })
+        .as_ref()
 }
 
 /// A compiled kernel file and whether it came from the disk cache.
@@ -198,25 +225,16 @@ pub struct Cubin {
 pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin> {
     let source = expanded_source(file, dtype);
     let opts = options(arch);
-    let key = cache_key(&source, &opts, nvrtc_version()?);
-    let path =
-        cache_dir().map(|d| d.join(format!("{}-{}-{}-{key}.cubin", file.name().replace('/', "-"), arch.0, dtype)));
-    if let Some(p) = &path {
-        if let Ok(image) = std::fs::read(p) {
-            if !image.is_empty() {
-                return Ok(Cubin { image, from_cache: true });
-            }
-        }
+    let key = cache_key(&source, &opts, &nvrtc_identity()?, driver_version());
+    let name = format!("{}-{}-{}", file.name(), arch.0, dtype);
+    let cache = disk_cache();
+    if let Some(image) = cache.and_then(|c| c.load(&name, &key)) {
+        return Ok(Cubin { image, from_cache: true });
     }
     let image = compile_uncached(&source, file.name(), &opts)?;
-    if let Some(p) = &path {
-        // Best effort, atomic: write a temporary file and rename it into place.
-        if let Some(dir) = p.parent() {
-            let _ = std::fs::create_dir_all(dir);
-            let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-            if std::fs::write(&tmp, &image).is_ok() {
-                let _ = std::fs::rename(&tmp, p);
-            }
+    if let Some(c) = cache {
+        if let Err(e) = c.store(&name, &key, &image) {
+            eprintln!("flce: could not write the kernel cache in {}: {e}", c.dir().display());
         }
     }
     Ok(Cubin { image, from_cache: false })
@@ -303,12 +321,14 @@ mod tests {
     #[test]
     fn cache_key_depends_on_source_options_and_version() {
         let o = options(&Arch("sm_80".into()));
-        let k = cache_key("a", &o, (13, 0));
+        let nv = "nvrtc 13.0 (/lib/libnvrtc.so.13 1000 1)";
+        let k = cache_key("a", &o, nv, 13000);
         assert_eq!(k.len(), 64);
-        assert_eq!(k, cache_key("a", &o, (13, 0)));
-        assert_ne!(k, cache_key("b", &o, (13, 0)));
-        assert_ne!(k, cache_key("a", &o, (12, 8)));
-        assert_ne!(k, cache_key("a", &options(&Arch("sm_86".into())), (13, 0)));
+        assert_eq!(k, cache_key("a", &o, nv, 13000));
+        assert_ne!(k, cache_key("b", &o, nv, 13000));
+        assert_ne!(k, cache_key("a", &o, "nvrtc 13.0 (/lib/libnvrtc.so.13 1000 2)", 13000), "another NVRTC build");
+        assert_ne!(k, cache_key("a", &o, nv, 13010), "another driver");
+        assert_ne!(k, cache_key("a", &options(&Arch("sm_86".into())), nv, 13000));
         // the dtype is part of the source
         assert_ne!(
             expanded_source(KernelFile::CublasGrad, DType::BF16),
@@ -320,15 +340,5 @@ mod tests {
     fn options_name_the_arch() {
         let o = options(&Arch("sm_90a".into()));
         assert!(o.contains(&"--gpu-architecture=sm_90a".to_string()));
-    }
-
-    #[test]
-    fn cache_dir_honours_the_environment_variable() {
-        // Only read here; the variable is not set by the test harness.
-        if let Some(d) = std::env::var_os("FLCE_CACHE_DIR") {
-            assert_eq!(cache_dir(), Some(PathBuf::from(d)));
-        } else {
-            assert!(cache_dir().is_none_or(|d| d.ends_with("flce/kernels")));
-        }
     }
 }

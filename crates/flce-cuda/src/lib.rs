@@ -26,6 +26,7 @@ pub mod abi;
 mod backward;
 pub mod bench;
 mod blas;
+pub mod cache;
 pub mod compile;
 mod device;
 pub mod error;

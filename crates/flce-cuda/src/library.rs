@@ -49,3 +49,23 @@ pub fn require(lib: Library) -> CudaResult<()> {
         Err(CudaError::LibraryMissing { library: lib.display(), tried: candidates.join(", ") })
     }
 }
+
+/// The file `lib` was loaded from (found through one of its symbols), for identifying its exact
+/// build: the kernel cache keys on NVRTC's file as well as its version.
+pub fn loaded_file(lib: Library, symbol: &str) -> Option<std::path::PathBuf> {
+    let candidates = cudarc::get_lib_name_candidates(lib.stem());
+    candidates.iter().find_map(|name| {
+        // SAFETY: as in `require`; the library is the one cudarc loads.
+        let library = unsafe { libloading::Library::new(name) }.ok()?;
+        // SAFETY: only the symbol's address is used, never called.
+        let sym = unsafe { library.get::<*const std::ffi::c_void>(symbol.as_bytes()) }.ok()?;
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: dladdr reads the address and fills `info`; dli_fname stays valid while the
+        // library is loaded (it is: `library` is alive here, and cudarc keeps its own handle).
+        let found = unsafe { libc::dladdr(*sym, &mut info) } != 0 && !info.dli_fname.is_null();
+        found.then(|| {
+            let name = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) };
+            std::path::PathBuf::from(name.to_string_lossy().into_owned())
+        })
+    })
+}

@@ -4,7 +4,9 @@
 //! (set by .ci/run), which turns a missing NVRTC into a failure.
 
 use flce_core::DType;
-use flce_cuda::compile::{compile_uncached, expanded_source, nvrtc_version, options, Arch, KernelFile, CI_ARCHES};
+use flce_cuda::compile::{
+    compile_uncached, expanded_source, nvrtc_identity, nvrtc_version, options, Arch, KernelFile, CI_ARCHES,
+};
 use flce_cuda::library::{require, Library};
 
 #[test]
@@ -16,6 +18,9 @@ fn every_kernel_compiles_for_every_target() {
     }
     let (major, minor) = nvrtc_version().unwrap();
     eprintln!("NVRTC {major}.{minor}");
+    // the kernel cache keys on the exact NVRTC build: version and library file
+    let id = nvrtc_identity().unwrap();
+    assert!(id.contains("libnvrtc") && !id.contains("file unknown"), "{id}");
     let mut compiled = 0;
     for arch in CI_ARCHES {
         for dtype in [DType::BF16, DType::F16, DType::F32] {
