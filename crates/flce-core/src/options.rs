@@ -35,7 +35,7 @@ pub struct Options {
     pub reduction: Reduction,
     /// Targets equal to this take no part in the loss or the gradients.
     pub ignore_index: i64,
-    /// ε in [0, 1): the target distribution is (1-ε)·onehot + ε/V (PyTorch semantics, class
+    /// ε in [0, 1] (PyTorch's range): the target distribution is (1-ε)·onehot + ε/V (PyTorch semantics, class
     /// weights included).
     pub label_smoothing: f32,
     /// λ ≥ 0: adds λ·lse² per non-ignored token (PaLM's z-loss; Liger's `lse_square_scale`).
@@ -71,8 +71,8 @@ impl Options {
     /// Check every option value against its domain.
     pub fn validate(&self) -> Result<()> {
         let ls = self.label_smoothing;
-        if !(ls.is_finite() && (0.0..1.0).contains(&ls)) {
-            return Err(Error::invalid_option("label_smoothing", ls, "must be in [0, 1)"));
+        if !(ls.is_finite() && (0.0..=1.0).contains(&ls)) {
+            return Err(Error::invalid_option("label_smoothing", ls, "must be in [0, 1]"));
         }
         if !(self.z_loss.is_finite() && self.z_loss >= 0.0) {
             return Err(Error::invalid_option("z_loss", self.z_loss, "must be finite and >= 0"));

@@ -85,7 +85,7 @@ fn invalid_options_are_errors() {
     let (e, c, t) = data();
     let inputs = HostInputs::new(&e, &c, &t, 3);
     let bad = [
-        ("label_smoothing", Options { label_smoothing: 1.0, ..Options::default() }),
+        ("label_smoothing", Options { label_smoothing: 1.01, ..Options::default() }),
         ("label_smoothing", Options { label_smoothing: -0.1, ..Options::default() }),
         ("label_smoothing", Options { label_smoothing: f32::NAN, ..Options::default() }),
         ("z_loss", Options { z_loss: -1.0, ..Options::default() }),

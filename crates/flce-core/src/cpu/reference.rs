@@ -4,7 +4,7 @@
 
 use crate::error::Result;
 use crate::options::{Options, Reduction};
-use crate::problem::{GradOutput, HostInputs};
+use crate::problem::{check_grad_output, GradOutput, HostInputs, Shape};
 use crate::Real;
 
 /// Loss, per-token values and all gradients in f64.
@@ -22,10 +22,41 @@ pub struct Reference {
 }
 
 /// Evaluate loss and gradients (for `grad_output`) in f64.
+///
+/// Only the argument checks are shared with the implementations (`HostInputs::prepare`); the
+/// target of each token (shift, ignore_index), the mean's denominator and the per-token gradient
+/// scales are derived here on their own, so an off-by-one in the shared code cannot pass.
 pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output: GradOutput<'_>) -> Result<Reference> {
-    let prep = inputs.prepare(opts)?;
-    let g = prep.token_grad_scales(opts.reduction, grad_output)?;
-    let (n, d, v) = (prep.shape.n, prep.shape.d, prep.shape.v);
+    inputs.prepare(opts)?; // argument checks only
+    let Shape { n, d, v } = inputs.shape;
+    let per_token_len = match grad_output {
+        GradOutput::Scalar(_) => None,
+        GradOutput::PerToken(g) => Some(g.len()),
+    };
+    check_grad_output(opts.reduction, n, per_token_len)?;
+    // token i of a sequence of T predicts the given target of token i + 1; the last of each
+    // sequence predicts nothing
+    let target_of = |i: usize| -> Option<usize> {
+        let source = match opts.shift {
+            Some(t) if i % t == t - 1 => return None,
+            Some(_) => i + 1,
+            None => i,
+        };
+        let raw = inputs.targets[source];
+        (raw != opts.ignore_index).then_some(raw as usize)
+    };
+    let targets: Vec<Option<usize>> = (0..n).map(target_of).collect();
+    let weight_of = |j: usize| inputs.class_weights.map_or(1.0, |w| w[j] as f64);
+    let denominator: f64 = targets.iter().flatten().map(|&t| weight_of(t)).sum();
+    let active = targets.iter().flatten().count();
+    let g: Vec<f64> = (0..n)
+        .map(|i| match (targets[i], grad_output) {
+            (None, _) => 0.0,
+            (Some(_), GradOutput::PerToken(g)) => g[i] as f64,
+            (Some(_), GradOutput::Scalar(g)) if opts.reduction == Reduction::Mean => g as f64 / denominator,
+            (Some(_), GradOutput::Scalar(g)) => g as f64,
+        })
+        .collect();
     let e: Vec<f64> = inputs.e.iter().map(|x| x.real_to_f64()).collect();
     let c: Vec<f64> = inputs.c.iter().map(|x| x.real_to_f64()).collect();
     let b: Vec<f64> = match inputs.bias {
@@ -62,17 +93,13 @@ pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output
         let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let l = m + row.iter().map(|&x| (x - m).exp()).sum::<f64>().ln();
         lse[i] = l;
-        let t = prep.targets[i];
-        if t < 0 {
-            continue;
-        }
-        let t = t as usize;
+        let Some(t) = targets[i] else { continue };
         let wt = w[t];
         let smooth: f64 = (0..v).map(|j| w[j] * (l - row[j])).sum();
         per_token[i] = (1.0 - eps) * wt * (l - row[t]) + eps / v as f64 * smooth + lambda * l * l;
         let argmax = (0..v).fold(0, |best, j| if row[j] > row[best] { j } else { best });
         correct += (argmax == t) as usize;
-        let gi = g[i] as f64;
+        let gi = g[i];
         for j in 0..v {
             let p = (row[j] - l).exp();
             let mut dl = (1.0 - eps) * wt * p + eps / v as f64 * (total_w * p - w[j]) + 2.0 * lambda * l * p;
@@ -90,7 +117,7 @@ pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output
     }
     let total: f64 = per_token.iter().sum();
     let loss = match opts.reduction {
-        Reduction::Mean => total / prep.target_weight_sum,
+        Reduction::Mean => total / denominator,
         Reduction::Sum | Reduction::None => total,
     };
     let mut de = vec![0.0; n * d];
@@ -109,13 +136,5 @@ pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output
             }
         }
     }
-    Ok(Reference {
-        loss,
-        per_token_loss: per_token,
-        lse,
-        accuracy: correct as f64 / prep.active_tokens as f64,
-        de,
-        dc,
-        dbias,
-    })
+    Ok(Reference { loss, per_token_loss: per_token, lse, accuracy: correct as f64 / active as f64, de, dc, dbias })
 }

@@ -191,7 +191,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     lead = input.shape[:-1]
     e = input.reshape(-1, d).contiguous()
     if e.shape[0] == 0:
-        raise ValueError("input has no tokens (N = 0)")
+        return _no_tokens(e, linear_weight, target, linear_bias, weight, lead, reduction, ignore_index,
+                          label_smoothing, z_loss, softcap, return_lse, return_accuracy, out_dtype or input.dtype)
     seq = 0
     if shift:
         seq = input.shape[-2] if input.dim() >= 3 else e.shape[0]
@@ -221,6 +222,30 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         extras.append(lse.detach().reshape(lead))
     if return_accuracy:
         extras.append(scalars[1].detach())
+    return (loss, *extras) if extras else loss
+
+
+def _no_tokens(e, c, target, b, w, lead, reduction, ignore_index, label_smoothing, z_loss, softcap, return_lse,
+               return_accuracy, out_dtype):
+    """N = 0 (an empty micro-batch shard): PyTorch's results — NaN for mean, 0 for sum, an empty
+    tensor for none — with zero-size dE and zero dC / db, through PyTorch's own ops on the empty
+    [0, V] logits (no memory, no kernel of flce)."""
+    logits = (e @ c.T).float()
+    if b is not None:
+        logits = logits + b.float()
+    if softcap is not None:
+        logits = softcap * torch.tanh(logits / softcap)
+    t = target.reshape(-1).to(torch.int64)
+    loss = torch.nn.functional.cross_entropy(logits, t, weight=w, reduction=reduction, ignore_index=ignore_index,
+                                             label_smoothing=label_smoothing)
+    if z_loss and reduction != "mean":  # z-loss adds nothing over no tokens; the mean stays NaN
+        loss = loss + 0.0 * logits.sum()
+    loss = (loss.reshape(lead) if reduction == "none" else loss).to(out_dtype)
+    extras = []
+    if return_lse:
+        extras.append(torch.logsumexp(logits, dim=-1).detach().reshape(lead))
+    if return_accuracy:
+        extras.append(torch.full((), float("nan"), device=e.device))
     return (loss, *extras) if extras else loss
 
 
