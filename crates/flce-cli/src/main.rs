@@ -5,6 +5,7 @@ mod alloc;
 mod bench;
 mod demo;
 mod gpu_call;
+mod plan;
 
 use clap::{Parser, Subcommand};
 
@@ -28,6 +29,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Time the CUDA backend against cuBLAS at LLM shapes (needs a GPU).
     Bench(bench::BenchArgs),
+    /// What a training step needs on a GPU, and the longest context that fits (no GPU needed).
+    Plan(plan::PlanArgs),
 }
 
 fn main() {
@@ -35,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::Plan(args) => plan::run(&args),
     };
     if let Err(e) = result {
         eprintln!("flce: {e}");

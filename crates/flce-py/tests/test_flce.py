@@ -329,3 +329,16 @@ def test_no_tokens_follows_pytorch(device, dtype):
     assert torch.isnan(want)  # what PyTorch does
     e3 = e.reshape(2, 0, 16)
     assert flce.linear_cross_entropy(e3, c, t.reshape(2, 0), reduction="none").shape == (2, 0)
+
+
+def test_memory_plan_names_the_longest_context():
+    rows = flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False)
+    assert len(rows) == 9
+    by = {(r["loss"], r["activations"]): r for r in rows}
+    flce_ckpt = by[("flce", "checkpointing")]
+    plain_ckpt = by[("PyTorch", "checkpointing")]
+    assert flce_ckpt["fits"] and not plain_ckpt["fits"]
+    assert flce_ckpt["longest_seq"] > plain_ckpt["longest_seq"]
+    assert by[("flce", "checkpointing + offload")]["longest_seq"] >= flce_ckpt["longest_seq"]
+    with pytest.raises(ValueError, match="unknown model"):
+        flce.plan("GPT-5", print_table=False)

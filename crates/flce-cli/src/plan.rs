@@ -1,0 +1,69 @@
+//! `flce plan`: the memory of one training step of a model on a GPU of a given size, for every
+//! combination of loss (PyTorch, torch.compile, flce) and activation handling (kept,
+//! checkpointing, checkpointing + offload), and the longest context that fits.
+
+use clap::Args;
+use flce_memory::{plan, table, Model, Optimizer, Request};
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    /// A built-in model (Llama-3.2-1B, Llama-3.1-8B, Qwen2.5-0.5B, Qwen2.5-1.5B, Qwen2.5-7B,
+    /// Gemma-2-2B, Gemma-2-9B) or the path of a Hugging Face config.json.
+    #[arg(long, default_value = "Llama-3.2-1B")]
+    model: String,
+    /// GPU memory in GiB (an RTX 3080 has 10).
+    #[arg(long, default_value_t = 10.0)]
+    gpu_gb: f64,
+    /// Sequence length (tokens per sequence).
+    #[arg(long, default_value_t = 4096)]
+    seq: u64,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 1)]
+    batch: u64,
+    /// adamw (f32 moments), adamw8bit or sgd.
+    #[arg(long, default_value = "adamw")]
+    optimizer: String,
+    /// LoRA rank on the attention projections; 0 for a full fine-tune.
+    #[arg(long, default_value_t = 16)]
+    lora_rank: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: &PlanArgs) -> flce::Result<()> {
+    let err = |e: String| flce::Error::Unsupported(e);
+    let model = if args.model.ends_with(".json") {
+        Model::from_config_json(std::path::Path::new(&args.model)).map_err(|e| err(e.to_string()))?
+    } else {
+        Model::built_in(&args.model).map_err(|e| err(e.to_string()))?
+    };
+    if !(args.gpu_gb > 0.0 && args.seq > 0 && args.batch > 0) {
+        return Err(err("--gpu-gb, --seq and --batch must be positive".into()));
+    }
+    let req = Request {
+        gpu_bytes: (args.gpu_gb * (1u64 << 30) as f64) as u64,
+        seq_len: args.seq,
+        batch: args.batch,
+        optimizer: args.optimizer.parse::<Optimizer>().map_err(err)?,
+        lora_rank: (args.lora_rank > 0).then_some(args.lora_rank),
+    };
+    let rows = plan(&model, &req);
+    if args.json {
+        let items: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                let b = &r.breakdown;
+                format!(
+                    "{{\"loss\": \"{}\", \"activations\": \"{}\", \"weights\": {}, \"gradients\": {}, \"optimizer\": {}, \"activations_held\": {}, \"recompute\": {}, \"loss_bytes\": {}, \"cuda_context\": {}, \"allocator_slack\": {}, \"peak\": {}, \"fits\": {}, \"longest_seq\": {}}}",
+                    r.loss.name(), r.activations.name(), b.weights, b.gradients, b.optimizer, b.activations, b.recompute,
+                    b.loss, b.cuda_context, b.allocator_slack, b.peak, r.fits, r.longest.map_or("null".into(), |t| t.to_string())
+                )
+            })
+            .collect();
+        println!("[{}]", items.join(",\n "));
+    } else {
+        print!("{}", table(&model, &req, &rows));
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! The memory of one training step, term by term (bytes), from the model's shape and the setup.
+//!
+//! Activations per token and layer are counted from what PyTorch's autograd keeps for a Hugging
+//! Face decoder layer in bf16 with fused (sdpa / flash) attention — no T² scores:
+//!
+//! ```text
+//! each RMSNorm        6h   (its f32 input copy 4h, its bf16 output 2h)
+//! q/k/v and MLP input 2h + 2h
+//! RoPE                4q + 4kv   (q, rotate_half(q), k, rotate_half(k))
+//! attention           2q + 4kv + 2q + 4·heads   (q, k, v, output, f32 logsumexp)
+//! o_proj input        2q
+//! MLP                 8i   (gate, up, act(gate), act(gate)·up)
+//! ```
+//!
+//! With activation checkpointing a layer keeps only its input (2h per token) and one layer's
+//! activations are rebuilt during its backward; with offload the inputs wait in host memory and
+//! two layers' inputs (the one in use and the prefetched next) stay on the GPU. The loss adds its
+//! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
+//! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
+//! 8192 tokens), flce the 10%-of-gradients workspace. These are estimates, not yet calibrated
+//! against measured peaks (issue 13's target); the constants are named below.
+
+use crate::model::Model;
+
+/// Bytes of a bf16 value.
+const BF16: u64 = 2;
+/// Loss transient per logit (T·V) for the plain PyTorch loss and for torch.compile.
+const PLAIN_LOSS_BYTES_PER_LOGIT: f64 = 11.0;
+const COMPILE_LOSS_BYTES_PER_LOGIT: f64 = 2.0;
+/// What the CUDA context and the caching allocator's slack cost: a fixed context and a fraction
+/// of everything allocated.
+pub const CUDA_CONTEXT_BYTES: u64 = 600 << 20;
+pub const ALLOCATOR_SLACK: f64 = 0.05;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Optimizer {
+    /// AdamW with f32 moments: 8 bytes per trainable parameter.
+    AdamW,
+    /// AdamW with 8-bit moments (bitsandbytes): 2 bytes per trainable parameter.
+    AdamW8bit,
+    /// Plain SGD: no state.
+    Sgd,
+}
+
+impl std::str::FromStr for Optimizer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "adamw" | "adam" => Ok(Optimizer::AdamW),
+            "adamw8bit" | "adamw-8bit" | "8bit" => Ok(Optimizer::AdamW8bit),
+            "sgd" => Ok(Optimizer::Sgd),
+            other => Err(format!("optimizer '{other}': expected adamw, adamw8bit or sgd")),
+        }
+    }
+}
+
+impl Optimizer {
+    fn bytes_per_param(self) -> u64 {
+        match self {
+            Optimizer::AdamW => 8,
+            Optimizer::AdamW8bit => 2,
+            Optimizer::Sgd => 0,
+        }
+    }
+}
+
+/// Which loss computes the logits' cross-entropy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    Plain,
+    Compile,
+    Flce,
+}
+
+impl Loss {
+    pub const ALL: [Loss; 3] = [Loss::Plain, Loss::Compile, Loss::Flce];
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Plain => "PyTorch",
+            Loss::Compile => "torch.compile",
+            Loss::Flce => "flce",
+        }
+    }
+}
+
+/// What happens to the layers' activations between forward and backward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activations {
+    /// Everything autograd saves stays on the GPU.
+    Kept,
+    /// Activation checkpointing: each layer keeps its input, recomputes the rest in backward.
+    Checkpointed,
+    /// Checkpointing with the layer inputs offloaded to pinned host memory.
+    Offloaded,
+}
+
+impl Activations {
+    pub const ALL: [Activations; 3] = [Activations::Kept, Activations::Checkpointed, Activations::Offloaded];
+    pub fn name(self) -> &'static str {
+        match self {
+            Activations::Kept => "no checkpointing",
+            Activations::Checkpointed => "checkpointing",
+            Activations::Offloaded => "checkpointing + offload",
+        }
+    }
+}
+
+/// One training step's setup.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    pub seq_len: u64,
+    pub batch: u64,
+    pub optimizer: Optimizer,
+    /// LoRA rank on the attention projections; None for a full fine-tune.
+    pub lora_rank: Option<u64>,
+    pub loss: Loss,
+    pub activations: Activations,
+}
+
+/// The memory of one training step, in bytes, term by term.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Breakdown {
+    pub weights: u64,
+    pub gradients: u64,
+    pub optimizer: u64,
+    /// Activations held between forward and backward.
+    pub activations: u64,
+    /// One layer's activations rebuilt during its backward (checkpointing), or 0.
+    pub recompute: u64,
+    /// The loss's own transient memory at its peak.
+    pub loss: u64,
+    pub cuda_context: u64,
+    pub allocator_slack: u64,
+    pub peak: u64,
+}
+
+/// Activation bytes one token leaves in one layer (see the module doc).
+pub fn layer_activation_bytes_per_token(m: &Model) -> u64 {
+    let (h, q, kv, i) = (m.hidden, m.q_dim(), m.kv_dim(), m.intermediate);
+    m.norms_per_layer * 6 * h + BF16 * (2 * h + 5 * q + 4 * kv + 4 * i) + 4 * m.heads
+}
+
+/// The breakdown of `setup` for `model`.
+pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
+    let tokens = setup.seq_len * setup.batch;
+    let params = model.params();
+    let trainable = setup.lora_rank.map_or(params, |r| model.lora_params(r));
+    let weights = BF16 * (params + setup.lora_rank.map_or(0, |r| model.lora_params(r)));
+    let gradients = BF16 * trainable;
+    let optimizer = setup.optimizer.bytes_per_param() * trainable;
+    let per_layer = layer_activation_bytes_per_token(model) * tokens;
+    let layer_input = BF16 * model.hidden * tokens;
+    // the final norm and the LM head's input
+    let head = (6 + BF16) * model.hidden * tokens;
+    let (activations, recompute) = match setup.activations {
+        Activations::Kept => (model.layers * per_layer + head, 0),
+        Activations::Checkpointed => (model.layers * layer_input + head, per_layer),
+        Activations::Offloaded => (2 * layer_input + head, per_layer),
+    };
+    let logits = (tokens * model.vocab) as f64;
+    let loss = match setup.loss {
+        Loss::Plain => (PLAIN_LOSS_BYTES_PER_LOGIT * logits) as u64,
+        Loss::Compile => (COMPILE_LOSS_BYTES_PER_LOGIT * logits) as u64,
+        // default workspace: 10% of the LM head's gradient bytes (dE and dC), plus lse
+        Loss::Flce => BF16 * (tokens + model.vocab) * model.hidden / 10 + 4 * tokens,
+    };
+    // the loss runs at the end of the forward, the recompute during the backward: not both at once
+    let transient = loss.max(recompute);
+    let allocated = weights + gradients + optimizer + activations + transient;
+    let allocator_slack = (ALLOCATOR_SLACK * allocated as f64) as u64;
+    let peak = allocated + allocator_slack + CUDA_CONTEXT_BYTES;
+    Breakdown {
+        weights,
+        gradients,
+        optimizer,
+        activations,
+        recompute,
+        loss,
+        cuda_context: CUDA_CONTEXT_BYTES,
+        allocator_slack,
+        peak,
+    }
+}
+
+/// The longest sequence length (a multiple of `step`, at most `max`) whose step fits in
+/// `gpu_bytes`, or None when not even `step` tokens fit.
+pub fn longest_context(model: &Model, setup: &Setup, gpu_bytes: u64, step: u64, max: u64) -> Option<u64> {
+    let fits = |k: u64| estimate(model, &Setup { seq_len: k * step, ..setup.clone() }).peak <= gpu_bytes;
+    let (mut lo, mut hi, mut best) = (1u64, max / step, None);
+    while lo <= hi {
+        let mid = (lo + hi) / 2;
+        if fits(mid) {
+            best = Some(mid * step);
+            lo = mid + 1;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    best
+}

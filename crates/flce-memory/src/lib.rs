@@ -1,0 +1,37 @@
+//! # flce-memory
+//!
+//! What fits on a given GPU: the memory of one training step of a decoder model (weights,
+//! gradients, optimizer states, activations with and without checkpointing and offload, the loss
+//! with plain PyTorch, torch.compile or flce, the CUDA context and the allocator's slack) and the
+//! longest context that fits, for each combination. The `flce plan` command and `flce.plan(...)`
+//! in Python print it.
+//!
+//! ```
+//! use flce_memory::{plan, Model, Optimizer, Request};
+//! let model = Model::built_in("Llama-3.2-1B").unwrap();
+//! let req = Request { gpu_bytes: 10 << 30, seq_len: 4096, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16) };
+//! let rows = plan(&model, &req);
+//! assert_eq!(rows.len(), 9); // 3 losses × 3 activation modes
+//! ```
+
+mod estimate;
+mod model;
+mod report;
+
+pub use estimate::{
+    estimate, layer_activation_bytes_per_token, longest_context, Activations, Breakdown, Loss, Optimizer, Setup,
+    ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES,
+};
+pub use model::Model;
+pub use report::{plan, table, PlanRow, Request};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("unknown model '{name}' (built in: {known}; or give a Hugging Face config.json)")]
+    UnknownModel { name: String, known: String },
+    #[error("config.json: {0}")]
+    Config(String),
+}
+
+#[cfg(test)]
+mod tests;

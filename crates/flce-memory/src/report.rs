@@ -1,0 +1,95 @@
+//! Every combination of loss and activation mode for one request: the breakdown at the asked
+//! sequence length and the longest one that fits, as rows and as a markdown table.
+
+use crate::estimate::{estimate, longest_context, Activations, Breakdown, Loss, Optimizer, Setup};
+use crate::model::Model;
+
+/// What the user asks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub gpu_bytes: u64,
+    pub seq_len: u64,
+    pub batch: u64,
+    pub optimizer: Optimizer,
+    pub lora_rank: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanRow {
+    pub loss: Loss,
+    pub activations: Activations,
+    /// At the requested sequence length.
+    pub breakdown: Breakdown,
+    pub fits: bool,
+    /// The longest sequence length (multiple of 256, up to 1M tokens) that fits.
+    pub longest: Option<u64>,
+}
+
+/// Sequence lengths are searched in steps of this many tokens, up to MAX_SEQ.
+pub const SEQ_STEP: u64 = 256;
+pub const MAX_SEQ: u64 = 1 << 20;
+
+pub fn plan(model: &Model, req: &Request) -> Vec<PlanRow> {
+    let mut rows = vec![];
+    for loss in Loss::ALL {
+        for activations in Activations::ALL {
+            let setup = Setup {
+                seq_len: req.seq_len,
+                batch: req.batch,
+                optimizer: req.optimizer,
+                lora_rank: req.lora_rank,
+                loss,
+                activations,
+            };
+            let breakdown = estimate(model, &setup);
+            rows.push(PlanRow {
+                loss,
+                activations,
+                fits: breakdown.peak <= req.gpu_bytes,
+                longest: longest_context(model, &setup, req.gpu_bytes, SEQ_STEP, MAX_SEQ),
+                breakdown,
+            });
+        }
+    }
+    rows
+}
+
+fn gib(b: u64) -> String {
+    format!("{:.2}", b as f64 / (1u64 << 30) as f64)
+}
+
+/// The rows as a markdown table (GiB), with the request in the heading.
+pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
+    let mut s = format!(
+        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}\n\n",
+        model.name,
+        model.params() as f64 / 1e9,
+        gib(req.gpu_bytes),
+        req.seq_len,
+        req.batch,
+        req.optimizer,
+        req.lora_rank.map_or("full fine-tune".to_string(), |r| format!("LoRA r {r} on q/k/v/o")),
+    );
+    s.push_str("| loss | activations | weights | grads | optimizer | activations held | recompute | loss | context + slack | peak | fits | longest sequence |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let b = &r.breakdown;
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            r.loss.name(),
+            r.activations.name(),
+            gib(b.weights),
+            gib(b.gradients),
+            gib(b.optimizer),
+            gib(b.activations),
+            gib(b.recompute),
+            gib(b.loss),
+            gib(b.cuda_context + b.allocator_slack),
+            gib(b.peak),
+            if r.fits { "yes" } else { "no" },
+            r.longest.map_or("none".to_string(), |t| t.to_string()),
+        ));
+    }
+    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs), not yet calibrated against measured peaks.\n");
+    s
+}
