@@ -9,7 +9,8 @@ backward times and plots. Run on the GPU machine (see scripts/gpu-check.sh, step
     python3 benchmarks/suite.py --device cpu --shapes tiny --methods torch,flce --sweep none   # smoke test
 
 Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
-  shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce | flce_rust |
+  shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce (the default call) |
+  flce_fast (workspace_budget="fast") | flce_rust |
   cublas | torch | compile | liger | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
   and fb_ms four. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
@@ -112,11 +113,19 @@ def m_cce_nofilter(e, c, t):
 def m_flce(e, c, t):
     import flce
 
-    return flce.linear_cross_entropy(e, c, t, check_targets=False, out_dtype=torch.float32)
+    # the call a user makes by default (check_targets reads the status word once per call)
+    return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32)
 
 
-METHODS = {"flce": m_flce, "torch": m_torch, "compile": m_compile, "liger": m_liger, "cce": m_cce,
-           "cce_nofilter": m_cce_nofilter}
+def m_flce_fast(e, c, t):
+    import flce
+
+    # workspace_budget="fast": the three-product pass when gradients are wanted
+    return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32, workspace_budget="fast")
+
+
+METHODS = {"flce": m_flce, "flce_fast": m_flce_fast, "torch": m_torch, "compile": m_compile, "liger": m_liger,
+           "cce": m_cce, "cce_nofilter": m_cce_nofilter}
 
 
 def rel(a, b):
@@ -341,7 +350,7 @@ def markdown(rows):
                 "| method | fwd ms | bwd ms | fwd+bwd ms | fwd+bwd / 4 GEMMs | fwd+bwd / CCE | / CCE no filter "
                 "| extra MB beyond grads | dE rel err | dC rel err |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
-        for m in ["flce", "flce_rust", "cublas", "torch", "compile", "liger", "cce", "cce_nofilter"]:
+        for m in ["flce", "flce_fast", "flce_rust", "cublas", "torch", "compile", "liger", "cce", "cce_nofilter"]:
             r = get(shape, "peaky", "bf16", m)
             if r is None:
                 continue
@@ -354,7 +363,7 @@ def markdown(rows):
         out.append("")
     sweep = sorted({r["shape"] for r in rows if r["shape"].startswith("llama3_n")}, key=lambda s: int(s[8:]))
     if sweep:
-        methods = [m for m in ["flce", "cublas", "liger", "cce", "compile"] if any(r["method"] == m for r in rows)]
+        methods = [m for m in ["flce", "flce_fast", "cublas", "liger", "cce", "compile"] if any(r["method"] == m for r in rows)]
         out += ["#### Token sweep at Llama 3 (D 4096, V 128256), bf16, peaky: fwd+bwd ms (extra MB beyond grads)", "",
                 "| N | " + " | ".join(methods) + " | flce / 4 GEMMs | flce / CCE |",
                 "|---|" + "---|" * (len(methods) + 2)]
@@ -396,8 +405,8 @@ def main():
     ap.add_argument("--sweep", default=",".join(str(n) for n in SWEEP),
                     help="token counts at the Llama 3 shape, or 'none'")
     ap.add_argument("--data", default="peaky,flat")
-    ap.add_argument("--methods", default="flce,flce_rust,cublas,torch,compile,liger,cce,cce_nofilter")
-    ap.add_argument("--sweep-methods", default="flce,cublas,liger,cce,compile")
+    ap.add_argument("--methods", default="flce,flce_fast,flce_rust,cublas,torch,compile,liger,cce,cce_nofilter")
+    ap.add_argument("--sweep-methods", default="flce,flce_fast,cublas,liger,cce,compile")
     ap.add_argument("--dtypes", default="bf16", help="dtypes for every shape")
     ap.add_argument("--extra-dtypes", default="f16,f32", help="dtypes for the first shape only")
     ap.add_argument("--device", default="cuda")
