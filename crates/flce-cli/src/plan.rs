@@ -3,7 +3,7 @@
 //! checkpointing, checkpointing + offload), and the longest context that fits.
 
 use clap::Args;
-use flce_memory::{plan, table, Model, Optimizer, Request};
+use flce_memory::{curves, doubling_seqs, plan, svg, table, Model, Optimizer, Request};
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -29,6 +29,9 @@ pub struct PlanArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write peak memory against sequence length (256 tokens to 1M) as an SVG chart here.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: &PlanArgs) -> flce::Result<()> {
@@ -49,6 +52,12 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
         lora_rank: (args.lora_rank > 0).then_some(args.lora_rank),
     };
     let rows = plan(&model, &req);
+    if let Some(path) = &args.plot {
+        let seqs = doubling_seqs(1 << 20);
+        let chart = svg(&model, &req, &seqs, &curves(&model, &req, &seqs));
+        std::fs::write(path, chart).map_err(|e| err(format!("writing {}: {e}", path.display())))?;
+        eprintln!("wrote {}", path.display());
+    }
     if args.json {
         let items: Vec<String> = rows
             .iter()

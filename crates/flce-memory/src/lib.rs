@@ -17,6 +17,7 @@
 mod estimate;
 mod model;
 mod report;
+mod svg;
 
 pub use estimate::{
     estimate, layer_activation_bytes_per_token, longest_context, Activations, Breakdown, Loss, Optimizer, Setup,
@@ -24,6 +25,7 @@ pub use estimate::{
 };
 pub use model::Model;
 pub use report::{plan, table, PlanRow, Request};
+pub use svg::{curves, doubling_seqs, svg, Curve};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {

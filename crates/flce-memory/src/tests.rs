@@ -102,3 +102,20 @@ fn the_longest_context_fits_and_one_step_more_does_not() {
     );
     assert_eq!(none, None);
 }
+
+#[test]
+fn the_chart_has_a_line_per_combination_and_the_card() {
+    let m = Model::built_in("Qwen2.5-0.5B").unwrap();
+    let req = Request { gpu_bytes: 10 << 30, seq_len: 4096, batch: 1, optimizer: Optimizer::AdamW, lora_rank: None };
+    let seqs = doubling_seqs(65_536);
+    assert_eq!((seqs[0], *seqs.last().unwrap(), seqs.len()), (256, 65_536, 9));
+    let c = curves(&m, &req, &seqs);
+    assert_eq!(c.len(), 9);
+    for curve in &c {
+        assert!(curve.peaks.windows(2).all(|w| w[0] <= w[1]), "peak grows with the sequence");
+    }
+    let s = svg(&m, &req, &seqs, &c);
+    assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+    assert_eq!(s.matches("<polyline").count(), 9);
+    assert!(s.contains("GPU 10 GiB") && s.contains("flce, checkpointing + offload"));
+}

@@ -417,9 +417,11 @@ fn scale_gradients(
     .map_err(to_py)
 }
 
-/// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts).
+/// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
+/// with `plot`, also writes peak memory against sequence length as an SVG chart there.
 #[pyfunction]
-#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank))]
+#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None))]
+#[allow(clippy::too_many_arguments)]
 fn memory_plan<'py>(
     py: Python<'py>,
     model: &str,
@@ -428,8 +430,9 @@ fn memory_plan<'py>(
     batch: u64,
     optimizer: &str,
     lora_rank: u64,
+    plot: Option<std::path::PathBuf>,
 ) -> PyResult<(String, Vec<Bound<'py, pyo3::types::PyDict>>)> {
-    use flce_memory::{plan, table, Model, Optimizer, Request};
+    use flce_memory::{curves, doubling_seqs, plan, svg, table, Model, Optimizer, Request};
     let model = if model.ends_with(".json") {
         Model::from_config_json(std::path::Path::new(model))
     } else {
@@ -447,6 +450,11 @@ fn memory_plan<'py>(
         lora_rank: (lora_rank > 0).then_some(lora_rank),
     };
     let rows = plan(&model, &req);
+    if let Some(path) = plot {
+        let seqs = doubling_seqs(1 << 20);
+        std::fs::write(&path, svg(&model, &req, &seqs, &curves(&model, &req, &seqs)))
+            .map_err(|e| PyValueError::new_err(format!("writing {}: {e}", path.display())))?;
+    }
     let mut out = vec![];
     for r in &rows {
         let d = pyo3::types::PyDict::new(py);

@@ -342,3 +342,10 @@ def test_memory_plan_names_the_longest_context():
     assert by[("flce", "checkpointing + offload")]["longest_seq"] >= flce_ckpt["longest_seq"]
     with pytest.raises(ValueError, match="unknown model"):
         flce.plan("GPT-5", print_table=False)
+
+
+def test_memory_plan_draws_its_chart(tmp_path):
+    path = tmp_path / "mem.svg"
+    flce.plan("Qwen2.5-0.5B", gpu_gb=10, lora_rank=0, print_table=False, plot=str(path))
+    text = path.read_text()
+    assert text.startswith("<svg") and text.count("<polyline") == 9 and "GPU 10 GiB" in text
