@@ -48,3 +48,20 @@ fn compile_errors_carry_the_log_and_options() {
     let msg = err.to_string();
     assert!(msg.contains("broken.cu") && msg.contains("--gpu-architecture=sm_80") && msg.contains("error"), "{msg}");
 }
+
+/// The planned Hopper family's instructions (TMA + mbarrier, wgmma, setmaxnreg, a
+/// __grid_constant__ tensor map) compile through NVRTC for sm_90a, and not for plain sm_90.
+#[test]
+fn nvrtc_takes_the_hopper_instructions_for_sm90a_only() {
+    if let Err(e) = require(Library::Nvrtc) {
+        assert!(std::env::var("FLCE_REQUIRE_NVRTC").is_err(), "FLCE_REQUIRE_NVRTC is set but {e}");
+        eprintln!("SKIPPED nvrtc_takes_the_hopper_instructions_for_sm90a_only: {e}");
+        return;
+    }
+    let probe = include_str!("probes/sm90_instructions.cu");
+    let cubin = compile_uncached(probe, "sm90_instructions.cu", &options(&Arch("sm_90a".into())))
+        .unwrap_or_else(|e| panic!("sm_90a: {e}"));
+    assert!(cubin.len() > 1000);
+    let err = compile_uncached(probe, "sm90_instructions.cu", &options(&Arch("sm_90".into()))).unwrap_err();
+    assert!(err.to_string().contains("wgmma"), "{err}");
+}
