@@ -39,7 +39,8 @@ impl CudaLoss {
     /// allocation is).
     ///
     /// # Safety
-    /// As for [`CudaLoss::forward`]; `lse` is forward's output for the same inputs and options.
+    /// As for [`CudaLoss::forward`] (the plan from [`CudaLoss::backward_plan`]); `lse` is
+    /// forward's output for the same inputs and options.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn backward(
         &self,

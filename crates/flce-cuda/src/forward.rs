@@ -16,7 +16,8 @@ impl CudaLoss {
     /// # Safety
     /// Every pointer must be device memory of this backend's device, valid for the shapes and
     /// dtypes given, and stay valid until the work queued on `stream` has finished. Outputs must
-    /// not overlap inputs or the workspace.
+    /// not overlap inputs or the workspace. `plan` must be one this backend's planner made (its
+    /// shape, dtype and family are checked; its regions and chunk sizes are trusted).
     pub unsafe fn forward(
         &self,
         x: &DeviceInputs,

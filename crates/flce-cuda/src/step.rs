@@ -21,7 +21,8 @@ impl CudaLoss {
     /// and these gradients).
     ///
     /// # Safety
-    /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`].
+    /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`] (the plan from
+    /// [`crate::plan::step_plan`]).
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn forward_backward(
         &self,
