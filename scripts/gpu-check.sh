@@ -2,7 +2,7 @@
 # The whole GPU check, run on the GPU machine from the repository root after
 # scripts/gpu-prepare.sh (carry gpu-bundle, and .whl for the peers). Logs go to $OUT (or
 # ./gpu-logs); a summary is printed last.
-#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers,suite
+#   bash gpu-bundle/scripts/gpu-check.sh [steps]   steps: tests,sanitizer,demo,bench,pytest,peers,suite,train
 #   (default: all but suite)
 # The peers (steps peers, suite) travel as wheels in .whl, installed into /tmp/site; fetch them
 # here once with
@@ -72,6 +72,12 @@ if has suite; then
   # one archive: the GPU machine returns at most 8 files from $OUT
   tar czf "$OUT/suite.tgz" -C "$OUT" suite && rm -rf "$OUT/suite"
   summary+=("suite: $OUT/suite.tgz (results.json, meta.json, plots)")
+fi
+
+if has train; then
+  echo "== end-to-end training step (benchmarks/train_step.py)"
+  python3 benchmarks/train_step.py --out "$OUT/train_step.json" 2>&1 | tee "$OUT/train_step.log" | tail -n 14
+  summary+=("train step: $OUT/train_step.log")
 fi
 
 echo

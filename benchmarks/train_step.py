@@ -1,0 +1,151 @@
+"""One training step of a Llama-style Hugging Face model, end to end, with each loss a user would
+pick: the plain HF loss, flce.patch (default, and workspace_budget="fast"), Liger's patch and
+CCE's patch (where they import). Step time (CUDA events, median of --repeats after a warm-up)
+and peak memory beyond the model, weights' gradients and optimizer states, and the losses, which
+must agree. The model is built from a config with random weights (no download).
+
+    python3 benchmarks/train_step.py --tokens 8192,16384 --out benchmarks/results/train_step.json
+    python3 benchmarks/train_step.py --device cpu --tiny --tokens 256 --repeats 1     # smoke test
+
+Default model: 4 layers, hidden 2048, 16 heads (8 KV), intermediate 8192, vocab 128256 (Llama
+3's), bf16, gradient checkpointing on, AdamW; batch 1 × tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+
+def build(args, device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if args.tiny:
+        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, vocab_size=1000, max_position_embeddings=4096)
+    else:
+        cfg = LlamaConfig(hidden_size=2048, intermediate_size=8192, num_hidden_layers=args.layers,
+                          num_attention_heads=16, num_key_value_heads=8, vocab_size=128256,
+                          max_position_embeddings=max(args.tokens_list) * 2)
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
+    if args.checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model
+
+
+def apply(method, model):
+    import flce
+
+    if method == "flce":
+        return flce.patch(model)
+    if method == "flce_fast":
+        return flce.patch(model, workspace_budget="fast")
+    if method == "liger":
+        from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+        apply_liger_kernel_to_llama(model=model, rope=False, rms_norm=False, swiglu=False, cross_entropy=False,
+                                    fused_linear_cross_entropy=True)
+        return model
+    if method == "cce":
+        from cut_cross_entropy.transformers import cce_patch
+
+        return cce_patch(model)
+    return model  # "hf": the plain loss
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def run(method, args, device, tokens):
+    model = apply(method, build(args, device))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
+
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    first = step()  # warm-up: kernels compiled, optimizer states allocated
+    sync(device)
+    base = torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times = []
+    for _ in range(args.repeats):
+        if device.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            step()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        else:
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+    peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20 if device.type == "cuda" else float("nan")
+    del model, opt
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return dict(method=method, tokens=tokens, step_ms=statistics.median(times), peak_extra_mb=peak,
+                first_loss=float(first))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", default="8192,16384")
+    ap.add_argument("--methods", default="hf,flce,flce_fast,liger,cce")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
+    ap.add_argument("--tiny", action="store_true", help="a tiny model (smoke test)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    args.tokens_list = [int(x) for x in args.tokens.split(",")]
+    device = torch.device(args.device)
+    rows = []
+    for tokens in args.tokens_list:
+        for method in args.methods.split(","):
+            try:
+                rows.append(run(method, args, device, tokens))
+            except ImportError as e:
+                rows.append(dict(method=method, tokens=tokens, error=f"not installed: {e}"))
+            except torch.cuda.OutOfMemoryError:
+                rows.append(dict(method=method, tokens=tokens, error="out of memory"))
+                torch.cuda.empty_cache()
+            print(json.dumps(rows[-1]), flush=True)
+    print("\n| tokens | method | step ms | peak MB beyond model + grads + AdamW | loss | vs hf loss |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['tokens']} | {r['method']} | {r['error']} | | | |")
+            continue
+        ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["method"] == "hf" and "error" not in x), None)
+        diff = f"{abs(r['first_loss'] - ref['first_loss']) / abs(ref['first_loss']):.1e}" if ref else "-"
+        print(f"| {r['tokens']} | {r['method']} | {r['step_ms']:.1f} | {r['peak_extra_mb']:,.0f} | "
+              f"{r['first_loss']:.5f} | {diff} |")
+    if args.out:
+        import os
+
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                           torch=torch.__version__, rows=rows, args=vars(args)), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
