@@ -3,10 +3,10 @@
 
 use flce_core::{Options, Result};
 
-use crate::abi::FinishParams;
+use crate::abi::{DevPtr, FinishParams};
 use crate::device::{DeviceForwardOutputs, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
-use crate::loss::CudaLoss;
+use crate::loss::{Call, CudaLoss};
 use crate::plan::ForwardPlan;
 
 impl CudaLoss {
@@ -38,19 +38,35 @@ impl CudaLoss {
             Family::Cublas => family::cublas::forward_partials(&call, plan)?,
             Family::Sm80 => family::sm80::forward_partials(&call, plan)?,
         }
+        self.finish(&call, ws.at(plan.partials), ws.at(plan.target_logit), plan.splits, out)
+    }
+
+    /// The shared finish step over all N tokens: merge `splits` partials per token (stride N)
+    /// into lse, losses and the scalars.
+    ///
+    /// # Safety
+    /// The partials and target logits were written by a family's forward on the call's stream.
+    pub(crate) unsafe fn finish(
+        &self,
+        call: &Call<'_>,
+        partials: DevPtr,
+        target_logit: DevPtr,
+        splits: usize,
+        out: &DeviceForwardOutputs,
+    ) -> Result<()> {
         let finish = FinishParams {
             k: call.lp.k,
-            partials: ws.at(plan.partials),
-            target_logit: ws.at(plan.target_logit),
-            targets,
+            partials,
+            target_logit,
+            targets: call.lp.targets,
             class_w: call.lp.class_w,
-            splits: plan.splits as i32,
-            partials_ld: x.shape.n as i32,
+            splits: splits as i32,
+            partials_ld: call.x.shape.n as i32,
             lse: out.lse,
             per_token_loss: out.per_token_loss.unwrap_or(0),
             out_scalars: out.scalars,
         };
-        self.kernels.launch(x.dtype, &finish, stream)?;
+        self.kernels.launch(call.x.dtype, &finish, call.stream)?;
         Ok(())
     }
 }

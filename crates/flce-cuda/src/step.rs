@@ -158,19 +158,7 @@ impl CudaLoss {
         }
         drop(blas);
         // the whole forward's outputs from the partials of every chunk
-        let finish = FinishParams {
-            k,
-            partials,
-            target_logit,
-            targets,
-            class_w: call.lp.class_w,
-            splits: plan.stats_splits as i32,
-            partials_ld: x.shape.n as i32,
-            lse: out.lse,
-            per_token_loss: out.per_token_loss.unwrap_or(0),
-            out_scalars: out.scalars,
-        };
-        self.kernels.launch(x.dtype, &finish, stream)?;
+        self.finish(&call, partials, target_logit, plan.stats_splits, out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             self.round_into(x.dtype, ws.at(acc), dc, v * d, stream)?;
         }
