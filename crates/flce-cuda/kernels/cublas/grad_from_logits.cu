@@ -6,7 +6,7 @@
 //   128-row tile. Grid (ceil(Vc/128), ceil(Nc/128)), ELEMENTWISE_THREADS (256) threads: 16
 //   threads × 8 columns per row, 16 rows per pass, 8 passes. Columns past V are written as 0.
 //
-// Host side: src/family/cublas.rs; tests: tests/gpu.rs (BackwardMode::CublasLogits, the default).
+// Host side: src/family/cublas.rs; tests: tests/gpu/ (BackwardMode::CublasLogits, the default).
 #include "common/loss.cuh"
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_logits(const GradLogitsParams gp) {

@@ -9,7 +9,7 @@
 //   finish step merges the partials in order. Not first_chunk: merge into the partial (chunk
 //   order: deterministic).
 //
-// Host side: src/family/cublas.rs; tests: tests/gpu.rs (ForwardMode::CublasChunks, the default).
+// Host side: src/family/cublas.rs; tests: tests/gpu/ (ForwardMode::CublasChunks, the default).
 #include "common/loss.cuh"
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_stats_from_logits(const StatsParams sp) {

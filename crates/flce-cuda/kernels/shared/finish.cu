@@ -6,7 +6,7 @@
 //   (and the per-token loss [N] when asked), and reduces loss, weight and accuracy over tokens in
 //   a fixed tree order into out_scalars = {loss, accuracy, Σ w_t, W}. Deterministic.
 //
-// Host side: src/forward.rs; tests: tests/gpu.rs.
+// Host side: src/forward.rs; tests: tests/gpu/.
 #include "common/loss.cuh"
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish(const FinishParams fp) {

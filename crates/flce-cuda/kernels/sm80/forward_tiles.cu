@@ -11,7 +11,7 @@
 //   shared/finish.cu merges. Reads E, C, bias, class weights, targets; writes partials and
 //   target_logit. No atomics: bitwise reproducible.
 //
-// Host side: src/family/sm80.rs; tests: tests/gpu.rs (ForwardMode::Fused).
+// Host side: src/family/sm80.rs; tests: tests/gpu/ (ForwardMode::Fused).
 #include "sm80/tile_gemm.cuh"
 
 // Running statistics live in shared memory, one packed RowStats per (row, warp column slice),

@@ -14,7 +14,7 @@
 //   db_partial [row tiles, ldg] (f32, from the unrounded values). Columns past V are written as
 //   0. No atomics.
 //
-// Host side: src/family/sm80.rs; tests: tests/gpu.rs (BackwardMode::FusedTiles).
+// Host side: src/family/sm80.rs; tests: tests/gpu/ (BackwardMode::FusedTiles).
 #include "sm80/tile_gemm.cuh"
 
 struct GradEpilogue {

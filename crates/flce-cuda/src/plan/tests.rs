@@ -112,7 +112,7 @@ fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
 
 #[test]
 fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
-    // crates/flce-cuda/tests/gpu.rs runs both kernel families on these shapes in bf16 and f16
+    // crates/flce-cuda/tests/gpu/ runs both kernel families on these shapes in bf16 and f16
     // (at N = 1 the fused family's 1024-row chunk covers V: it keeps the workspace plan)
     let cases = [
         (Shape::new(129, 200, 5003), BackwardMode::CublasLogits),
