@@ -61,14 +61,48 @@ pub fn available_devices() -> Vec<Device> {
 pub fn cuda_backend(ordinal: usize) -> Result<std::sync::Arc<cuda::CudaLoss>> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    static BACKENDS: OnceLock<Mutex<HashMap<usize, Arc<cuda::CudaLoss>>>> = OnceLock::new();
-    let mut map = BACKENDS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    /// The process that created the backends, and the backends by device ordinal.
+    type Backends = (u32, HashMap<usize, Arc<cuda::CudaLoss>>);
+    static BACKENDS: OnceLock<Mutex<Backends>> = OnceLock::new();
+    let mut guard = BACKENDS
+        .get_or_init(|| Mutex::new((std::process::id(), HashMap::new())))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let (created_in, map) = &mut *guard;
+    if !map.is_empty() {
+        not_forked(*created_in, std::process::id())?;
+    } else {
+        *created_in = std::process::id();
+    }
     if let Some(b) = map.get(&ordinal) {
         return Ok(b.clone());
     }
     let b = Arc::new(cuda::CudaLoss::new(ordinal)?);
     map.insert(ordinal, b.clone());
     Ok(b)
+}
+
+/// CUDA state does not survive `fork`: a child of the process that initialised it gets a clear
+/// error instead of failing driver calls (or a hang).
+fn not_forked(created_in: u32, now: u32) -> Result<()> {
+    if created_in != now {
+        return Err(Error::Unsupported(format!(
+            "flce's CUDA backend was initialised in process {created_in}; this process ({now}) is a fork of it, and \
+             CUDA cannot be used after fork. Use the 'spawn' start method for workers (PyTorch: \
+             multiprocessing_context='spawn'), or keep CUDA work in the parent"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fork_of_the_process_that_initialised_cuda_gets_a_clear_error() {
+        assert!(super::not_forked(7, 7).is_ok());
+        let err = super::not_forked(7, 8).unwrap_err().to_string();
+        assert!(err.contains("fork") && err.contains("spawn"), "{err}");
+    }
 }
 
 /// Forward and backward outputs of one call.

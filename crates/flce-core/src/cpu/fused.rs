@@ -22,6 +22,7 @@ use rayon::prelude::*;
 
 use super::gemm::{matmul, rows_f32, View};
 use super::phases::{finish, token_grad_scales, Partials, VocabSlice, SEGMENT_ROWS};
+use super::pool::in_pool;
 use crate::error::Result;
 use crate::options::Options;
 use crate::outputs::{ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers, Gradients};
@@ -290,7 +291,8 @@ struct Scratch {
 /// Phase 1 on a slice: `inputs` hold E, the slice's rows of C (and of bias and class weights)
 /// and the global targets; see [`super::phases`].
 pub fn forward_partials<T: Element>(inputs: &HostInputs<'_, T>, slice: VocabSlice, opts: &Options) -> Result<Partials> {
-    Ok(Problem::new(inputs, slice, opts)?.partials())
+    let p = Problem::new(inputs, slice, opts)?;
+    Ok(in_pool(|| p.partials()))
 }
 
 /// Where [`backward_slice`] writes: dE's share from this slice in f32 (to be summed over slices
@@ -327,17 +329,30 @@ pub fn backward_slice<T: Element>(
     )?;
     check_len("partials", "[N]", n, merged.tokens())?;
     let coeffs = p.grad_coeffs(opts, lse, &merged.target_weight, merged.class_weight_sum, grad_output)?;
-    if let Some(de) = out.de_partial {
-        let blocks = std::sync::Mutex::new(de.chunks_mut(TOKEN_BLOCK * d).map(Some).collect::<Vec<_>>());
-        p.de_pass(&coeffs, |tb, acc| {
+    let copy = |dst: &mut [f32], acc: &[f32]| dst.copy_from_slice(acc);
+    in_pool(|| gradients(&p, &coeffs, out.de_partial, copy, out.dc, out.dbias));
+    Ok(())
+}
+
+/// Both backward passes; dE's finished blocks (f32) go through `store` into `de`'s element type.
+fn gradients<T: Element, D: Send>(
+    p: &Problem<'_, T>,
+    coeffs: &[GradCoeffs],
+    de: Option<&mut [D]>,
+    store: impl Fn(&mut [D], &[f32]) + Sync,
+    dc: Option<&mut [T]>,
+    dbias: Option<&mut [T]>,
+) {
+    if let Some(de) = de {
+        let blocks = std::sync::Mutex::new(de.chunks_mut(TOKEN_BLOCK * p.d()).map(Some).collect::<Vec<_>>());
+        p.de_pass(coeffs, |tb, acc| {
             let dst = blocks.lock().unwrap_or_else(|e| e.into_inner())[tb].take().expect("each block stored once");
-            dst.copy_from_slice(acc);
+            store(dst, acc);
         });
     }
-    if out.dc.is_some() || out.dbias.is_some() {
-        p.dc_pass(&coeffs, out.dc, out.dbias);
+    if dc.is_some() || dbias.is_some() {
+        p.dc_pass(coeffs, dc, dbias);
     }
-    Ok(())
 }
 
 fn check_grads(de: &Option<usize>, dc: &Option<usize>, db: &Option<usize>, n: usize, d: usize, v: usize) -> Result<()> {
@@ -357,7 +372,7 @@ pub fn forward_into<T: Element>(
     out: ForwardBuffers<'_>,
 ) -> Result<ForwardScalars> {
     let p = Problem::new(inputs, VocabSlice::whole(inputs.shape.v), opts)?;
-    finish(&p.partials(), &p.targets, inputs.shape.v, opts, out)
+    finish(&in_pool(|| p.partials()), &p.targets, inputs.shape.v, opts, out)
 }
 
 /// Fused forward with owned outputs.
@@ -391,18 +406,8 @@ pub fn backward_into<T: Element>(
     )?;
     let target_weight: Vec<f32> = (0..n).map(|i| p.local_target(i).map_or(0.0, |t| p.class_weight(t))).collect();
     let coeffs = p.grad_coeffs(opts, lse, &target_weight, p.class_weight_sum(), grad_output)?;
-    if let Some(de) = grads.de {
-        let blocks = std::sync::Mutex::new(de.chunks_mut(TOKEN_BLOCK * d).map(Some).collect::<Vec<_>>());
-        p.de_pass(&coeffs, |tb, acc| {
-            let dst = blocks.lock().unwrap_or_else(|e| e.into_inner())[tb].take().expect("each block stored once");
-            for (o, &x) in dst.iter_mut().zip(acc) {
-                *o = T::from_f32(x);
-            }
-        });
-    }
-    if grads.dc.is_some() || grads.dbias.is_some() {
-        p.dc_pass(&coeffs, grads.dc, grads.dbias);
-    }
+    let round = |dst: &mut [T], acc: &[f32]| dst.iter_mut().zip(acc).for_each(|(o, &x)| *o = T::from_f32(x));
+    in_pool(|| gradients(&p, &coeffs, grads.de, round, grads.dc, grads.dbias));
     Ok(())
 }
 

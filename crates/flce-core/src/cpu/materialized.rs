@@ -23,6 +23,14 @@ pub fn loss_and_grads<T: Element>(
     opts: &Options,
     grad_output: GradOutput<'_>,
 ) -> Result<(ForwardOutput, Gradients<T>)> {
+    super::pool::in_pool(|| materialized(inputs, opts, grad_output))
+}
+
+fn materialized<T: Element>(
+    inputs: &HostInputs<'_, T>,
+    opts: &Options,
+    grad_output: GradOutput<'_>,
+) -> Result<(ForwardOutput, Gradients<T>)> {
     let prep = inputs.prepare(opts)?;
     let g = prep.token_grad_scales(opts.reduction, grad_output)?;
     let (n, d, v) = (prep.shape.n, prep.shape.d, prep.shape.v);

@@ -7,6 +7,7 @@ pub mod fused;
 mod gemm;
 pub mod materialized;
 pub mod phases;
+mod pool;
 pub mod reference;
 
 pub use fused::{backward, backward_into, forward, forward_into};
