@@ -349,3 +349,24 @@ def test_memory_plan_draws_its_chart(tmp_path):
     flce.plan("Qwen2.5-0.5B", gpu_gb=10, lora_rank=0, print_table=False, plot=str(path))
     text = path.read_text()
     assert text.startswith("<svg") and text.count("<polyline") == 9 and "GPU 10 GiB" in text
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="no fork on this platform")
+def test_cpu_path_in_a_forked_worker():
+    # a DataLoader worker forked after the parent used flce on the CPU must not hang
+    import os
+    import signal
+
+    e, c, t, _, _ = make(200, 32, 3000, torch.float32, "cpu")
+    want = flce.linear_cross_entropy(e, c, t)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(60)
+        try:
+            torch.set_num_threads(1)
+            ok = torch.equal(flce.linear_cross_entropy(e, c, t), want)
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
