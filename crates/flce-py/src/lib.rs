@@ -12,10 +12,11 @@ use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostI
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+mod phases;
 mod plans;
 use plans::{backward_config, forward_config, Plan, PlanKind};
 
-fn to_py(e: Error) -> PyErr {
+pub(crate) fn to_py(e: Error) -> PyErr {
     match e {
         Error::DTypeMismatch { .. } => PyTypeError::new_err(e.to_string()),
         Error::Backend { .. } | Error::Unsupported(_) => PyRuntimeError::new_err(e.to_string()),
@@ -24,16 +25,16 @@ fn to_py(e: Error) -> PyErr {
 }
 
 /// Data pointers of the inputs, as Python passes them: (e, c, bias, targets, class_weights).
-type DevicePtrs = (u64, u64, Option<u64>, u64, Option<u64>);
+pub(crate) type DevicePtrs = (u64, u64, Option<u64>, u64, Option<u64>);
 
 /// A validated problem: shape, dtype and loss options. dtype "f64" is accepted for CPU tensors
 /// only: it runs flce's f64 oracle (materialised logits; for gradcheck and small problems).
 #[pyclass(frozen, module = "flce._flce")]
 pub struct Problem {
-    shape: Shape,
-    dtype: DType,
-    f64: bool,
-    opts: Options,
+    pub(crate) shape: Shape,
+    pub(crate) dtype: DType,
+    pub(crate) f64: bool,
+    pub(crate) opts: Options,
 }
 
 /// Device pointers of the forward's outputs: (lse, per-token loss or None, scalars, status).
@@ -44,7 +45,7 @@ fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> Devic
 }
 
 /// Host pointers of the inputs (CPU tensors' data_ptr()).
-struct HostPtrs {
+pub(crate) struct HostPtrs {
     e: usize,
     c: usize,
     bias: Option<usize>,
@@ -68,7 +69,7 @@ impl From<DevicePtrs> for HostPtrs {
 impl Problem {
     /// # Safety
     /// The pointers must address live, contiguous host buffers of the problem's shape and dtype.
-    unsafe fn host_inputs<'a, T: flce::Real>(&self, p: &HostPtrs) -> HostInputs<'a, T> {
+    pub(crate) unsafe fn host_inputs<'a, T: flce::Real>(&self, p: &HostPtrs) -> HostInputs<'a, T> {
         let Shape { n, d, v } = self.shape;
         HostInputs {
             shape: self.shape,
@@ -494,6 +495,7 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(memory_plan, m)?)?;
+    phases::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -21,8 +21,8 @@
 //! ```
 
 pub use flce_core::{
-    bf16, cpu, f16, spec, testing, DType, Element, Error, ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers,
-    GradOutput, Gradients, HostInputs, Options, Prepared, Real, Reduction, Result, Shape,
+    bf16, cpu, effective_targets, f16, spec, testing, DType, Element, Error, ForwardBuffers, ForwardOutput,
+    ForwardScalars, GradBuffers, GradOutput, Gradients, HostInputs, Options, Prepared, Real, Reduction, Result, Shape,
 };
 
 /// The CUDA backend (raw device-pointer API, workspace planning, timing helpers).

@@ -1,0 +1,99 @@
+"""flce.distributed on two CPU processes (gloo): the vocabulary split unevenly between the ranks,
+the loss and gradients equal the single-process result within one reordering of f32 sums, the
+same bits on every rank and run to run, and ranks that disagree on the problem fail together."""
+
+import os
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import flce
+
+SIZES = (500, 531)  # V = 1031, split unevenly
+OPTIONS = [dict(), dict(reduction="sum", label_smoothing=0.1, z_loss=1e-4, softcap=20.0),
+           dict(reduction="none"), dict(shift=True, ignore_index=7)]
+
+
+def problem(dtype, bias, weights, ignore=-100):
+    g = torch.Generator().manual_seed(5)
+    n, d, v = 96, 24, sum(SIZES)
+    e = torch.randn(2, n // 2, d, generator=g).to(dtype)
+    c = (torch.randn(v, d, generator=g) / d**0.5).to(dtype)
+    t = torch.randint(0, v, (2, n // 2), generator=g)
+    t[:, ::7] = ignore
+    b = torch.randn(v, generator=g).to(dtype) if bias else None
+    w = 0.25 + 1.5 * torch.rand(v, generator=g) if weights else None
+    return e, c, t, b, w
+
+
+def grads(fn, e, c, b):
+    xs = [x.clone().requires_grad_(True) if x is not None else None for x in (e, c, b)]
+    out = fn(*xs)
+    (out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(out.dtype)).sum().backward()
+    return out.detach(), [x.grad if x is not None else None for x in xs]
+
+
+def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch):
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size)
+    try:
+        e, c, t, b, w = problem(dtype, bias, weights, opts.get("ignore_index", -100))
+        if mismatch and rank == 1:
+            e, t = e[:, 1:], t[:, 1:]
+        lo, hi = sum(SIZES[:rank]), sum(SIZES[:rank + 1])
+        shard = lambda x: None if x is None else x[lo:hi].clone()  # noqa: E731
+
+        def run(e, c_shard, b_shard):
+            return flce.distributed.linear_cross_entropy(e, c_shard, t, b_shard, weight_shard=shard(w), **opts)
+
+        try:
+            outs = [grads(run, e, shard(c), shard(b)) for _ in range(2)]
+        except ValueError as err:
+            results[rank] = ("error", str(err))
+            return
+        results[rank] = ("ok", outs)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_ranks(dtype, opts, bias=False, weights=False, mismatch=False):
+    with tempfile.TemporaryDirectory() as tmp:
+        results = mp.Manager().dict()
+        init = "file://" + os.path.join(tmp, "rendezvous")
+        mp.spawn(worker, args=(2, init, results, dtype, opts, bias, weights, mismatch), nprocs=2, join=True)
+        return dict(results)
+
+
+@pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "plain")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_two_ranks_equal_one(opts, dtype):
+    bias = weights = "reduction" in opts and opts["reduction"] == "sum"
+    res = run_ranks(dtype, opts, bias, weights)
+    e, c, t, b, w = problem(dtype, bias, weights, opts.get("ignore_index", -100))
+    want, (de_w, dc_w, db_w) = grads(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
+    tol = 1e-5 if dtype == torch.float32 else 8e-3
+    rel = lambda a, b: ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()  # noqa: E731
+    dcs, dbs = [], []
+    for rank in (0, 1):
+        status, outs = res[rank]
+        assert status == "ok", outs
+        (loss, (de, dc, db)), (loss2, (de2, dc2, db2)) = outs
+        assert torch.equal(loss, loss2) and torch.equal(de, de2) and torch.equal(dc, dc2), "not reproducible"
+        assert rel(loss, want) <= (1e-6 if dtype == torch.float32 else 8e-3), (loss, want)
+        assert rel(de, de_w) <= tol
+        dcs.append(dc)
+        dbs.append(db)
+    # every rank the same loss and dE, bit for bit
+    assert torch.equal(res[0][1][0][0], res[1][1][0][0]) and torch.equal(res[0][1][0][1][0], res[1][1][0][1][0])
+    assert rel(torch.cat(dcs), dc_w) <= tol
+    if bias:
+        assert rel(torch.cat(dbs), db_w) <= tol
+
+
+def test_ranks_that_disagree_fail_together():
+    res = run_ranks(torch.float32, {}, mismatch=True)
+    for rank in (0, 1):
+        status, msg = res[rank]
+        assert status == "error" and "disagree" in msg, (rank, status, msg)
