@@ -12,6 +12,7 @@ use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostI
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+mod memory;
 mod phases;
 mod plans;
 use plans::{backward_config, forward_config, Plan, PlanKind};
@@ -418,70 +419,6 @@ fn scale_gradients(
     .map_err(to_py)
 }
 
-/// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
-/// with `plot`, also writes peak memory against sequence length as an SVG chart there.
-#[pyfunction]
-#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None))]
-#[allow(clippy::too_many_arguments)]
-fn memory_plan<'py>(
-    py: Python<'py>,
-    model: &str,
-    gpu_gb: f64,
-    seq: u64,
-    batch: u64,
-    optimizer: &str,
-    lora_rank: u64,
-    plot: Option<std::path::PathBuf>,
-) -> PyResult<(String, Vec<Bound<'py, pyo3::types::PyDict>>)> {
-    use flce_memory::{curves, doubling_seqs, plan, svg, table, Model, Optimizer, Request};
-    let model = if model.ends_with(".json") {
-        Model::from_config_json(std::path::Path::new(model))
-    } else {
-        Model::built_in(model)
-    }
-    .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if !(gpu_gb > 0.0 && seq > 0 && batch > 0) {
-        return Err(PyValueError::new_err("gpu_gb, seq and batch must be positive"));
-    }
-    let req = Request {
-        gpu_bytes: (gpu_gb * (1u64 << 30) as f64) as u64,
-        seq_len: seq,
-        batch,
-        optimizer: optimizer.parse::<Optimizer>().map_err(PyValueError::new_err)?,
-        lora_rank: (lora_rank > 0).then_some(lora_rank),
-    };
-    let rows = plan(&model, &req);
-    if let Some(path) = plot {
-        let seqs = doubling_seqs(1 << 20);
-        std::fs::write(&path, svg(&model, &req, &seqs, &curves(&model, &req, &seqs)))
-            .map_err(|e| PyValueError::new_err(format!("writing {}: {e}", path.display())))?;
-    }
-    let mut out = vec![];
-    for r in &rows {
-        let d = pyo3::types::PyDict::new(py);
-        let b = &r.breakdown;
-        d.set_item("loss", r.loss.name())?;
-        d.set_item("activations", r.activations.name())?;
-        for (k, v) in [
-            ("weights", b.weights),
-            ("gradients", b.gradients),
-            ("optimizer", b.optimizer),
-            ("activations_held", b.activations),
-            ("recompute", b.recompute),
-            ("loss_bytes", b.loss),
-            ("cuda_context", b.cuda_context),
-            ("allocator_slack", b.allocator_slack),
-            ("peak", b.peak),
-        ] {
-            d.set_item(k, v)?;
-        }
-        d.set_item("fits", r.fits)?;
-        d.set_item("longest_seq", r.longest)?;
-        out.push(d);
-    }
-    Ok((table(&model, &req, &rows), out))
-}
-
 /// Number of CUDA devices flce can use (0 without a driver).
 #[pyfunction]
 fn cuda_device_count() -> usize {
@@ -494,7 +431,7 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Plan>()?;
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
-    m.add_function(wrap_pyfunction!(memory_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::memory_plan, m)?)?;
     phases::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
