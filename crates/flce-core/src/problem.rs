@@ -214,23 +214,36 @@ impl Prepared {
 
     /// ∂L/∂loss_i for every token from the caller's grad_output; 0 at ignored tokens.
     pub fn token_grad_scales(&self, reduction: Reduction, grad_output: GradOutput<'_>) -> Result<Vec<f32>> {
-        let n = self.shape.n;
-        let per_token_len = match grad_output {
-            GradOutput::Scalar(_) => None,
-            GradOutput::PerToken(g) => Some(g.len()),
-        };
-        check_grad_output(reduction, n, per_token_len)?;
-        let scales = match grad_output {
-            GradOutput::PerToken(g) => g.to_vec(),
-            GradOutput::Scalar(g) => {
-                // With every token ignored the mean is 0/0 and PyTorch's gradient is zero.
-                let scale =
-                    if self.target_weight_sum == 0.0 { 0.0 } else { g as f64 * self.reduction_scale(reduction) };
-                vec![scale as f32; n]
-            }
-        };
-        Ok(self.targets.iter().zip(scales).map(|(&t, g)| if t < 0 { 0.0 } else { g }).collect())
+        token_grad_scales(&self.targets, self.target_weight_sum, reduction, grad_output)
     }
+}
+
+/// ∂L/∂loss_i for every token (effective `targets`, -1 ignored) from the caller's grad_output;
+/// `mean_divisor` is Σ w_t over the non-ignored tokens. 0 at ignored tokens.
+pub(crate) fn token_grad_scales(
+    targets: &[i32],
+    mean_divisor: f64,
+    reduction: Reduction,
+    grad_output: GradOutput<'_>,
+) -> Result<Vec<f32>> {
+    let n = targets.len();
+    let scales = match grad_output {
+        GradOutput::PerToken(g) => {
+            check_grad_output(reduction, n, Some(g.len()))?;
+            g.to_vec()
+        }
+        GradOutput::Scalar(g) => {
+            check_grad_output(reduction, n, None)?;
+            // With every token ignored the mean is 0/0 and PyTorch's gradient is zero.
+            let scale = match reduction {
+                Reduction::Mean if mean_divisor == 0.0 => 0.0,
+                Reduction::Mean => g as f64 * (1.0 / mean_divisor),
+                _ => g as f64,
+            };
+            vec![scale as f32; n]
+        }
+    };
+    Ok(targets.iter().zip(scales).map(|(&t, g)| if t < 0 { 0.0 } else { g }).collect())
 }
 
 /// ∂L/∂(output of forward): a scalar for mean and sum, one value per token for none.

@@ -68,17 +68,7 @@ impl CudaLoss {
             let first = chunk == 0;
             // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
             let e_chunk = x.e + n0 * d as u64 * s;
-            let a = Mat::new(x.c, input, d).t();
-            Gemm {
-                m: v,
-                n: nlen,
-                k: d,
-                a,
-                b: Mat::new(e_chunk, input, d),
-                beta: 0.0,
-                out: Mat::new(logits, Elem::F32, plan.ldg),
-            }
-            .run(&blas)?;
+            crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
             // the chunk's tokens as a problem of their own: statistics, then their lse
             let mut view = call.lp;
             view.k.n = nlen as i32;

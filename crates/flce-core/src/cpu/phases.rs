@@ -20,7 +20,7 @@
 use crate::error::{Error, Result};
 use crate::options::{Options, Reduction};
 use crate::outputs::ForwardBuffers;
-use crate::problem::{check_grad_output, check_len, GradOutput};
+use crate::problem::{check_len, GradOutput};
 use crate::spec::{LossTerms, RowStats};
 
 /// Vocabulary rows of one segment of the forward's statistics (a multiple of the tile's
@@ -105,32 +105,15 @@ fn active_weight(targets: &[i32], target_weight: &[f32]) -> (f64, usize) {
     active.fold((0.0, 0), |(w, k), (_, &wt)| (w + wt as f64, k + 1))
 }
 
-/// ∂L/∂loss_i for every token from the caller's grad_output; 0 at ignored tokens.
+/// ∂L/∂loss_i for every token, the mean's divisor taken from the tokens' target weights.
 pub(crate) fn token_grad_scales(
     targets: &[i32],
     target_weight: &[f32],
     reduction: Reduction,
     grad_output: GradOutput<'_>,
 ) -> Result<Vec<f32>> {
-    let n = targets.len();
-    let scales = match grad_output {
-        GradOutput::PerToken(g) => {
-            check_grad_output(reduction, n, Some(g.len()))?;
-            g.to_vec()
-        }
-        GradOutput::Scalar(g) => {
-            check_grad_output(reduction, n, None)?;
-            let (weight, _) = active_weight(targets, target_weight);
-            // With every token ignored the mean is 0/0 and PyTorch's gradient is zero.
-            let scale = match reduction {
-                Reduction::Mean if weight == 0.0 => 0.0,
-                Reduction::Mean => g as f64 * (1.0 / weight),
-                _ => g as f64,
-            };
-            vec![scale as f32; n]
-        }
-    };
-    Ok(targets.iter().zip(scales).map(|(&t, g)| if t < 0 { 0.0 } else { g }).collect())
+    let (weight, _) = active_weight(targets, target_weight);
+    crate::problem::token_grad_scales(targets, weight, reduction, grad_output)
 }
 
 /// The finish step: lse, the per-token loss and the reduced loss and accuracy from the merged

@@ -23,7 +23,7 @@ fn logits_region(r: Option<Region>) -> Result<Region> {
 /// # Safety
 /// `logits` holds nlen × ld f32; the inputs as for the call.
 #[allow(clippy::too_many_arguments)]
-unsafe fn chunk_logits(
+pub(crate) unsafe fn chunk_logits(
     call: &Call<'_>,
     blas: &BoundBlas<'_>,
     v0: usize,
