@@ -3,7 +3,7 @@
 //! checkpointing, checkpointing + offload), and the longest context that fits.
 
 use clap::Args;
-use flce_memory::{curves, doubling_seqs, plan, svg, table, Model, Optimizer, Request};
+use flce_memory::{plan, table, write_chart, Model, Request};
 
 #[derive(Args, Debug)]
 pub struct PlanArgs {
@@ -36,26 +36,12 @@ pub struct PlanArgs {
 
 pub fn run(args: &PlanArgs) -> flce::Result<()> {
     let err = |e: String| flce::Error::Unsupported(e);
-    let model = if args.model.ends_with(".json") {
-        Model::from_config_json(std::path::Path::new(&args.model)).map_err(|e| err(e.to_string()))?
-    } else {
-        Model::built_in(&args.model).map_err(|e| err(e.to_string()))?
-    };
-    if !(args.gpu_gb > 0.0 && args.seq > 0 && args.batch > 0) {
-        return Err(err("--gpu-gb, --seq and --batch must be positive".into()));
-    }
-    let req = Request {
-        gpu_bytes: (args.gpu_gb * (1u64 << 30) as f64) as u64,
-        seq_len: args.seq,
-        batch: args.batch,
-        optimizer: args.optimizer.parse::<Optimizer>().map_err(err)?,
-        lora_rank: (args.lora_rank > 0).then_some(args.lora_rank),
-    };
+    let model = Model::load(&args.model).map_err(|e| err(e.to_string()))?;
+    let req = Request::new(args.gpu_gb, args.seq, args.batch, &args.optimizer, args.lora_rank)
+        .map_err(|e| err(e.to_string()))?;
     let rows = plan(&model, &req);
     if let Some(path) = &args.plot {
-        let seqs = doubling_seqs(1 << 20);
-        let chart = svg(&model, &req, &seqs, &curves(&model, &req, &seqs));
-        std::fs::write(path, chart).map_err(|e| err(format!("writing {}: {e}", path.display())))?;
+        write_chart(&model, &req, path).map_err(|e| err(format!("writing {}: {e}", path.display())))?;
         eprintln!("wrote {}", path.display());
     }
     if args.json {

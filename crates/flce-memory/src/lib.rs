@@ -25,7 +25,7 @@ pub use estimate::{
 };
 pub use model::Model;
 pub use report::{plan, table, PlanRow, Request};
-pub use svg::{curves, doubling_seqs, svg, Curve};
+pub use svg::{curves, doubling_seqs, svg, write_chart, Curve};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -33,6 +33,8 @@ pub enum PlanError {
     UnknownModel { name: String, known: String },
     #[error("config.json: {0}")]
     Config(String),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 #[cfg(test)]

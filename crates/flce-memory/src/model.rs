@@ -68,6 +68,15 @@ impl Model {
         })
     }
 
+    /// A built-in model by name, or a model from the path of a `config.json` (ending in .json).
+    pub fn load(name_or_config: &str) -> Result<Model, PlanError> {
+        if name_or_config.ends_with(".json") {
+            Model::from_config_json(Path::new(name_or_config))
+        } else {
+            Model::built_in(name_or_config)
+        }
+    }
+
     /// A model from a Hugging Face `config.json` (Llama, Qwen 2, Gemma 2 and look-alikes).
     pub fn from_config_json(path: &Path) -> Result<Model, PlanError> {
         let text = std::fs::read_to_string(path).map_err(|e| PlanError::Config(format!("{}: {e}", path.display())))?;

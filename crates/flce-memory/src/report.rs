@@ -3,6 +3,7 @@
 
 use crate::estimate::{estimate, longest_context, Activations, Breakdown, Loss, Optimizer, Setup};
 use crate::model::Model;
+use crate::PlanError;
 
 /// What the user asks.
 #[derive(Clone, Debug, PartialEq)]
@@ -12,6 +13,23 @@ pub struct Request {
     pub batch: u64,
     pub optimizer: Optimizer,
     pub lora_rank: Option<u64>,
+}
+
+impl Request {
+    /// A request from the user's units: GiB, tokens, an optimizer name (adamw, adamw8bit, sgd)
+    /// and a LoRA rank (0: full fine-tune).
+    pub fn new(gpu_gb: f64, seq_len: u64, batch: u64, optimizer: &str, lora_rank: u64) -> Result<Request, PlanError> {
+        if !(gpu_gb > 0.0 && seq_len > 0 && batch > 0) {
+            return Err(PlanError::Invalid("the GPU size, sequence length and batch must be positive".into()));
+        }
+        Ok(Request {
+            gpu_bytes: (gpu_gb * (1u64 << 30) as f64) as u64,
+            seq_len,
+            batch,
+            optimizer: optimizer.parse::<Optimizer>().map_err(PlanError::Invalid)?,
+            lora_rank: (lora_rank > 0).then_some(lora_rank),
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -37,6 +37,12 @@ pub fn curves(model: &Model, req: &Request, seqs: &[u64]) -> Vec<Curve> {
     out
 }
 
+/// Write the chart of sequence lengths 256 to 1M tokens to `path`.
+pub fn write_chart(model: &Model, req: &Request, path: &std::path::Path) -> std::io::Result<()> {
+    let seqs = doubling_seqs(1 << 20);
+    std::fs::write(path, svg(model, req, &seqs, &curves(model, req, &seqs)))
+}
+
 /// Sequence lengths from 256 to `max`, doubling.
 pub fn doubling_seqs(max: u64) -> Vec<u64> {
     std::iter::successors(Some(256u64), |&s| (s < max).then_some(s * 2)).collect()

@@ -18,27 +18,13 @@ pub(crate) fn memory_plan<'py>(
     lora_rank: u64,
     plot: Option<std::path::PathBuf>,
 ) -> PyResult<(String, Vec<Bound<'py, pyo3::types::PyDict>>)> {
-    use flce_memory::{curves, doubling_seqs, plan, svg, table, Model, Optimizer, Request};
-    let model = if model.ends_with(".json") {
-        Model::from_config_json(std::path::Path::new(model))
-    } else {
-        Model::built_in(model)
-    }
-    .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if !(gpu_gb > 0.0 && seq > 0 && batch > 0) {
-        return Err(PyValueError::new_err("gpu_gb, seq and batch must be positive"));
-    }
-    let req = Request {
-        gpu_bytes: (gpu_gb * (1u64 << 30) as f64) as u64,
-        seq_len: seq,
-        batch,
-        optimizer: optimizer.parse::<Optimizer>().map_err(PyValueError::new_err)?,
-        lora_rank: (lora_rank > 0).then_some(lora_rank),
-    };
+    use flce_memory::{plan, table, write_chart, Model, Request};
+    let err = |e: flce_memory::PlanError| PyValueError::new_err(e.to_string());
+    let model = Model::load(model).map_err(err)?;
+    let req = Request::new(gpu_gb, seq, batch, optimizer, lora_rank).map_err(err)?;
     let rows = plan(&model, &req);
     if let Some(path) = plot {
-        let seqs = doubling_seqs(1 << 20);
-        std::fs::write(&path, svg(&model, &req, &seqs, &curves(&model, &req, &seqs)))
+        write_chart(&model, &req, &path)
             .map_err(|e| PyValueError::new_err(format!("writing {}: {e}", path.display())))?;
     }
     let mut out = vec![];
