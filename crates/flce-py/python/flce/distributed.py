@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import _DTYPES, _REDUCTIONS
+from ._common import _DTYPES, _REDUCTIONS, LossOptions, _problem
 
 _FIELDS = 6  # per token: max, Σexp, Σw·z, argmax, target logit, target weight (float64)
 
@@ -31,11 +31,6 @@ def _gather(t: Tensor, group) -> list:
     out = [torch.empty_like(t) for _ in range(torch.distributed.get_world_size(group))]
     torch.distributed.all_gather(out, t.contiguous(), group=group)
     return out
-
-
-def _problem(n, d, v, dtype, o) -> "_flce.Problem":
-    return _flce.Problem(n, d, v, _DTYPES[dtype], o["reduction"], o["ignore_index"], o["label_smoothing"],
-                         o["z_loss"], o["softcap"], o["shift"] or None, True)
 
 
 def _inputs(e, c, b, t, w):
@@ -47,20 +42,21 @@ class _VocabParallel(torch.autograd.Function):
     @staticmethod
     def forward(ctx, e, c, b, t, w, group, offset, total, o):
         n, d = e.shape
-        local, whole = _problem(n, d, c.shape[0], e.dtype, o), _problem(n, d, total, e.dtype, o)
+        dt = _DTYPES[e.dtype]
+        local, whole = _problem(n, d, c.shape[0], dt, o), _problem(n, d, total, dt, o)
         part = torch.empty(n, _FIELDS, dtype=torch.float64)
         w_k = _flce.phase_forward_partials(local, _inputs(e, c, b, t, w), offset, total, part.data_ptr())
         parts = torch.stack(_gather(part, group)).contiguous()
         w_all = float(sum(x.item() for x in _gather(torch.tensor([w_k], dtype=torch.float64), group)))
         lse = torch.empty(n, dtype=torch.float32)
-        per_token = torch.empty(n if o["reduction"] == "none" else 0, dtype=torch.float32)
+        per_token = torch.empty(n if o.reduction == "none" else 0, dtype=torch.float32)
         merged = torch.empty(n, _FIELDS, dtype=torch.float64)
         loss, _ = _flce.phase_finish(whole, parts.data_ptr(), parts.shape[0], w_all, t.data_ptr(), lse.data_ptr(),
-                                     per_token.data_ptr() if o["reduction"] == "none" else None, merged.data_ptr())
+                                     per_token.data_ptr() if o.reduction == "none" else None, merged.data_ptr())
         ctx.save_for_backward(e, c, b, t, w, lse, merged)
         ctx.group, ctx.offset, ctx.total, ctx.o, ctx.w_all = group, offset, total, o, w_all
         ctx.mark_non_differentiable(lse)
-        out = per_token if o["reduction"] == "none" else torch.tensor(loss, dtype=torch.float32)
+        out = per_token if o.reduction == "none" else torch.tensor(loss, dtype=torch.float32)
         return out, lse
 
     @staticmethod
@@ -68,8 +64,8 @@ class _VocabParallel(torch.autograd.Function):
         e, c, b, t, w, lse, merged = ctx.saved_tensors
         n, d = e.shape
         o = ctx.o
-        local = _problem(n, d, c.shape[0], e.dtype, o)
-        go = (g_out if g_out is not None else torch.zeros(n if o["reduction"] == "none" else 1))
+        local = _problem(n, d, c.shape[0], _DTYPES[e.dtype], o)
+        go = (g_out if g_out is not None else torch.zeros(n if o.reduction == "none" else 1))
         go = go.to(torch.float32).reshape(-1).contiguous()
         want_de, want_dc = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         want_db = b is not None and ctx.needs_input_grad[2]
@@ -120,8 +116,8 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
     rank = dist.get_rank(group)
     offset, total = sum(sizes[:rank]), sum(sizes)
     seq = (input.shape[-2] if input.dim() >= 3 else n) if shift else 0
-    o = dict(reduction=reduction, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing),
-             z_loss=float(z_loss), softcap=None if softcap is None else float(softcap), shift=seq)
+    o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
+                    None if softcap is None else float(softcap), seq)
     c = linear_weight_shard.contiguous()
     b = linear_bias_shard.contiguous() if linear_bias_shard is not None else None
     w = weight_shard.to(torch.float32).contiguous() if weight_shard is not None else None
