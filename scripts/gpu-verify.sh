@@ -4,7 +4,9 @@
 # is there comes back even if the call is cut short). Run from the repository root after
 # scripts/gpu-prepare.sh; carry gpu-bundle (and old-bundle for the A/B step).
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
-# Caps (seconds) and the racecheck cases can be changed with the variables below.
+#   STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
+# Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
+# changed with the variables below.
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
@@ -12,38 +14,55 @@ mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-110} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60}
+STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}
+BENCH_MODES=${BENCH_MODES:-cublas/cublas fused/fused}
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 # racecheck runs the f32 tile kernels at ~40 s a case: a few cases that cover every kernel
-IFS='|' read -r -a RACE_CASES <<< "${RACECHECK_CASES:-bf16 all (255,507,123)|f16 none (1,64,1000)|bad-target}"
+IFS='|' read -r -a RACE_CASES <<< "${RACECHECK_CASES:-bf16 all (255,507,123)|bf16 all (257,520,300)|f16 none (1,64,1000)|bad-target}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $B/wheels/flce-*.whl
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 step() { echo "== $1 ($(date -u +%T))"; }
 
-step "GPU tests"
-timeout "$T_TESTS" $B/gpu-tests > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
-step "pytest"
-(cd /tmp && timeout "$T_PYTEST" python3 -m pytest -q -p no:cacheprovider "$OLDPWD/$B/python-tests") > "$OUT/pytest.log" 2>&1
-step "flce bench"
-timeout "$T_BENCH" $B/flce bench --shapes gemma2,llama3,qwen25 --json /tmp/bench.jsonl > "$OUT/bench.log" 2>&1
-cat /tmp/bench.jsonl >> "$OUT/bench.log" 2>/dev/null
-step "memcheck"
-timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
-  "(255,507,123)" "(1,64,1000)" "(129,200,5003)" chunked bad-target > "$OUT/memcheck.log" 2>&1
-echo "exit $?" >> "$OUT/memcheck.log"
-if [ -d old-bundle ]; then
+if want tests; then
+  step "GPU tests"
+  timeout "$T_TESTS" $B/gpu-tests > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
+fi
+if want pytest; then
+  step "pytest"
+  (cd /tmp && timeout "$T_PYTEST" python3 -m pytest -q -p no:cacheprovider "$OLDPWD/$B/python-tests") > "$OUT/pytest.log" 2>&1
+fi
+if want bench; then
+  for modes in $BENCH_MODES; do
+    step "flce bench --forward ${modes%/*} --backward ${modes#*/}"
+    echo "## forward ${modes%/*}, backward ${modes#*/}" >> "$OUT/bench.log"
+    timeout "$T_BENCH" $B/flce bench --shapes gemma2,llama3,qwen25 --forward "${modes%/*}" --backward "${modes#*/}" \
+      --step-budget-mb "${STEP_BUDGET_MB:-4096}" --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
+  done
+  cat /tmp/bench.jsonl >> "$OUT/bench.log" 2>/dev/null
+fi
+if want memcheck; then
+  step "memcheck"
+  timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
+    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked bad-target > "$OUT/memcheck.log" 2>&1
+  echo "exit $?" >> "$OUT/memcheck.log"
+fi
+if want ab && [ -d old-bundle ]; then
   step "A/B bench (old-bundle vs gpu-bundle, one round)"
   OUT=/tmp/ab timeout "$T_AB" bash scripts/gpu-ab.sh old-bundle gpu-bundle 1 > "$OUT/ab.txt" 2>&1
 fi
-step "racecheck"
-timeout "$T_RACECHECK" compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "${RACE_CASES[@]}" \
-  > "$OUT/racecheck.log" 2>&1
-echo "exit $?" >> "$OUT/racecheck.log"
+if want racecheck; then
+  step "racecheck"
+  timeout "$T_RACECHECK" compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "${RACE_CASES[@]}" \
+    > "$OUT/racecheck.log" 2>&1
+  echo "exit $?" >> "$OUT/racecheck.log"
+fi
 
 echo; echo "== summary"
-echo "gpu tests: $(grep -E '^gpu:' "$OUT/gpu-tests.log") ($(tail -n 1 "$OUT/gpu-tests.log"))"
-grep -E "FAILED" "$OUT/gpu-tests.log" | head -n 5
-echo "pytest: $(tail -n 1 "$OUT/pytest.log")"
-echo "memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -n 1); $(grep -E '^gpu:' "$OUT/memcheck.log") ($(tail -n 1 "$OUT/memcheck.log"))"
-echo "racecheck: $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -n 1); $(grep -cE '^test .* ok' "$OUT/racecheck.log") cases ok ($(tail -n 1 "$OUT/racecheck.log"))"
-grep -E '^\| ' "$OUT/bench.log" | tail -n 4
+[ -f "$OUT/gpu-tests.log" ] && echo "gpu tests: $(grep -E '^gpu:' "$OUT/gpu-tests.log") ($(tail -n 1 "$OUT/gpu-tests.log"))" \
+  && grep -E "FAILED" "$OUT/gpu-tests.log" | head -n 8 | cut -c1-300
+[ -f "$OUT/pytest.log" ] && echo "pytest: $(tail -n 1 "$OUT/pytest.log")"
+[ -f "$OUT/memcheck.log" ] && echo "memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -n 1); $(grep -E '^gpu:' "$OUT/memcheck.log") ($(tail -n 1 "$OUT/memcheck.log"))"
+[ -f "$OUT/racecheck.log" ] && echo "racecheck: $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -n 1); $(grep -cE '^test .* ok' "$OUT/racecheck.log") cases ok ($(tail -n 1 "$OUT/racecheck.log"))"
+[ -f "$OUT/bench.log" ] && grep -E '^(## |\| [a-z])' "$OUT/bench.log"
 [ -f "$OUT/ab.txt" ] && tail -n 5 "$OUT/ab.txt"

@@ -149,6 +149,8 @@ impl CudaLoss {
             match plan.family {
                 Family::Cublas => family::cublas::grad_chunk(call, blas, plan, chunk)?,
                 Family::Sm80 => family::sm80::grad_chunk(call, plan, chunk)?,
+                Family::Sm90 if !x.rows_aligned() => family::sm80::grad_chunk(call, plan, chunk)?,
+                Family::Sm90 => family::sm90::grad_chunk(call, plan, chunk)?,
             }
             let first_tokens = (tc == 0) as i32;
             if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {

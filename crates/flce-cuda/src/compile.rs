@@ -33,10 +33,14 @@ pub enum KernelFile {
     Sm80Forward,
     /// sm80/grad_tiles.cu: G from mma.sync tiles.
     Sm80Grad,
+    /// sm90/forward.cu: the fused TMA + wgmma forward (sm_90a, 16-bit inputs).
+    Sm90Forward,
+    /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
+    Sm90Grad,
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 7] = [
+    pub const ALL: [KernelFile; 9] = [
         KernelFile::Prep,
         KernelFile::Finish,
         KernelFile::Accumulate,
@@ -44,6 +48,8 @@ impl KernelFile {
         KernelFile::CublasGrad,
         KernelFile::Sm80Forward,
         KernelFile::Sm80Grad,
+        KernelFile::Sm90Forward,
+        KernelFile::Sm90Grad,
     ];
 
     /// Path below kernels/.
@@ -56,6 +62,8 @@ impl KernelFile {
             KernelFile::CublasGrad => "cublas/grad_from_logits.cu",
             KernelFile::Sm80Forward => "sm80/forward_tiles.cu",
             KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
+            KernelFile::Sm90Forward => "sm90/forward.cu",
+            KernelFile::Sm90Grad => "sm90/grad.cu",
         }
     }
 
@@ -68,12 +76,24 @@ impl KernelFile {
             KernelFile::CublasGrad => include_str!("../kernels/cublas/grad_from_logits.cu"),
             KernelFile::Sm80Forward => include_str!("../kernels/sm80/forward_tiles.cu"),
             KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
+            KernelFile::Sm90Forward => include_str!("../kernels/sm90/forward.cu"),
+            KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
         }
     }
 
     /// Whether the file's kernels touch no input-dtype data (then one module serves every dtype).
     pub fn dtype_independent(self) -> bool {
         matches!(self, KernelFile::Prep | KernelFile::Finish)
+    }
+
+    /// Whether the file is built for this target and element type: the sm90 family's files use
+    /// sm_90a-only instructions (wgmma, setmaxnreg) on 16-bit operands; every other file builds
+    /// everywhere.
+    pub fn builds_for(self, arch: &Arch, dtype: DType) -> bool {
+        match self {
+            KernelFile::Sm90Forward | KernelFile::Sm90Grad => arch.0 == "sm_90a" && dtype != DType::F32,
+            _ => true,
+        }
     }
 }
 
@@ -85,6 +105,7 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "common/types.cuh" => include_str!("../kernels/common/types.cuh").into(),
         "common/loss.cuh" => include_str!("../kernels/common/loss.cuh").into(),
         "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
+        "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
         _ => return None,
     })
 }

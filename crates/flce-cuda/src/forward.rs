@@ -37,6 +37,9 @@ impl CudaLoss {
         match plan.family {
             Family::Cublas => family::cublas::forward_partials(&call, plan)?,
             Family::Sm80 => family::sm80::forward_partials(&call, plan)?,
+            // TMA needs 16-byte aligned rows: other pointers take the portable kernel, same layout
+            Family::Sm90 if !x.rows_aligned() => family::sm80::forward_partials(&call, plan)?,
+            Family::Sm90 => family::sm90::forward_partials(&call, plan)?,
         }
         self.finish(&call, ws.at(plan.partials), ws.at(plan.target_logit), plan.splits, out)
     }

@@ -18,6 +18,27 @@ pub const ELEMENTWISE_THREADS: u32 = 256;
 /// Tokens per block of flce_stats_from_logits (one warp per token).
 pub const STATS_TOKENS_PER_BLOCK: u32 = ELEMENTWISE_THREADS / 32;
 
+/// sm90 family (kernels/sm90): logit tile 128 tokens × 256 vocabulary rows, k-step 64 (one
+/// 128-byte swizzle row of 16-bit elements), a ring of 4 TMA stages, one producer and two
+/// consumer warpgroups.
+pub const SM90_TILE_M: usize = 128;
+pub const SM90_TILE_N: usize = 256;
+pub const SM90_TILE_K: usize = 64;
+pub const SM90_STAGES: usize = 4;
+pub const SM90_THREADS: u32 = 384;
+/// Bytes of one stage's E box (128 × 64 × 2) and C box (256 × 64 × 2).
+pub const SM90_A_STAGE_BYTES: usize = SM90_TILE_M * SM90_TILE_K * 2;
+pub const SM90_B_STAGE_BYTES: usize = SM90_TILE_N * SM90_TILE_K * 2;
+/// The ring (196,608 bytes).
+pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
+/// 1024 bytes of slack to align the ring, the ring, the full and empty barriers: the start of
+/// every sm90 kernel's shared memory; its epilogue's scratch follows.
+const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
+/// flce_sm90_forward: the main loop's, then each row's running statistics and target.
+pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
+/// flce_sm90_grad: the main loop's, then the column sums of 8 warps (db).
+pub const SM90_GRAD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4;
+
 /// Elements per 16-byte copy.
 pub fn chunk_elems(dtype: DType) -> usize {
     16 / dtype.size_in_bytes()
@@ -61,6 +82,14 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("REDUCE_THREADS", REDUCE_THREADS as usize),
         ("ELEMENTWISE_THREADS", ELEMENTWISE_THREADS as usize),
         ("STATS_TOKENS_PER_BLOCK", STATS_TOKENS_PER_BLOCK as usize),
+        ("SM90_TILE_M", SM90_TILE_M),
+        ("SM90_TILE_N", SM90_TILE_N),
+        ("SM90_TILE_K", SM90_TILE_K),
+        ("SM90_STAGES", SM90_STAGES),
+        ("SM90_THREADS", SM90_THREADS as usize),
+        ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
+        ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
+        ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
     ]
 }
 
@@ -76,5 +105,14 @@ mod tests {
             assert_eq!(grad_smem_bytes(dtype), 85_504);
             assert!(forward_smem_bytes(dtype) <= 99 * 1024, "must fit sm_86's 99 KB per block");
         }
+    }
+
+    #[test]
+    fn sm90_blocks_fit_hopper_shared_memory() {
+        assert_eq!(SM90_PIPE_BYTES, 196_608);
+        assert!(SM90_GRAD_SMEM_BYTES <= 227 * 1024, "{SM90_GRAD_SMEM_BYTES} bytes: over the sm_90 per-block limit");
+        // each stage starts on a 1024-byte boundary (the 128-byte swizzle atom)
+        assert_eq!(SM90_A_STAGE_BYTES % 1024, 0);
+        assert_eq!(SM90_B_STAGE_BYTES % 1024, 0);
     }
 }

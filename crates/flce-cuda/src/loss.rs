@@ -13,7 +13,7 @@ use crate::blas::Blas;
 use crate::compile::{Arch, KernelFile};
 use crate::device::{DeviceInputs, Stream, Workspace};
 use crate::error::Check;
-use crate::family::{BackwardMode, Family, ForwardMode};
+use crate::family::{self, BackwardMode, Family, ForwardMode};
 use crate::library::{require, Library};
 use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
 use crate::runtime::Kernels;
@@ -113,7 +113,8 @@ impl CudaLoss {
     /// The forward plan for a call shape: its family, work and workspace. Make it once per shape
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
-        plan::forward_plan(shape, dtype, self.sm_count, config.mode, config.budget)
+        let fused = family::fused_family(&self.arch, shape, dtype);
+        plan::forward_plan(shape, dtype, self.sm_count, config.mode, config.budget, fused)
     }
 
     /// The backward plan for a call shape and the gradients wanted.
@@ -124,7 +125,14 @@ impl CudaLoss {
         wanted: Wanted,
         config: BackwardConfig,
     ) -> Result<BackwardPlan> {
-        plan::backward_plan(shape, dtype, wanted, config.budget, config.mode)
+        plan::backward_plan(
+            shape,
+            dtype,
+            wanted,
+            config.budget,
+            config.mode,
+            family::fused_family(&self.arch, shape, dtype),
+        )
     }
 
     /// The plan was made for this call: same shape and dtype, a family this device runs.

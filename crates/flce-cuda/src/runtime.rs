@@ -16,7 +16,8 @@ use crate::compile::{compile, Arch, KernelFile};
 use crate::device::Stream;
 use crate::error::{Check, CudaError, CudaResult};
 use crate::geometry::{
-    self, ELEMENTWISE_THREADS, REDUCE_THREADS, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_THREADS,
+    SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -32,10 +33,12 @@ pub enum Kernel {
     ForwardTiles,
     GradTiles,
     ScaleGrads,
+    Sm90Forward,
+    Sm90Grad,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 10] = [
+    pub const ALL: [Kernel; 12] = [
         Kernel::PrepTargets,
         Kernel::TokenScale,
         Kernel::ForwardFinish,
@@ -46,6 +49,8 @@ impl Kernel {
         Kernel::ForwardTiles,
         Kernel::GradTiles,
         Kernel::ScaleGrads,
+        Kernel::Sm90Forward,
+        Kernel::Sm90Grad,
     ];
 
     pub fn file(self) -> KernelFile {
@@ -57,6 +62,8 @@ impl Kernel {
             Kernel::GradFromLogits => KernelFile::CublasGrad,
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
             Kernel::GradTiles => KernelFile::Sm80Grad,
+            Kernel::Sm90Forward => KernelFile::Sm90Forward,
+            Kernel::Sm90Grad => KernelFile::Sm90Grad,
         }
     }
 
@@ -73,6 +80,8 @@ impl Kernel {
             Kernel::ForwardTiles => "flce_forward_tiles",
             Kernel::GradTiles => "flce_grad_tiles",
             Kernel::ScaleGrads => "flce_scale_grads",
+            Kernel::Sm90Forward => "flce_sm90_forward",
+            Kernel::Sm90Grad => "flce_sm90_grad",
         }
     }
 
@@ -80,6 +89,7 @@ impl Kernel {
         match self {
             Kernel::TokenScale | Kernel::ForwardFinish => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90Grad => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -89,6 +99,8 @@ impl Kernel {
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
+            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
+            Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
             _ => 0,
         }
     }
@@ -171,6 +183,23 @@ impl KernelArgs for ForwardTilesParams {
     fn grid(&self) -> (u32, u32, u32) {
         let vocab_tiles = blocks(self.lp.k.v as usize, TILE_N) as usize;
         (blocks(self.lp.k.n as usize, TILE_M), blocks(vocab_tiles, self.tiles_per_split as usize), 1)
+    }
+}
+
+impl KernelArgs for Sm90ForwardParams {
+    const KERNEL: Kernel = Kernel::Sm90Forward;
+    fn grid(&self) -> (u32, u32, u32) {
+        // every split writes its partial, even one left without tiles
+        (blocks(self.lp.k.n as usize, SM90_TILE_M), self.splits as u32, 1)
+    }
+}
+impl KernelArgs for Sm90GradParams {
+    const KERNEL: Kernel = Kernel::Sm90Grad;
+    fn grid(&self) -> (u32, u32, u32) {
+        let c = &self.chunk;
+        let tiles = (c.v_end - c.v0) as usize;
+        let tiles = tiles.div_ceil(SM90_TILE_N);
+        (blocks((c.n_end - c.n0) as usize, SM90_TILE_M), blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
     }
 }
 

@@ -24,7 +24,7 @@ fn every_kernel_compiles_for_every_target() {
     let mut compiled = 0;
     for arch in CI_ARCHES {
         for dtype in [DType::BF16, DType::F16, DType::F32] {
-            for file in KernelFile::ALL {
+            for file in KernelFile::ALL.into_iter().filter(|f| f.builds_for(&Arch(arch.to_string()), dtype)) {
                 let opts = options(&Arch(arch.to_string()));
                 let cubin = compile_uncached(&expanded_source(file, dtype), file.name(), &opts)
                     .unwrap_or_else(|e| panic!("{} for {arch} {dtype}: {e}", file.name()));

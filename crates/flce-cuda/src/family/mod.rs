@@ -14,11 +14,18 @@
 //! - [`Family::Sm80`] (kernels/sm80): flce's mma.sync tile main loop with pluggable epilogues,
 //!   no logits in memory (forward workspace ≤ 1 MB + 16 bytes per token). sm_80 and newer.
 //!
-//! A Hopper family (kernels/sm90: wgmma + TMA, warp-specialised) goes beside them: a variant
-//! here, its `supports`, its two seams in family/sm90.rs, and the planner's choice.
+//! - [`Family::Sm90`] (kernels/sm90): TMA + wgmma, warp-specialised, 128 × 256 tiles; the same
+//!   seams and workspace layouts as sm80, so a plan made for it runs on sm80 where a call's
+//!   pointers do not suit TMA. sm_90a only, 16-bit inputs with 16-byte rows.
+//!
+//! "fused" means the fastest fused family the GPU and problem allow ([`fused_family`]);
+//! the `Sm80` modes force the portable one (to test it on Hopper).
 
 pub(crate) mod cublas;
 pub(crate) mod sm80;
+pub(crate) mod sm90;
+
+use flce_core::{DType, Shape};
 
 use crate::compile::{Arch, KernelFile};
 
@@ -29,6 +36,8 @@ pub enum Family {
     Cublas,
     /// flce's portable mma.sync tiles (sm_80+), logits never in memory.
     Sm80,
+    /// Hopper TMA + wgmma tiles (sm_90a), logits never in memory.
+    Sm90,
 }
 
 impl Family {
@@ -36,6 +45,7 @@ impl Family {
         match self {
             Family::Cublas => "cublas",
             Family::Sm80 => "sm80",
+            Family::Sm90 => "sm90",
         }
     }
 
@@ -44,6 +54,7 @@ impl Family {
         match self {
             Family::Cublas => true,
             Family::Sm80 => arch.capability() >= (8, 0),
+            Family::Sm90 => arch.0 == "sm_90a",
         }
     }
 
@@ -52,7 +63,19 @@ impl Family {
         match self {
             Family::Cublas => [KernelFile::CublasStats, KernelFile::CublasGrad],
             Family::Sm80 => [KernelFile::Sm80Forward, KernelFile::Sm80Grad],
+            Family::Sm90 => [KernelFile::Sm90Forward, KernelFile::Sm90Grad],
         }
+    }
+}
+
+/// The fused family for a problem on a GPU: sm90 on sm_90a for 16-bit inputs whose rows are a
+/// multiple of 16 bytes (TMA), sm80 otherwise.
+pub fn fused_family(arch: &Arch, shape: Shape, dtype: DType) -> Family {
+    let tma_rows = (shape.d * dtype.size_in_bytes()) % 16 == 0;
+    if Family::Sm90.supports(arch) && dtype != DType::F32 && tma_rows {
+        Family::Sm90
+    } else {
+        Family::Sm80
     }
 }
 
@@ -63,9 +86,11 @@ pub enum ForwardMode {
     /// the gradient bytes). Falls back to the fused family when the budget holds no chunk.
     #[default]
     CublasChunks,
-    /// The sm80 family's fused tile kernel: no logits anywhere, workspace within 1 MB + 16 bytes
-    /// per token, at the speed of flce's portable (mma.sync) main loop.
+    /// The fastest fused family the GPU allows ([`fused_family`]: sm90 on Hopper, sm80 elsewhere):
+    /// no logits anywhere, workspace within 1 MB + 16 bytes per token.
     Fused,
+    /// The portable sm80 fused family even where a faster one exists.
+    FusedSm80,
 }
 
 /// How the caller asks the backward to get each chunk's logits back.
@@ -76,39 +101,60 @@ pub enum BackwardMode {
     /// element.
     #[default]
     CublasLogits,
-    /// The sm80 family: flce's tile kernel recomputes the logits and forms G in its epilogue (no
-    /// f32 logits buffer, dtype bytes per chunk element), at the speed of its main loop.
+    /// The fastest fused family the GPU allows (sm90 on Hopper, sm80 elsewhere): its tile kernel
+    /// recomputes the logits and forms G in its epilogue (no f32 logits buffer, dtype bytes per
+    /// chunk element).
     FusedTiles,
+    /// The portable sm80 fused family even where a faster one exists.
+    FusedSm80,
 }
 
-/// Parses a mode name as the Python API and the CLI spell it: "cublas" or "fused".
-fn parse_mode<M>(s: &str, what: &str, cublas: M, fused: M) -> Result<M, String> {
+/// Parses a mode name as the Python API and the CLI spell it: "cublas", "fused" or "sm80".
+fn parse_mode<M>(s: &str, what: &str, [cublas, fused, sm80]: [M; 3]) -> Result<M, String> {
     match s {
         "cublas" => Ok(cublas),
         "fused" => Ok(fused),
-        other => Err(format!("{what} '{other}': expected 'cublas' or 'fused'")),
+        "sm80" => Ok(sm80),
+        other => Err(format!("{what} '{other}': expected 'cublas', 'fused' or 'sm80'")),
     }
 }
 
 impl std::str::FromStr for ForwardMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        parse_mode(s, "forward_mode", ForwardMode::CublasChunks, ForwardMode::Fused)
+        parse_mode(s, "forward_mode", [ForwardMode::CublasChunks, ForwardMode::Fused, ForwardMode::FusedSm80])
     }
 }
 
 impl std::str::FromStr for BackwardMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        parse_mode(s, "backward_mode", BackwardMode::CublasLogits, BackwardMode::FusedTiles)
+        parse_mode(s, "backward_mode", [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80])
+    }
+}
+
+impl ForwardMode {
+    /// The family of a fused mode, given what "fused" means on this GPU for this problem.
+    pub fn fused(self, fused: Family) -> Family {
+        if self == ForwardMode::FusedSm80 {
+            Family::Sm80
+        } else {
+            fused
+        }
     }
 }
 
 impl BackwardMode {
-    pub fn family(self) -> Family {
+    /// The family that forms G, given what "fused" means on this GPU for this problem.
+    pub fn family(self, fused: Family) -> Family {
         match self {
             BackwardMode::CublasLogits => Family::Cublas,
-            BackwardMode::FusedTiles => Family::Sm80,
+            BackwardMode::FusedTiles => fused,
+            BackwardMode::FusedSm80 => Family::Sm80,
         }
+    }
+    /// Whether the mode recomputes the logits in a fused tile kernel (no f32 logits buffer).
+    pub fn is_fused(self) -> bool {
+        self != BackwardMode::CublasLogits
     }
 }

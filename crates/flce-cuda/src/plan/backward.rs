@@ -151,7 +151,7 @@ pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode:
 /// is preferred): 1024 rows for the fused tiles, 512 for cuBLAS logits.
 fn good_vocab_chunk(mode: BackwardMode) -> usize {
     match mode {
-        BackwardMode::FusedTiles => 1024,
+        BackwardMode::FusedTiles | BackwardMode::FusedSm80 => 1024,
         BackwardMode::CublasLogits => 512,
     }
 }
@@ -212,7 +212,7 @@ fn layout(
         shape,
         dtype,
         wanted,
-        family: mode.family(),
+        family: mode.family(Family::Sm80),
         token_chunk: rows,
         vocab_chunk,
         ldg,
@@ -230,10 +230,25 @@ fn layout(
     }
 }
 
-/// The backward plan within `budget` bytes of workspace (None: the default budget). Prefers one
-/// token chunk (each dC chunk finished in one product) with the largest vocabulary chunk that
-/// fits; chunks tokens only when even 1024 vocabulary rows for all N tokens do not fit.
+/// The backward plan within `budget` bytes of workspace (None: the default budget), where "fused"
+/// means the family `fused` ([`crate::family::fused_family`]; the fused families share one
+/// layout). Prefers one token chunk (each dC chunk finished in one product) with the largest
+/// vocabulary chunk that fits; chunks tokens only when even 1024 vocabulary rows for all N tokens
+/// do not fit.
 pub fn backward_plan(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: Option<usize>,
+    mode: BackwardMode,
+    fused: Family,
+) -> Result<BackwardPlan> {
+    let mut plan = backward_layout_plan(shape, dtype, wanted, budget, mode)?;
+    plan.family = mode.family(fused);
+    Ok(plan)
+}
+
+fn backward_layout_plan(
     shape: Shape,
     dtype: DType,
     wanted: Wanted,

@@ -58,15 +58,16 @@ impl ForwardPlan {
     }
 }
 
-/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors. The cuBLAS family falls
-/// back to the fused one when not even 128 vocabulary columns of f32 logits for every token fit
-/// the budget.
+/// The forward plan for `shape` on a GPU with `sm_count` multiprocessors, where "fused" means the
+/// family `fused` ([`crate::family::fused_family`]). The cuBLAS family falls back to the fused one
+/// when not even 128 vocabulary columns of f32 logits for every token fit the budget.
 pub fn forward_plan(
     shape: Shape,
     dtype: DType,
     sm_count: usize,
     mode: ForwardMode,
     budget: Option<usize>,
+    fused: Family,
 ) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
@@ -74,14 +75,21 @@ pub fn forward_plan(
     let v_pad = vocab_tiles * TILE_N;
     let budget = budget.unwrap_or_else(|| default_forward_budget(shape, dtype));
     let chunk = (budget.saturating_sub(24 * n + 4 * ALIGN) / (4 * n) / TILE_N * TILE_N).min(v_pad);
-    let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { Family::Sm80 };
-    let splits = if family == Family::Sm80 {
-        // Aim for two waves of blocks; never more partials than the memory target allows.
-        let wanted = (2 * sm_count.max(1)).div_ceil(token_tiles);
-        let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-        wanted.min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
-    } else {
-        1
+    let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
+    // never more partials than the memory target allows
+    let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
+    let splits = match family {
+        // two blocks per SM: aim for two waves of blocks
+        Family::Sm80 => {
+            (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
+        }
+        // one block per SM, running start to end: the split count whose grid wastes least of the
+        // last wave (a wave is one block per SM)
+        Family::Sm90 => {
+            let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
+            best_split(token_tiles, shape.v.div_ceil(crate::geometry::SM90_TILE_N), sm_count, cap)
+        }
+        Family::Cublas => 1,
     };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
     let splits = vocab_tiles.div_ceil(tiles_per_split);
@@ -92,7 +100,7 @@ pub fn forward_plan(
     let status = l.take(4);
     let (vocab_chunk, logits) = match family {
         Family::Cublas => (chunk, Some(l.take(4 * n * chunk))),
-        Family::Sm80 => (0, None),
+        Family::Sm80 | Family::Sm90 => (0, None),
     };
     ForwardPlan {
         shape,
@@ -110,4 +118,25 @@ pub fn forward_plan(
         status,
         workspace_bytes: l.bytes(),
     }
+}
+
+/// How many ways to split `cols` column tiles for `rows` row tiles on `sm_count` SMs running one
+/// block each to the end: the split count in 1..=cap whose grid of rows × splits blocks (each
+/// ceil(cols / splits) tiles long) keeps the largest fraction of the SMs busy over the run; the
+/// smallest such count on ties (longer blocks fill their pipelines fewer times).
+pub fn best_split(rows: usize, cols: usize, sm_count: usize, cap: usize) -> usize {
+    let sm = sm_count.max(1);
+    let busy = |s: usize| {
+        let per_block = cols.div_ceil(s);
+        let blocks = rows * cols.div_ceil(per_block);
+        let waves = blocks.div_ceil(sm);
+        (rows * cols) as f64 / (waves * sm * per_block) as f64
+    };
+    let mut best = 1;
+    for s in 2..=cap.max(1).min(cols.max(1)) {
+        if busy(s) > busy(best) + 1e-9 {
+            best = s;
+        }
+    }
+    best
 }

@@ -12,7 +12,7 @@ mod step;
 mod tests;
 
 pub use backward::{backward_plan, default_backward_budget, BackwardPlan, DcAccumulator, DcTail, DeAccumulator};
-pub use forward::{default_forward_budget, forward_plan, ForwardPlan, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS};
+pub use forward::{best_split, default_forward_budget, forward_plan, ForwardPlan, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS};
 pub use step::{step_plan, StepPlan};
 
 use std::ops::Range;

@@ -14,7 +14,7 @@ const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
 fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
     for n in [1usize, 7, 128, 255, 1000, 8192, 65_536, 131_072] {
         for v in [1usize, 123, 128_256, 256_000] {
-            let p = forward_plan(Shape::new(n, 64, v), DType::BF16, 132, ForwardMode::Fused, None);
+            let p = forward_plan(Shape::new(n, 64, v), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80);
             let limit = (1 << 20) + FORWARD_BYTES_PER_TOKEN * n + 4 * ALIGN;
             assert!(p.workspace_bytes <= limit, "n {n} v {v}: {} > {limit}", p.workspace_bytes);
             assert!(p.splits >= 1 && p.splits <= MAX_SPLITS);
@@ -26,30 +26,33 @@ fn forward_workspace_stays_within_one_mb_plus_16_bytes_per_token() {
 
 #[test]
 fn forward_splits_fill_the_gpu_for_few_tokens() {
-    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None).splits, 5);
+    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80).splits, 5);
     assert_eq!(
-        forward_plan(Shape::new(128, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits,
+        forward_plan(Shape::new(128, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80).splits,
         MAX_SPLITS
     );
-    assert_eq!(forward_plan(Shape::new(65_536, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None).splits, 1);
+    assert_eq!(
+        forward_plan(Shape::new(65_536, 64, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80).splits,
+        1
+    );
 }
 
 #[test]
 fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
-    let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, None);
+    let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, None, Family::Sm80);
     assert_eq!(p.family, Family::Cublas);
     assert!(p.workspace_bytes <= gradient_bytes(GEMMA, DType::BF16, BOTH) / 10, "{}", p.workspace_bytes);
     assert!(p.vocab_chunk >= 2048 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
     assert_eq!(p.vocab_range(p.vocab_chunks() - 1).end, GEMMA.v);
-    let small = forward_plan(Shape::new(100, 64, 300), DType::BF16, 132, ForwardMode::CublasChunks, None);
+    let small = forward_plan(Shape::new(100, 64, 300), DType::BF16, 132, ForwardMode::CublasChunks, None, Family::Sm80);
     assert_eq!(small.vocab_chunk, 384, "one chunk covers the padded vocabulary");
-    let tight = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, Some(1 << 20));
+    let tight = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, Some(1 << 20), Family::Sm80);
     assert_eq!(tight.family, Family::Sm80);
 }
 
 #[test]
 fn default_backward_fits_ten_percent_at_gemma() {
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles).unwrap();
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm80).unwrap();
     let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
     assert!(p.workspace_bytes <= grads / 10, "{} > {}", p.workspace_bytes, grads / 10);
     assert_eq!(p.token_chunk, GEMMA.n);
@@ -79,7 +82,7 @@ fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
     // (112 MB): in dC's tail it costs no workspace, and the chunks grow.
     for shape in [LLAMA, GEMMA, Shape::new(8192, 3584, 152_064), Shape::new(16_384, 4096, 128_256)] {
         for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
-            let p = backward_plan(shape, DType::BF16, BOTH, None, mode).unwrap();
+            let p = backward_plan(shape, DType::BF16, BOTH, None, mode, Family::Sm80).unwrap();
             let grads = gradient_bytes(shape, DType::BF16, BOTH);
             assert!(p.workspace_bytes <= grads / 10, "{shape:?} {mode:?}: {} > {}", p.workspace_bytes, grads / 10);
             // 2048+ rows at 8k tokens, half that at 16k
@@ -92,7 +95,7 @@ fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
 #[test]
 fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
     let no_tail = |shape: Shape, dtype: DType, wanted: Wanted| {
-        let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits).unwrap();
+        let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits, Family::Sm80).unwrap();
         assert!(p.dc_tail().is_none(), "{shape:?} {dtype:?} {wanted:?}");
         assert!(p.tail_chunks().is_empty());
         p
@@ -122,7 +125,7 @@ fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
     for (shape, mode) in cases {
         for dtype in [DType::BF16, DType::F16] {
             for dbias in [false, true] {
-                let p = backward_plan(shape, dtype, Wanted { dbias, ..BOTH }, None, mode).unwrap();
+                let p = backward_plan(shape, dtype, Wanted { dbias, ..BOTH }, None, mode, Family::Sm80).unwrap();
                 check_tail(shape, dtype, &p);
                 assert!(!p.tail_chunks().is_empty(), "a tail pass exists");
             }
@@ -134,23 +137,24 @@ fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
 fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
     // the GPU tests' chunked-budget case
     let shape = Shape::new(700, 96, 3000);
-    let p = backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles).unwrap();
+    let p = backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles, Family::Sm80).unwrap();
     assert!(p.token_chunk < shape.n && p.token_chunk % TILE_M == 0);
     assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)) && p.dc_tail().is_none());
     assert!(p.workspace_bytes <= 600_000);
     assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
     // at Gemma, token chunks would need dE's accumulator in the workspace (75 MB): a budget
     // below the good chunk size takes a smaller tail plan instead
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, Some(16 << 20), BackwardMode::FusedTiles).unwrap();
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, Some(16 << 20), BackwardMode::FusedTiles, Family::Sm80).unwrap();
     assert!(p.vocab_chunk < 1024 && p.workspace_bytes <= 16 << 20);
     check_tail(GEMMA, DType::BF16, &p);
-    let err = backward_plan(GEMMA, DType::BF16, BOTH, Some(1 << 20), BackwardMode::FusedTiles).unwrap_err();
+    let err =
+        backward_plan(GEMMA, DType::BF16, BOTH, Some(1 << 20), BackwardMode::FusedTiles, Family::Sm80).unwrap_err();
     assert!(matches!(err, Error::InvalidOption { name: "workspace_budget", .. }), "{err}");
 }
 
 #[test]
 fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits).unwrap();
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm80).unwrap();
     let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
     assert!(p.workspace_bytes <= grads / 10);
     assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 512, "{p:?}");
@@ -159,15 +163,22 @@ fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
 
 #[test]
 fn f32_inputs_accumulate_in_place() {
-    let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, BOTH, None, BackwardMode::default()).unwrap();
+    let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, BOTH, None, BackwardMode::default(), Family::Sm80)
+        .unwrap();
     assert_eq!((p.de_acc, p.dc_acc), (DeAccumulator::InPlace, DcAccumulator::Direct));
 }
 
 #[test]
 fn regions_do_not_overlap() {
-    let p =
-        backward_plan(Shape::new(1000, 96, 5000), DType::F16, Wanted::ALL, Some(3 << 20), BackwardMode::CublasLogits)
-            .unwrap();
+    let p = backward_plan(
+        Shape::new(1000, 96, 5000),
+        DType::F16,
+        Wanted::ALL,
+        Some(3 << 20),
+        BackwardMode::CublasLogits,
+        Family::Sm80,
+    )
+    .unwrap();
     let in_workspace = |a: DeAccumulator| match a {
         DeAccumulator::Workspace(r) => Some(r),
         _ => None,
@@ -197,4 +208,31 @@ fn regions_do_not_overlap() {
     }
     assert!(rs.last().unwrap().offset + rs.last().unwrap().bytes <= p.workspace_bytes);
     assert!(p.workspace_bytes <= 3 << 20);
+}
+
+#[test]
+fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
+    // Gemma 2 at 8k tokens: 64 token tiles; 2 splits make 128 blocks on 132 SMs (one wave)
+    let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
+    assert_eq!((p.family, p.splits), (Family::Sm90, 2));
+    // one token: the 1000 vocabulary tiles shared out over (almost) every SM, 8 tiles each
+    let one = forward_plan(Shape::new(1, 2304, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
+    assert_eq!(one.splits, 125);
+    // the portable mode keeps the portable family on Hopper
+    let portable = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::FusedSm80, None, Family::Sm90);
+    assert_eq!(portable.family, Family::Sm80);
+    for n in [1usize, 100, 128, 1000, 8192, 32_768, 131_072] {
+        let p = forward_plan(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
+        assert!(p.partials.bytes <= (1 << 20) + 16 * n, "n {n}: {} bytes of partials", p.partials.bytes);
+    }
+}
+
+#[test]
+fn best_split_prefers_full_waves_and_the_fewest_splits_on_ties() {
+    assert_eq!(best_split(64, 1000, 132, 8), 2);
+    assert_eq!(best_split(256, 1000, 132, 8), 1);
+    assert_eq!(best_split(1, 10, 132, 132), 10);
+    // 28 column tiles for 64 row tiles: 14 tiles per block, 128 blocks (4 blocks of 7 per row
+    // tile fill two waves as well: the longer blocks win)
+    assert_eq!(best_split(64, 28, 132, 28), 2);
 }

@@ -147,7 +147,7 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
     let oracle = reference::evaluate(&host, &c.opts, go_host).map_err(|e| e.to_string())?;
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
     let mut report = String::new();
-    // Both kernel families: cuBLAS chunks + elementwise kernels, and flce's fused tile kernels.
+    // Every kernel family: cuBLAS chunks + elementwise kernels, and flce's fused tile kernels.
     // A small forward budget makes the cuBLAS forward take several vocabulary chunks.
     let families = [
         (
@@ -157,7 +157,10 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
             },
             BackwardMode::CublasLogits,
         ),
+        // the GPU's fastest fused family (sm90 on Hopper for 16-bit inputs with 16-byte rows)
         (ForwardConfig { budget: None, mode: ForwardMode::Fused }, BackwardMode::FusedTiles),
+        // and the portable one, kept correct where a faster one exists
+        (ForwardConfig { budget: None, mode: ForwardMode::FusedSm80 }, BackwardMode::FusedSm80),
     ];
     for (fconfig, mode) in families {
         let config = BackwardConfig { budget: c.budget, mode };

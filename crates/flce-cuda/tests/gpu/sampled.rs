@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use flce_core::testing::{DataKind, RandomProblem, Rng};
 use flce_core::{bf16, Element, GradOutput, Options, Shape};
-use flce_cuda::{BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, ForwardConfig};
+use flce_cuda::{
+    BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, ForwardConfig, ForwardMode,
+};
 use rayon::prelude::*;
 
 use crate::oracle::{bits, go_for, gpu_run, tol, GpuRun};
@@ -21,9 +23,15 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     let host = p.inputs();
     let up = be.upload(&host, &c.opts).map_err(|e| e.to_string())?;
     let go = go_for(&c.opts, n);
-    let config = BackwardConfig { budget: c.budget, mode: BackwardMode::default() };
-    let a = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
-    let b = gpu_run::<T>(be, &up, &c.opts, &go, ForwardConfig::default(), config)?;
+    let (fmode, bmode) = if c.fused {
+        (ForwardMode::Fused, BackwardMode::FusedTiles)
+    } else {
+        (ForwardMode::default(), BackwardMode::default())
+    };
+    let config = BackwardConfig { budget: c.budget, mode: bmode };
+    let fconfig = ForwardConfig { budget: None, mode: fmode };
+    let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
+    let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
     if bits(&a) != bits(&b) {
         return Err("results differ between two identical runs (race?)".into());
     }

@@ -1,0 +1,159 @@
+// flce sm90 family, forward: the TMA + wgmma logits main loop (sm90/mainloop.cuh) with an epilogue
+// that folds each 128 × 256 logit tile into per-token statistics in registers. No logits in memory.
+//
+// flce_sm90_forward — grid (ceil(N/128), splits), SM90_THREADS (384) threads, dynamic smem
+//   SM90_FORWARD_SMEM_BYTES, one block per SM. Block (x, s) owns tokens [128x, 128x + 128) and the
+//   vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split) of 256 columns. Each consumer
+//   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows in registers; per tile it
+//   applies bias and softcap, takes the row max over its 64 columns and then over the quad (the
+//   4 lanes that hold the row), rescales its running sum once, adds the tile's exponentials and
+//   writes the target logit when the target column falls in the tile (one writer per token). At
+//   the end the consumers write one packed RowStats per (split, token) to `partials` [splits,
+//   N], merged by shared/finish.cu. A split with no tiles writes empty statistics.
+//   Running statistics and targets of the block's rows sit in shared memory (see the epilogue).
+//   Reads E, C (TMA), bias, class weights, targets; writes partials and target_logit. No atomics,
+//   a fixed order everywhere: bitwise reproducible.
+//
+// NaN logits reach the loss through the sums (exp(NaN) is NaN); the running max ignores them.
+// The argmax keeps the first column of the largest value (ties to the smaller index, as spec.rs).
+//
+// Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
+#include "sm90/mainloop.cuh"
+
+// The running statistics of each row live in shared memory (one packed RowStats per row, read
+// and written by the row's quad leader only; the quad gets the running max by shuffle): 10
+// registers fewer than keeping them in registers, which keeps the consumers within the 168 the
+// launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
+struct Sm90ForwardEpilogue {
+  const LogitParams& p;
+  float* target_logit;
+  float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
+  const int* s_target;  // [SM90_TILE_M]
+  int row0, rl0, t;     // block's first token, the thread's first row in the block, lane % 4
+
+  // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
+  // case, every column valid), and the general one.
+  __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+    const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
+    if (plain && col0 + SM90_TILE_N <= p.k.v)
+      fold<true>(acc, col0);
+    else
+      fold<false>(acc, col0);
+  }
+
+  // FAST: every column of the tile is valid and z = x.
+  template <bool FAST>
+  __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
+    const int v = p.k.v;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rl = rl0 + 8 * h;
+      float tmax = FLCE_NEG_INF;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int col = col0 + 8 * j + 2 * t + q;
+          float z = acc[4 * j + 2 * h + q];
+          if (!FAST) z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+          acc[4 * j + 2 * h + q] = z;
+          tmax = fmaxf(tmax, z);
+        }
+      }
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
+      tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
+      float4 st = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (t == 0) st = s_state[rl];
+      const float m_run = __shfl_sync(0xffffffffu, st.x, 0, 4);
+      int am = 0x7fffffff;
+      if (tmax > m_run) {
+        // a new running max (rare after the first tiles): its first column, agreed by the quad
+#pragma unroll
+        for (int j = 31; j >= 0; --j)
+#pragma unroll
+          for (int q = 1; q >= 0; --q)
+            if (acc[4 * j + 2 * h + q] == tmax) am = col0 + 8 * j + 2 * t + q;
+        am = min(am, __shfl_xor_sync(0xffffffffu, am, 1));
+        am = min(am, __shfl_xor_sync(0xffffffffu, am, 2));
+      }
+      const float new_m = fmaxf(m_run, tmax);
+      float part = 0.0f;
+      if (new_m != FLCE_NEG_INF) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
+      }
+      part += __shfl_xor_sync(0xffffffffu, part, 1);
+      part += __shfl_xor_sync(0xffffffffu, part, 2);
+      float wpart = 0.0f;
+      if (!FAST && p.k.label_smoothing > 0.0f) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+#pragma unroll
+          for (int q = 0; q < 2; ++q) {
+            const int col = col0 + 8 * j + 2 * t + q;
+            if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+          }
+        wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
+        wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);
+      }
+      if (t == 0) {
+        if (new_m != FLCE_NEG_INF) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
+        st.z += wpart;
+        if (tmax > m_run) st.w = __int_as_float(am);
+        st.x = new_m;
+        s_state[rl] = st;
+      }
+      // the target logit: written by the one thread that holds its column
+      const int tgt = s_target[rl];
+      const unsigned rel = (unsigned)(tgt - col0);
+      if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
+        float z = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+#pragma unroll
+          for (int q = 0; q < 2; ++q)
+            if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
+        target_logit[row0 + rl] = z;
+      }
+    }
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
+    flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const Sm90Pipe pp = sm90_pipe(smem_raw);
+  const LogitParams& p = fp.lp;
+  const int row0 = blockIdx.x * SM90_TILE_M;
+  const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int tile_begin = blockIdx.y * fp.tiles_per_split;
+  const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
+  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
+
+  float4* s_state = (float4*)pp.scratch;
+  int* s_target = (int*)(s_state + SM90_TILE_M);
+  sm90_init_barriers(pp);
+  for (int i = threadIdx.x; i < SM90_TILE_M; i += SM90_THREADS) {
+    s_state[i] = row_stats_pack(row_stats_empty());
+    s_target[i] = row0 + i < p.k.n ? p.targets[row0 + i] : -1;
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    producer_registers();
+    if (threadIdx.x == 0) sm90_produce(pp, &fp.map_e, &fp.map_c, row0, tile_begin * SM90_TILE_N, tiles, kt_count);
+    return;
+  }
+  consumer_registers();
+  const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, row0};
+  epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+  epi.t = lane & 3;
+  sm90_consume(pp, consumer, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+  consumers_sync();
+  const int i = threadIdx.x - 128;
+  if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
+}

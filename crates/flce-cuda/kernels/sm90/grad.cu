@@ -1,0 +1,118 @@
+// flce sm90 family, backward: the logit-gradient tiles of one chunk, recomputed by the TMA + wgmma
+// main loop (sm90/mainloop.cuh).
+//
+// The backward runs vocabulary-chunk-outer (src/plan/backward.rs, src/backward.rs): for each
+// chunk of tokens [n0, n_end) and vocabulary rows [v0, v_end) a family writes G = ∂L/∂x into the
+// workspace, then cuBLAS turns it into dE and dC with f32 accumulation.
+//
+// flce_sm90_grad — grid (ceil((n_end − n0)/128), ceil(tiles/tiles_per_cta)), SM90_THREADS (384)
+//   threads, dynamic smem SM90_GRAD_SMEM_BYTES. Block (x, y) owns tokens n0 + [128x, 128x + 128)
+//   and the 256-column tiles [y·tiles_per_cta, (y+1)·tiles_per_cta) from v0. Each consumer thread
+//   loads the row coefficients of its two rows (common/loss.cuh row_coeffs) once, and per tile
+//   forms ∂L/∂x_ij = (p_scale_i·exp(z_ij − lse_i) − smooth_i·w_j − [j = t_i]·target_i)·∂z/∂x in
+//   registers and stores it (input dtype) to G [n_end − n0, ldg]; columns in [v_end, v0 + ldg) are
+//   written as 0, none past v0 + ldg. When the bias gradient is wanted, each column's sum over
+//   the block's 128 rows (from the unrounded values, in a fixed order: the 8 row groups of a warp
+//   by shuffles, then the 8 warps through shared memory) goes to db_partial [row tiles, ldg].
+//   No atomics: bitwise reproducible.
+//
+// Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
+#include "sm90/mainloop.cuh"
+
+struct Sm90GradEpilogue {
+  const LogitParams& p;
+  const GradChunk& ch;
+  float* s_db;  // [8 warps][SM90_TILE_N] column sums (when db is wanted)
+  int row[2];
+  int tgt[2];
+  float4 cf[2];  // p_scale, target coefficient, smooth coefficient, lse
+  int t, g, warp8;  // lane % 4, lane / 4, warp index among the 8 consumer warps
+
+  __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const bool live = row[h] < ch.n_end;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int colp = col0 + 8 * j + 2 * t;
+        float gv[2];
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int col = colp + q;
+          gv[q] = (live && col < ch.v_end) ? logit_grad(p, acc[4 * j + 2 * h + q], col, tgt[h], cf[h]) : 0.0f;
+          acc[4 * j + 2 * h + q] = gv[q];
+        }
+        if (live && colp - ch.v0 < ch.ldg) {
+          elem_t* dst = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (colp - ch.v0);
+          *(u32*)dst = (u32)from_f32(gv[0]) | ((u32)from_f32(gv[1]) << 16);
+        }
+      }
+    }
+    if (ch.db_partial) column_sums(acc, col0);
+  }
+
+  // Σ over the block's 128 rows of each column, into db_partial[blockIdx.x].
+  __device__ __forceinline__ void column_sums(float (&acc)[128], int col0) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        float c = acc[4 * j + q] + acc[4 * j + 2 + q];
+#pragma unroll
+        for (int off = 4; off <= 16; off <<= 1) c += __shfl_xor_sync(0xffffffffu, c, off);
+        if (g == 0) s_db[warp8 * SM90_TILE_N + 8 * j + 2 * t + q] = c;
+      }
+    }
+    consumers_sync();
+    const int i = threadIdx.x - 128;  // 0..255: one column each
+    const int col = col0 + i;
+    if (col < ch.v_end) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 8; ++w) sum += s_db[w * SM90_TILE_N + i];
+      ch.db_partial[(size_t)blockIdx.x * ch.ldg + (col - ch.v0)] = sum;
+    }
+    consumers_sync();  // s_db is rewritten by the next tile
+  }
+};
+
+extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
+    flce_sm90_grad(const __grid_constant__ Sm90GradParams gp) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const Sm90Pipe pp = sm90_pipe(smem_raw);
+  const LogitParams& p = gp.lp;
+  const GradChunk& ch = gp.chunk;
+  const int row0 = ch.n0 + blockIdx.x * SM90_TILE_M;
+  const int tile_count = (ch.v_end - ch.v0 + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int tile_begin = blockIdx.y * gp.tiles_per_cta;
+  const int tiles = max(0, min(tile_begin + gp.tiles_per_cta, tile_count) - tile_begin);
+  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
+  const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
+
+  sm90_init_barriers(pp);
+  __syncthreads();
+
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    producer_registers();
+    if (threadIdx.x == 0) sm90_produce(pp, &gp.map_e, &gp.map_c, row0, col_first, tiles, kt_count);
+    return;
+  }
+  consumer_registers();
+  const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
+  epi.t = lane & 3;
+  epi.g = lane >> 2;
+  epi.warp8 = consumer * 4 + warp;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;
+    epi.row[h] = r;
+    const bool in = r < ch.n_end;
+    epi.tgt[h] = in ? p.targets[r] : -1;
+    epi.cf[h] = in ? row_coeffs(epi.tgt[h], p.class_w, p.k.v, ch.lse[r], ch.token_scale[r], ch.scalars[0],
+                                p.k.label_smoothing, p.k.z_loss)
+                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+  sm90_consume(pp, consumer, col_first, tiles, kt_count, epi);
+}

@@ -1,0 +1,235 @@
+// flce sm90 family (Hopper, sm_90a): the TMA + wgmma logits main loop shared by its forward and
+// backward kernels.
+//
+// A block of SM90_THREADS (384) threads computes 128 × 256 logit tiles E[rows]·C[cols]ᵀ over
+// K = D for one token tile and a run of vocabulary tiles, and hands each finished tile, in
+// registers, to an epilogue. Warp-specialised as in pranjalssh/fast.cu (kernel 11) and CUTLASS's
+// sm90 "warpspecialized cooperative" GEMM:
+//
+// - warpgroup 0, the producer: registers cut to 40 (setmaxnreg); one thread walks the block's
+//   (tile, k-step) sequence and issues two TMA loads per step — E's 128 × 64 box and C's 256 × 64
+//   box, 128-byte swizzled — into a ring of SM90_STAGES stages (48 KB each), each stage guarded
+//   by a `full` mbarrier (TMA transaction bytes) and an `empty` one (both consumers released it).
+// - warpgroups 1 and 2, the consumers: registers raised to 232; consumer c owns rows 64c..64c+63
+//   of the token tile and all 256 columns: per k-step four wgmma.m64n256k16 (f32 accumulation)
+//   from shared-memory descriptors, then the stage is released. After a tile's last k-step the
+//   128 f32 accumulators of each thread go to the epilogue while the producer already fills the
+//   ring with the next tile's stages.
+//
+// Accumulator layout (the wgmma D fragment): thread (warp w of the consumer, lane l; g = l/4,
+// t = l%4) holds acc[4j + 2h + q] = logit (row 16w + g + 8h, column 8j + 2t + q) of the
+// consumer's 64 × 256 sub-tile, j = 0..31, h, q ∈ {0, 1}: the 4 lanes of a quad hold one row.
+//
+// Out-of-range rows (past N or V) and k (past D) load as zeros (TMA bounds): no masking in the
+// main loop. Requirements the planner checks: 16-bit inputs, D·2 bytes a multiple of 16, E and C
+// 16-byte aligned (TMA). Reads E and C only; writes nothing but shared memory.
+#pragma once
+#include "common/loss.cuh"
+
+// SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_THREADS,
+// SM90_A_STAGE_BYTES, SM90_B_STAGE_BYTES and SM90_PIPE_BYTES come from src/geometry.rs.
+
+__device__ __forceinline__ u32 smem_u32(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// ---- mbarriers -------------------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(u64* bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
+}
+__device__ __forceinline__ void mbar_expect_tx(u64* bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// Wait until the phase with parity `parity` of the barrier has completed.
+__device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
+  const u32 addr = smem_u32(bar);
+  u32 done;
+  do {
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(addr), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+// ---- TMA ---------------------------------------------------------------------------------------
+// A 2-D box of the tensor map at coordinates (k, row) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int k, int row) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+          "r"(smem_u32(dst)),
+      "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+}
+
+// ---- wgmma -------------------------------------------------------------------------------------
+#if FLCE_DTYPE == FLCE_BF16
+#define WGMMA_AB "bf16"
+#else
+#define WGMMA_AB "f16"
+#endif
+
+// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row atoms 1024 bytes apart.
+__device__ __forceinline__ u64 smem_desc(u32 addr) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(16 >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+
+// d (+)= A·Bᵀ for a 64 × 256 × 16 step; `accumulate` 0 overwrites d.
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b, int accumulate) {
+  asm volatile(
+      "{ .reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." WGMMA_AB "." WGMMA_AB " {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,"
+      "%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,"
+      "%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,"
+      "%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,"
+      "%56,%57,%58,%59,%60,%61,%62,%63,"
+      "%64,%65,%66,%67,%68,%69,%70,%71,"
+      "%72,%73,%74,%75,%76,%77,%78,%79,"
+      "%80,%81,%82,%83,%84,%85,%86,%87,"
+      "%88,%89,%90,%91,%92,%93,%94,%95,"
+      "%96,%97,%98,%99,%100,%101,%102,%103,"
+      "%104,%105,%106,%107,%108,%109,%110,%111,"
+      "%112,%113,%114,%115,%116,%117,%118,%119,"
+      "%120,%121,%122,%123,%124,%125,%126,%127"
+      "}, %128, %129, p, 1, 1, 0, 0; }"
+      :
+        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// ---- the pipeline ------------------------------------------------------------------------------
+struct Sm90Pipe {
+  unsigned char* a;  // SM90_STAGES boxes of E, SM90_A_STAGE_BYTES each
+  unsigned char* b;  // SM90_STAGES boxes of C, SM90_B_STAGE_BYTES each
+  u64* full;         // [SM90_STAGES]: TMA bytes landed
+  u64* empty;        // [SM90_STAGES]: both consumers done with the stage
+  unsigned char* scratch;  // the epilogue's shared memory, after the barriers (16-byte aligned)
+};
+
+// The ring inside the dynamic shared memory, from its first 1024-byte boundary (the 128-byte
+// swizzle pattern repeats every 1024 bytes and the descriptors assume aligned atoms); the
+// kernels' smem size includes 1024 bytes of slack for it.
+__device__ __forceinline__ Sm90Pipe sm90_pipe(unsigned char* smem_raw) {
+  const u32 base = smem_u32(smem_raw);
+  unsigned char* p = smem_raw + (((base + 1023) & ~1023u) - base);
+  Sm90Pipe pp;
+  pp.a = p;
+  pp.b = p + SM90_STAGES * SM90_A_STAGE_BYTES;
+  pp.full = (u64*)(p + SM90_PIPE_BYTES);
+  pp.empty = pp.full + SM90_STAGES;
+  pp.scratch = (unsigned char*)(pp.empty + SM90_STAGES);
+  return pp;
+}
+
+// One thread initialises the barriers; the caller synchronises the block afterwards.
+__device__ __forceinline__ void sm90_init_barriers(const Sm90Pipe& pp) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < SM90_STAGES; ++s) {
+      mbar_init(&pp.full[s], 1);   // the producer's arrive.expect_tx (+ the TMA bytes)
+      mbar_init(&pp.empty[s], 2);  // one arrive per consumer warpgroup
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+}
+
+// The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
+// token tile at row0, in the order the consumers use them.
+__device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
+                                             int row0, int col_first, int tiles, int kt_count) {
+  tma_prefetch_map(map_e);
+  tma_prefetch_map(map_c);
+  int stage = 0;
+  u32 phase = 0;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int col0 = col_first + tile * SM90_TILE_N;
+    for (int kt = 0; kt < kt_count; ++kt) {
+      // a fresh barrier's "previous phase" (parity 1) counts as complete: the first round
+      // passes without waiting
+      mbar_wait(&pp.empty[stage], phase ^ 1);
+      mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
+      tma_load_2d(pp.a + stage * SM90_A_STAGE_BYTES, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
+      tma_load_2d(pp.b + stage * SM90_B_STAGE_BYTES, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
+      if (++stage == SM90_STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+  }
+}
+
+// A consumer warpgroup (`consumer` 0 or 1): for each tile, the k-loop into the accumulators, then
+// epi.tile(acc, col0).
+template <class Epilogue>
+__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, int col_first, int tiles, int kt_count,
+                                             Epilogue& epi) {
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  const bool releaser = (threadIdx.x & 127) == 0;
+  int stage = 0;
+  u32 phase = 0;
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int kt = 0; kt < kt_count; ++kt) {
+      mbar_wait(&pp.full[stage], phase);
+      const u32 a = smem_u32(pp.a + stage * SM90_A_STAGE_BYTES + consumer * (SM90_A_STAGE_BYTES / 2));
+      const u32 b = smem_u32(pp.b + stage * SM90_B_STAGE_BYTES);
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < SM90_TILE_K / 16; ++k)
+        wgmma_m64n256k16(acc, smem_desc(a + 32 * k), smem_desc(b + 32 * k), kt | k);
+      wgmma_commit();
+      wgmma_wait_all();
+      if (releaser) mbar_arrive(&pp.empty[stage]);
+      if (++stage == SM90_STAGES) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    epi.tile(acc, col_first + tile * SM90_TILE_N);
+  }
+}
+
+// The consumers' own barrier (named barrier 1, 256 threads): the producer warpgroup never joins.
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;" ::: "memory"); }
+
+
+// Register budgets after the warpgroup split (setmaxnreg, executed by every thread of a
+// warpgroup): the producer gives registers back, the consumers take them — 128 × 40 + 256 × 232
+// = 64,512 of the SM's 65,536, the block's 384 × 168 at launch.
+__device__ __forceinline__ void producer_registers() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;"); }
+__device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;"); }

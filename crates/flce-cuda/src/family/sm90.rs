@@ -1,0 +1,96 @@
+//! The sm90 family's launchers (Hopper, sm_90a): TMA descriptors for E and C, and the two seams
+//! — forward partials (kernels/sm90/forward.cu) and a backward chunk's G (kernels/sm90/grad.cu) —
+//! over the warp-specialised TMA + wgmma main loop (kernels/sm90/mainloop.cuh). The plans are
+//! the sm80 family's (same partial and G layouts); only the block shapes differ (128 × 256
+//! tiles, one block per SM), so the launchers size their own grids from the plan.
+
+use cudarc::driver::sys as cu;
+use flce_core::{DType, Result};
+
+use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap};
+use crate::error::CudaError;
+use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
+use crate::loss::Call;
+use crate::plan::{best_split, BackwardPlan, ForwardPlan};
+
+/// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
+/// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
+fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize, what: &str) -> Result<TensorMap> {
+    let data_type = match dtype {
+        DType::BF16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        DType::F16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        DType::F32 => unreachable!("the planner never picks the sm90 family for f32"),
+    };
+    let dims = [d as u64, rows as u64];
+    let strides = [(d * dtype.size_in_bytes()) as u64];
+    let boxes = [SM90_TILE_K as u32, box_rows as u32];
+    let element_strides = [1u32, 1];
+    let mut map = cu::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the rank's length (strides: rank − 1); the map is written only.
+    let r = unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut map,
+            data_type,
+            2,
+            ptr as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if r != cu::cudaError_enum::CUDA_SUCCESS {
+        let call = format!("cuTensorMapEncodeTiled({what}: {rows} × {d} {dtype} at {ptr:#x}, box {box_rows} × 64)");
+        return Err(CudaError::call(call, r).into());
+    }
+    Ok(TensorMap(map.opaque))
+}
+
+/// The descriptors of E (boxes of 128 tokens) and C (boxes of 256 vocabulary rows).
+fn maps(call: &Call<'_>) -> Result<(TensorMap, TensorMap)> {
+    let (x, s) = (call.x, call.x.shape);
+    Ok((tensor_map(x.e, s.n, s.d, x.dtype, SM90_TILE_M, "E")?, tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N, "C")?))
+}
+
+/// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
+/// the splits.
+///
+/// # Safety
+/// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
+/// 16 bytes.
+pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
+    let (map_e, map_c) = maps(call)?;
+    let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
+    let params = Sm90ForwardParams {
+        map_e,
+        map_c,
+        lp: call.lp,
+        splits: plan.splits as i32,
+        tiles_per_split: tiles.div_ceil(plan.splits) as i32,
+        partials: call.ws.at(plan.partials),
+        target_logit: call.ws.at(plan.target_logit),
+    };
+    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    Ok(())
+}
+
+/// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles; the
+/// chunk's 256-column tiles are shared out over as many blocks per token tile as keep the SMs
+/// busiest ([`best_split`]).
+///
+/// # Safety
+/// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
+/// 16 bytes.
+pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
+    let (map_e, map_c) = maps(call)?;
+    let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
+    let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
+    let splits = best_split(rows, tiles, call.be.sm_count(), tiles);
+    let params = Sm90GradParams { map_e, map_c, lp: call.lp, chunk, tiles_per_cta: tiles.div_ceil(splits) as i32 };
+    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    Ok(())
+}
