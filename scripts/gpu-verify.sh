@@ -4,7 +4,7 @@
 # is there comes back even if the call is cut short). Run from the repository root after
 # scripts/gpu-prepare.sh; carry gpu-bundle (and old-bundle for the A/B step).
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
-#   STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
+#   TEST_ARGS="--small" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.
 set -uo pipefail
@@ -26,7 +26,7 @@ step() { echo "== $1 ($(date -u +%T))"; }
 
 if want tests; then
   step "GPU tests"
-  timeout "$T_TESTS" $B/gpu-tests > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
+  timeout "$T_TESTS" $B/gpu-tests ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
 fi
 if want pytest; then
   step "pytest"
