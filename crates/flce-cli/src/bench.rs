@@ -27,11 +27,12 @@ pub struct BenchArgs {
     /// budget in MB; 0 skips it.
     #[arg(long, default_value_t = 4096)]
     step_budget_mb: usize,
-    /// Forward: cublas (cuBLAS chunks + reduction kernel) or fused (flce's tile kernel).
-    #[arg(long, default_value = "cublas")]
+    /// Forward: auto (the GPU's fastest: fused on Hopper, cublas elsewhere), cublas (cuBLAS chunks
+    /// + reduction kernel), fused (the GPU's fastest fused tile kernel) or sm80 (the portable one).
+    #[arg(long, default_value = "auto")]
     forward: String,
-    /// Backward logits recompute: cublas (cuBLAS product + elementwise kernel) or fused (flce's
-    /// tile kernel).
+    /// Backward logits recompute: cublas (cuBLAS product + elementwise kernel), fused (the GPU's
+    /// fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "cublas")]
     backward: String,
     /// CUDA device ordinal.

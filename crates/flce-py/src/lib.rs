@@ -210,7 +210,7 @@ impl Problem {
     }
 
     /// The CUDA forward plan of this problem on `device`.
-    #[pyo3(signature = (device, mode = "cublas", budget = None))]
+    #[pyo3(signature = (device, mode = "auto", budget = None))]
     fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;

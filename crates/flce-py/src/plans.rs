@@ -82,7 +82,7 @@ impl Plan {
             PlanKind::Step(p) => p.workspace_bytes,
         }
     }
-    /// The kernel family that runs it ("cublas" or "sm80").
+    /// The kernel family that runs it ("cublas", "sm80" or "sm90").
     #[getter]
     fn family(&self) -> &'static str {
         match &self.plan {

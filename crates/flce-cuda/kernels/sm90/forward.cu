@@ -73,8 +73,10 @@ struct Sm90ForwardEpilogue {
 #pragma unroll
           for (int q = 1; q >= 0; --q)
             if (acc[4 * j + 2 * h + q] == tmax) am = col0 + 8 * j + 2 * t + q;
-        am = min(am, __shfl_xor_sync(0xffffffffu, am, 1));
-        am = min(am, __shfl_xor_sync(0xffffffffu, am, 2));
+        // quad-uniform, not warp-uniform: the shuffles name the quad only
+        const unsigned quad = 0xFu << ((threadIdx.x & 31) & ~3);
+        am = min(am, __shfl_xor_sync(quad, am, 1));
+        am = min(am, __shfl_xor_sync(quad, am, 2));
       }
       const float new_m = fmaxf(m_run, tmax);
       float part = 0.0f;

@@ -75,6 +75,7 @@ pub fn forward_plan(
     let v_pad = vocab_tiles * TILE_N;
     let budget = budget.unwrap_or_else(|| default_forward_budget(shape, dtype));
     let chunk = (budget.saturating_sub(24 * n + 4 * ALIGN) / (4 * n) / TILE_N * TILE_N).min(v_pad);
+    let mode = mode.resolve(fused);
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);

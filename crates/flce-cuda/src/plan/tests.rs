@@ -236,3 +236,13 @@ fn best_split_prefers_full_waves_and_the_fewest_splits_on_ties() {
     // tile fill two waves as well: the longer blocks win)
     assert_eq!(best_split(64, 28, 132, 28), 2);
 }
+
+#[test]
+fn auto_forward_is_the_hopper_fused_family_where_it_runs_and_cublas_elsewhere() {
+    let hopper = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    assert_eq!(hopper.family, Family::Sm90);
+    let ampere = forward_plan(GEMMA, DType::BF16, 108, ForwardMode::Auto, None, Family::Sm80);
+    assert_eq!(ampere.family, Family::Cublas);
+    assert_eq!("auto".parse::<ForwardMode>(), Ok(ForwardMode::Auto));
+    assert_eq!("sm80".parse::<BackwardMode>(), Ok(BackwardMode::FusedSm80));
+}

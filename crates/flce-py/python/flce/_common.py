@@ -28,7 +28,7 @@ class LossOptions:
     z_loss: float = 0.0
     softcap: Optional[float] = None
     shift: int = 0  # sequence length of shifted targets, 0 for none
-    forward_mode: str = "cublas"
+    forward_mode: str = "auto"
     backward_mode: str = "cublas"
     workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast"
 

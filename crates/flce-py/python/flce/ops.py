@@ -130,7 +130,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          *, weight: Optional[Tensor] = None, reduction: str = "mean", ignore_index: int = -100,
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
-                         check_targets: bool = True, forward_mode: str = "cublas", backward_mode: str = "cublas",
+                         check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "cublas",
                          workspace_budget=None, out_dtype: Optional[torch.dtype] = None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
@@ -140,8 +140,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     its sequence — the second-to-last dimension of ``input``, or all tokens for 2-D input),
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
     the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
-    (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` / ``backward_mode``
-    ("cublas" or "fused") pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
+    (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` ("auto": the
+    GPU's fastest — the fused Hopper kernels on H100/H200, cuBLAS chunks elsewhere — "cublas",
+    "fused" or "sm80", the portable fused kernels) and ``backward_mode`` ("cublas", "fused" or
+    "sm80") pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
     default: workspace ≤ 10% of the gradient bytes, logits recomputed in the backward), a number
     of bytes for those plans, or "fast": when gradients are wanted (and reduction is not "none"),
     the forward computes them too, keeping a token chunk's logits over the whole vocabulary
