@@ -150,9 +150,11 @@ abi_structs! {
     struct Sm90ForwardParams {
         /// E [N, D]: boxes of 128 tokens × 64.
         map_e: TensorMap = "TensorMap",
-        /// C [V, D]: boxes of 256 vocabulary rows × 64.
+        /// C [V, D]: boxes of 256 / cluster vocabulary rows × 64.
         map_c: TensorMap = "TensorMap",
         lp: LogitParams = "LogitParams",
+        /// Blocks per cluster along the token tiles (1 or 2: C's box multicast to both).
+        cluster: i32 = "int",
         /// Partials per token: grid y (a split left without tiles writes empty statistics).
         splits: i32 = "int",
         /// 256-column vocabulary tiles per split.
@@ -168,6 +170,8 @@ abi_structs! {
         map_c: TensorMap = "TensorMap",
         lp: LogitParams = "LogitParams",
         chunk: GradChunk = "GradChunk",
+        /// Blocks per cluster along the token tiles (1 or 2).
+        cluster: i32 = "int",
         /// 256-column tiles per block along the chunk's vocabulary.
         tiles_per_cta: i32 = "int",
     }

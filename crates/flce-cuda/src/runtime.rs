@@ -110,6 +110,10 @@ impl Kernel {
 pub(crate) trait KernelArgs: Copy {
     const KERNEL: Kernel;
     fn grid(&self) -> (u32, u32, u32);
+    /// Blocks per cluster along x (1: launched without a cluster).
+    fn cluster(&self) -> u32 {
+        1
+    }
 }
 
 fn blocks(count: usize, per_block: usize) -> u32 {
@@ -190,7 +194,10 @@ impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
     fn grid(&self) -> (u32, u32, u32) {
         // every split writes its partial, even one left without tiles
-        (blocks(self.lp.k.n as usize, SM90_TILE_M), self.splits as u32, 1)
+        (round_up(blocks(self.lp.k.n as usize, SM90_TILE_M), self.cluster()), self.splits as u32, 1)
+    }
+    fn cluster(&self) -> u32 {
+        self.cluster.max(1) as u32
     }
 }
 impl KernelArgs for Sm90GradParams {
@@ -199,8 +206,16 @@ impl KernelArgs for Sm90GradParams {
         let c = &self.chunk;
         let tiles = (c.v_end - c.v0) as usize;
         let tiles = tiles.div_ceil(SM90_TILE_N);
-        (blocks((c.n_end - c.n0) as usize, SM90_TILE_M), blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
+        let rows = round_up(blocks((c.n_end - c.n0) as usize, SM90_TILE_M), self.cluster());
+        (rows, blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
     }
+    fn cluster(&self) -> u32 {
+        self.cluster.max(1) as u32
+    }
+}
+
+fn round_up(x: u32, multiple: u32) -> u32 {
+    x.div_ceil(multiple) * multiple
 }
 
 pub(crate) struct Module {
@@ -273,15 +288,43 @@ impl Kernels {
         let grid = args.grid();
         let mut p = *args;
         let mut params = [&mut p as *mut A as *mut c_void];
-        drv::launch_kernel(
-            module.functions[&kernel],
-            grid,
-            (kernel.block(), 1, 1),
-            kernel.dynamic_smem(dtype) as u32,
-            stream,
-            &mut params,
-        )
-        .check(&format!("cuLaunchKernel({}, grid {grid:?})", kernel.name()))
+        let cluster = args.cluster();
+        if cluster == 1 {
+            return drv::launch_kernel(
+                module.functions[&kernel],
+                grid,
+                (kernel.block(), 1, 1),
+                kernel.dynamic_smem(dtype) as u32,
+                stream,
+                &mut params,
+            )
+            .check(&format!("cuLaunchKernel({}, grid {grid:?})", kernel.name()));
+        }
+        // SAFETY: a zeroed attribute is valid plain data; the id and the cluster dimensions are
+        // set below.
+        let mut attr: cu::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cluster;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        let config = cu::CUlaunchConfig {
+            gridDimX: grid.0,
+            gridDimY: grid.1,
+            gridDimZ: grid.2,
+            blockDimX: kernel.block(),
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: kernel.dynamic_smem(dtype) as u32,
+            hStream: stream,
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let r = cu::cuLaunchKernelEx(&config, module.functions[&kernel], params.as_mut_ptr(), std::ptr::null_mut());
+        if r == cu::cudaError_enum::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(CudaError::call(format!("cuLaunchKernelEx({}, grid {grid:?}, cluster {cluster})", kernel.name()), r))
+        }
     }
 
     /// Fill `count` i32 at `ptr` with `value` on `stream`.

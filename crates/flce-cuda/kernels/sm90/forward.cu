@@ -1,7 +1,7 @@
 // flce sm90 family, forward: the TMA + wgmma logits main loop (sm90/mainloop.cuh) with an epilogue
 // that folds each 128 × 256 logit tile into per-token statistics in registers. No logits in memory.
 //
-// flce_sm90_forward — grid (ceil(N/128), splits), SM90_THREADS (384) threads, dynamic smem
+// flce_sm90_forward — grid (ceil(N/128) rounded up to the cluster, splits), clusters of 1 or 2, SM90_THREADS (384) threads, dynamic smem
 //   SM90_FORWARD_SMEM_BYTES, one block per SM. Block (x, s) owns tokens [128x, 128x + 128) and the
 //   vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split) of 256 columns. Each consumer
 //   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows in registers; per tile it
@@ -141,21 +141,22 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     s_state[i] = row_stats_pack(row_stats_empty());
     s_target[i] = row0 + i < p.k.n ? p.targets[row0 + i] : -1;
   }
-  __syncthreads();
+  sm90_start_sync();
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
     if (threadIdx.x == 0) sm90_produce(pp, &fp.map_e, &fp.map_c, row0, tile_begin * SM90_TILE_N, tiles, kt_count);
-    return;
+  } else {
+    consumer_registers();
+    const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, row0};
+    epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+    epi.t = lane & 3;
+    sm90_consume(pp, consumer, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+    consumers_sync();
+    const int i = threadIdx.x - 128;
+    if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
   }
-  consumer_registers();
-  const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-  Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, row0};
-  epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
-  epi.t = lane & 3;
-  sm90_consume(pp, consumer, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
-  consumers_sync();
-  const int i = threadIdx.x - 128;
-  if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
+  sm90_end_sync();
 }

@@ -5,7 +5,7 @@
 // chunk of tokens [n0, n_end) and vocabulary rows [v0, v_end) a family writes G = ∂L/∂x into the
 // workspace, then cuBLAS turns it into dE and dC with f32 accumulation.
 //
-// flce_sm90_grad — grid (ceil((n_end − n0)/128), ceil(tiles/tiles_per_cta)), SM90_THREADS (384)
+// flce_sm90_grad — grid (ceil((n_end − n0)/128) rounded up to the cluster, ceil(tiles/tiles_per_cta)), SM90_THREADS (384)
 //   threads, dynamic smem SM90_GRAD_SMEM_BYTES. Block (x, y) owns tokens n0 + [128x, 128x + 128)
 //   and the 256-column tiles [y·tiles_per_cta, (y+1)·tiles_per_cta) from v0. Each consumer thread
 //   loads the row coefficients of its two rows (common/loss.cuh row_coeffs) once, and per tile
@@ -66,7 +66,8 @@ struct Sm90GradEpilogue {
     consumers_sync();
     const int i = threadIdx.x - 128;  // 0..255: one column each
     const int col = col0 + i;
-    if (col < ch.v_end) {
+    // (a block past the chunk's rows, padding a cluster, has no db_partial row)
+    if (col < ch.v_end && blockIdx.x * SM90_TILE_M < ch.n_end - ch.n0) {
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < 8; ++w) sum += s_db[w * SM90_TILE_N + i];
@@ -90,29 +91,30 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
 
   sm90_init_barriers(pp);
-  __syncthreads();
+  sm90_start_sync();
 
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
     if (threadIdx.x == 0) sm90_produce(pp, &gp.map_e, &gp.map_c, row0, col_first, tiles, kt_count);
-    return;
-  }
-  consumer_registers();
-  const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-  Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
-  epi.t = lane & 3;
-  epi.g = lane >> 2;
-  epi.warp8 = consumer * 4 + warp;
+  } else {
+    consumer_registers();
+    const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+    Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
+    epi.t = lane & 3;
+    epi.g = lane >> 2;
+    epi.warp8 = consumer * 4 + warp;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;
-    epi.row[h] = r;
-    const bool in = r < ch.n_end;
-    epi.tgt[h] = in ? p.targets[r] : -1;
-    epi.cf[h] = in ? row_coeffs(epi.tgt[h], p.class_w, p.k.v, ch.lse[r], ch.token_scale[r], ch.scalars[0],
-                                p.k.label_smoothing, p.k.z_loss)
-                   : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int h = 0; h < 2; ++h) {
+      const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;
+      epi.row[h] = r;
+      const bool in = r < ch.n_end;
+      epi.tgt[h] = in ? p.targets[r] : -1;
+      epi.cf[h] = in ? row_coeffs(epi.tgt[h], p.class_w, p.k.v, ch.lse[r], ch.token_scale[r], ch.scalars[0],
+                                  p.k.label_smoothing, p.k.z_loss)
+                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    sm90_consume(pp, consumer, col_first, tiles, kt_count, epi);
   }
-  sm90_consume(pp, consumer, col_first, tiles, kt_count, epi);
+  sm90_end_sync();
 }

@@ -16,6 +16,15 @@
 //   128 f32 accumulators of each thread go to the epilogue while the producer already fills the
 //   ring with the next tile's stages.
 //
+// Optional clusters of 2 along the token tiles (launched with a cluster dimension; off by default,
+// measured slower so far: src/family/sm90.rs, docs/perf-notes.md v8):
+// the two blocks of a cluster own neighbouring token tiles and walk the same vocabulary tiles in
+// the same order, so each loads its own E box and half of the shared C box, multicast into both
+// blocks' rings — a third less L2→SM traffic. A stage is then refilled only when the consumers of
+// both blocks have released it (the `empty` barrier counts 2 arrivals per block of the cluster),
+// and no block exits before its peer is done with its barriers (a cluster barrier at the end).
+// Launched without a cluster (cluster size 1) the same code loads the whole C box itself.
+//
 // Accumulator layout (the wgmma D fragment): thread (warp w of the consumer, lane l; g = l/4,
 // t = l%4) holds acc[4j + 2h + q] = logit (row 16w + g + 8h, column 8j + 2t + q) of the
 // consumer's 64 × 256 sub-tile, j = 0..31, h, q ∈ {0, 1}: the 4 lanes of a quad hold one row.
@@ -60,6 +69,33 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
   } while (!done);
 }
 
+// Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 cta) {
+  asm volatile(
+      "{ .reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
+      "r"(cta)
+      : "memory");
+}
+
+// ---- clusters ----------------------------------------------------------------------------------
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ u32 cluster_size() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster (release/acquire: barrier inits and shared-memory
+// writes before it are visible to the peers after it).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 // A 2-D box of the tensor map at coordinates (k, row) into shared memory, completing on `bar`.
 __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int k, int row) {
@@ -67,6 +103,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
           "r"(smem_u32(dst)),
       "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar))
+      : "memory");
+}
+// The same box written into the ring of every block of the cluster in `mask`, each block's
+// barrier at the same offset receiving the bytes.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, u64* bar, int k, int row,
+                                                      unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+      "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(mask)
       : "memory");
 }
 __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
@@ -156,23 +202,40 @@ __device__ __forceinline__ Sm90Pipe sm90_pipe(unsigned char* smem_raw) {
   return pp;
 }
 
-// One thread initialises the barriers; the caller synchronises the block afterwards.
+// One thread initialises the barriers; the caller then runs sm90_start_sync.
 __device__ __forceinline__ void sm90_init_barriers(const Sm90Pipe& pp) {
   if (threadIdx.x == 0) {
+    const u32 blocks = cluster_size();
     for (int s = 0; s < SM90_STAGES; ++s) {
-      mbar_init(&pp.full[s], 1);   // the producer's arrive.expect_tx (+ the TMA bytes)
-      mbar_init(&pp.empty[s], 2);  // one arrive per consumer warpgroup
+      mbar_init(&pp.full[s], 1);            // the producer's arrive.expect_tx (+ the TMA bytes)
+      mbar_init(&pp.empty[s], 2 * blocks);  // one arrive per consumer warpgroup of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
 }
 
+// After the barriers and the epilogue's shared state are initialised: the block, and the cluster
+// when there is one (the peer multicasts into this block's ring and arrives on its barriers).
+__device__ __forceinline__ void sm90_start_sync() {
+  __syncthreads();
+  if (cluster_size() > 1) cluster_sync();
+}
+
+// Before exit: a block of a cluster stays until its peer no longer touches its barriers.
+__device__ __forceinline__ void sm90_end_sync() {
+  if (cluster_size() > 1) cluster_sync();
+}
+
 // The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
-// token tile at row0, in the order the consumers use them.
+// token tile at row0, in the order the consumers use them. In a cluster of 2 each block loads the
+// half of C's box at its rank, multicast to both (map_c then has boxes of 128 rows).
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                              int row0, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
+  const u32 blocks = cluster_size(), rank = cluster_rank();
+  const int c_rows = SM90_TILE_N / (int)blocks;
+  const unsigned short all = (unsigned short)((1u << blocks) - 1);
   int stage = 0;
   u32 phase = 0;
   for (int tile = 0; tile < tiles; ++tile) {
@@ -183,7 +246,13 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
       mbar_wait(&pp.empty[stage], phase ^ 1);
       mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
       tma_load_2d(pp.a + stage * SM90_A_STAGE_BYTES, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
-      tma_load_2d(pp.b + stage * SM90_B_STAGE_BYTES, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
+      unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
+      if (blocks == 1) {
+        tma_load_2d(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
+      } else {
+        tma_load_2d_multicast(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
+                              col0 + (int)rank * c_rows, all);
+      }
       if (++stage == SM90_STAGES) {
         stage = 0;
         phase ^= 1;
@@ -201,6 +270,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, i
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
   const bool releaser = (threadIdx.x & 127) == 0;
+  const u32 blocks = cluster_size();
   int stage = 0;
   u32 phase = 0;
   for (int tile = 0; tile < tiles; ++tile) {
@@ -214,7 +284,13 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, i
         wgmma_m64n256k16(acc, smem_desc(a + 32 * k), smem_desc(b + 32 * k), kt | k);
       wgmma_commit();
       wgmma_wait_all();
-      if (releaser) mbar_arrive(&pp.empty[stage]);
+      if (releaser) {
+        if (blocks == 1) {
+          mbar_arrive(&pp.empty[stage]);
+        } else {
+          for (u32 cta = 0; cta < blocks; ++cta) mbar_arrive_cluster(&pp.empty[stage], cta);
+        }
+      }
       if (++stage == SM90_STAGES) {
         stage = 0;
         phase ^= 1;

@@ -50,10 +50,28 @@ fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize,
     Ok(TensorMap(map.opaque))
 }
 
-/// The descriptors of E (boxes of 128 tokens) and C (boxes of 256 vocabulary rows).
-fn maps(call: &Call<'_>) -> Result<(TensorMap, TensorMap)> {
+/// The descriptors of E (boxes of 128 tokens) and C (boxes of 256 vocabulary rows, or the half
+/// each block of a cluster of 2 loads and multicasts).
+fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
     let (x, s) = (call.x, call.x.shape);
-    Ok((tensor_map(x.e, s.n, s.d, x.dtype, SM90_TILE_M, "E")?, tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N, "C")?))
+    Ok((
+        tensor_map(x.e, s.n, s.d, x.dtype, SM90_TILE_M, "E")?,
+        tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?,
+    ))
+}
+
+/// Blocks per cluster for a grid of `token_tiles` rows. Pairs sharing C's box (multicast) are
+/// correct (every GPU test passes with them) but measured slower on the H200 (2026-11-30: Gemma 2
+/// forward 22.8 ms against 16.4 without; perf-notes v8), so they are off unless
+/// `FLCE_SM90_CLUSTER=2` is set — a knob for the profiling still to do, not a user setting.
+fn cluster_for(token_tiles: usize) -> usize {
+    static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let pairs = *PAIRS.get_or_init(|| std::env::var("FLCE_SM90_CLUSTER").is_ok_and(|v| v.trim() == "2"));
+    if token_tiles >= 2 && pairs {
+        2
+    } else {
+        1
+    }
 }
 
 /// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
@@ -63,12 +81,14 @@ fn maps(call: &Call<'_>) -> Result<(TensorMap, TensorMap)> {
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    let (map_e, map_c) = maps(call)?;
+    let cluster = cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M));
+    let (map_e, map_c) = maps(call, cluster)?;
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
     let params = Sm90ForwardParams {
         map_e,
         map_c,
         lp: call.lp,
+        cluster: cluster as i32,
         splits: plan.splits as i32,
         tiles_per_split: tiles.div_ceil(plan.splits) as i32,
         partials: call.ws.at(plan.partials),
@@ -86,11 +106,19 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
-    let (map_e, map_c) = maps(call)?;
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
+    let cluster = cluster_for(rows);
+    let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let splits = best_split(rows, tiles, call.be.sm_count(), tiles);
-    let params = Sm90GradParams { map_e, map_c, lp: call.lp, chunk, tiles_per_cta: tiles.div_ceil(splits) as i32 };
+    let splits = best_split(rows.div_ceil(cluster) * cluster, tiles, call.be.sm_count(), tiles);
+    let params = Sm90GradParams {
+        map_e,
+        map_c,
+        lp: call.lp,
+        chunk,
+        cluster: cluster as i32,
+        tiles_per_cta: tiles.div_ceil(splits) as i32,
+    };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
