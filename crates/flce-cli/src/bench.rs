@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "cublas")]
     backward: String,
+    /// Loss options: plain (none), or all (softcap 30, label smoothing 0.1, z-loss 1e-4, a bias
+    /// and class weights: what options cost).
+    #[arg(long, default_value = "plain")]
+    loss_options: String,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -88,11 +92,18 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         T::DTYPE,
         args.iters
     );
-    let opts = Options::default();
+    let (opts, bias, weights) = match args.loss_options.as_str() {
+        "plain" => (Options::default(), false, false),
+        "all" => {
+            let o = Options { softcap: Some(30.0), label_smoothing: 0.1, z_loss: 1e-4, ..Options::default() };
+            (o, true, true)
+        }
+        other => return Err(flce::Error::Unsupported(format!("--loss-options '{other}': expected plain or all"))),
+    };
     let mut rows = vec![];
     let mut json = String::new();
     for (name, shape) in shapes {
-        let p = RandomProblem::<T>::new(*shape, 1, DataKind::Peaky, 0.05, &opts, false, false);
+        let p = RandomProblem::<T>::new(*shape, 1, DataKind::Peaky, 0.05, &opts, bias, weights);
         let up = be.upload(&p.inputs(), &opts)?;
         let Shape { n, d, v } = *shape;
         let es = std::mem::size_of::<T>();
@@ -147,7 +158,8 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.dc_tail().map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
         ));
         json.push_str(&format!(
-            "{{\"shape\": \"{name}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
+            "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
+            args.loss_options,
             T::DTYPE,
             mb(fwd_extra),
             mb(fwd_extra.max(bws.bytes()) + grad_bytes),

@@ -11,6 +11,7 @@ use flce_core::{DType, Error, Options, Result, Shape};
 use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams, ToElemParams};
 use crate::blas::Blas;
 use crate::compile::{Arch, KernelFile};
+use crate::context::BoundContext;
 use crate::device::{DeviceInputs, Stream, Workspace};
 use crate::error::Check;
 use crate::family::{self, BackwardMode, Family, ForwardMode};
@@ -51,6 +52,8 @@ pub(crate) struct Call<'a> {
     pub lp: LogitParams,
     pub ws: Workspace,
     pub stream: Stream,
+    /// This device's context, current while the call lives; the caller's again after.
+    _bound: BoundContext,
 }
 
 impl CudaLoss {
@@ -197,7 +200,8 @@ impl CudaLoss {
         Ok(())
     }
 
-    /// Bind this device's context to the calling thread and build the launch context.
+    /// Bind this device's context to the calling thread (until the returned call drops: the
+    /// caller's context is then current again) and build the launch context.
     pub(crate) fn call<'a>(
         &'a self,
         x: &'a DeviceInputs,
@@ -206,8 +210,8 @@ impl CudaLoss {
         ws: Workspace,
         stream: Stream,
     ) -> Result<Call<'a>> {
-        self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
+        let bound = BoundContext::bind(&self.ctx)?;
         let k = LossConstants::new(x.shape, opts);
-        Ok(Call { be: self, x, lp: Self::logit_params(x, k, targets), ws, stream })
+        Ok(Call { be: self, x, lp: Self::logit_params(x, k, targets), ws, stream, _bound: bound })
     }
 }

@@ -248,7 +248,7 @@ impl Kernels {
             return Ok((m.clone(), true));
         }
         let cubin = compile(file, &self.arch, key.1)?;
-        self.ctx.bind_to_thread().check("cuCtxSetCurrent")?;
+        let _bound = crate::context::BoundContext::bind(&self.ctx)?;
         // SAFETY: the image is a complete cubin that outlives the call.
         let module = unsafe { drv::module::load_data(cubin.image.as_ptr() as *const c_void) }
             .check(&format!("cuModuleLoadData({})", file.name()))?;

@@ -172,6 +172,7 @@ impl CudaLoss {
         scale: u64,
         stream: Stream,
     ) -> Result<()> {
+        let _bound = crate::context::BoundContext::bind(self.context())?;
         self.kernels.launch(dtype, &ScaleGradsParams { data, count: count as u64, scale }, stream)?;
         Ok(())
     }

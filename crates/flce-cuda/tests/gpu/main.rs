@@ -20,7 +20,7 @@ use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
 use oracle::run_oracle;
-use sampled::{run_bad_target, run_sampled};
+use sampled::{run_bad_target, run_context_restored, run_sampled};
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -147,7 +147,8 @@ fn main() {
         .filter(|c| !(small_only && c.big))
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-    let include_bad_target = filters.is_empty() || filters.iter().any(|f| "bad-target".contains(f.as_str()));
+    let include_bad_target =
+        filters.is_empty() || filters.iter().any(|f| "bad-target context-restored".contains(f.as_str()));
 
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
@@ -164,7 +165,8 @@ fn main() {
             }
             if include_bad_target {
                 println!("test bad-target ... skipped ({why})");
-                skipped += 1;
+                println!("test context-restored ... skipped ({why})");
+                skipped += 2;
             }
         }
         Ok(be) => {
@@ -214,6 +216,7 @@ fn main() {
             }
             if include_bad_target {
                 run("bad-target".into(), &|| run_bad_target(be));
+                run("context-restored".into(), &|| run_context_restored(be));
             }
         }
     }

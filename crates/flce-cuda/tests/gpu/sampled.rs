@@ -170,3 +170,60 @@ pub(crate) fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
     }
     Ok("status word = 5, context usable, host check typed".into())
 }
+
+/// The device-pointer entry points leave the caller's current context as they found it (here:
+/// none), and work from a thread with no context current.
+pub(crate) fn run_context_restored(be: &CudaLoss) -> Result<String, String> {
+    use flce_cuda::context::{current_context, set_current_context};
+    use flce_cuda::{DeviceGradOutput, DeviceGrads, Wanted};
+    let s = |e: flce_core::Error| e.to_string();
+    let c = |e: flce_cuda::CudaError| e.to_string();
+    let opts = Options::default();
+    let shape = Shape::new(300, 128, 2049);
+    let p = RandomProblem::<bf16>::new(shape, 9, DataKind::Peaky, 0.0, &opts, false, false);
+    let up = be.upload(&p.inputs(), &opts).map_err(s)?;
+    let (lse, sc, st) =
+        (DeviceBuffer::new(4 * 300).map_err(c)?, DeviceBuffer::new(16).map_err(c)?, DeviceBuffer::new(4).map_err(c)?);
+    let fplan = be.forward_plan(shape, up.inputs.dtype, ForwardConfig::default());
+    let fws = DeviceBuffer::new(fplan.workspace_bytes).map_err(c)?;
+    let de = DeviceBuffer::new(300 * 128 * 2).map_err(c)?;
+    let grads = DeviceGrads { de: Some(de.ptr()), dc: None, dbias: None };
+    let bplan = be
+        .backward_plan(shape, up.inputs.dtype, Wanted { de: true, dc: false, dbias: false }, BackwardConfig::default())
+        .map_err(s)?;
+    let bws = DeviceBuffer::new(bplan.workspace_bytes).map_err(c)?;
+    let go = DeviceBuffer::from_slice(&[1.0f32]).map_err(c)?;
+    let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
+    let mine = current_context().map_err(c)?;
+    unsafe { set_current_context(0) }.map_err(c)?;
+    let calls = unsafe {
+        be.forward(&up.inputs, &opts, &out, fws.workspace(), &fplan, std::ptr::null_mut()).and_then(|_| {
+            let after_forward = current_context().map_err(flce_core::Error::from)?;
+            be.backward(
+                &up.inputs,
+                &opts,
+                lse.ptr(),
+                DeviceGradOutput::Scalar(go.ptr()),
+                &grads,
+                bws.workspace(),
+                &bplan,
+                std::ptr::null_mut(),
+            )?;
+            Ok(after_forward)
+        })
+    };
+    let after_backward = current_context().map_err(c)?;
+    unsafe { set_current_context(mine) }.map_err(c)?;
+    let after_forward = calls.map_err(s)?;
+    if after_forward != 0 || after_backward != 0 {
+        return Err(format!(
+            "context left current: {after_forward:#x} after forward, {after_backward:#x} after backward"
+        ));
+    }
+    be.context().synchronize().map_err(|e| format!("{e:?}"))?;
+    let scalars: Vec<f32> = sc.to_vec(4).map_err(c)?;
+    if !scalars[0].is_finite() {
+        return Err(format!("loss {} from a thread without a context", scalars[0]));
+    }
+    Ok(format!("no context before, none after forward and backward; loss {:.4}", scalars[0]))
+}
