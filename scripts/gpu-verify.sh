@@ -4,7 +4,7 @@
 # is there comes back even if the call is cut short). Run from the repository root after
 # scripts/gpu-prepare.sh; carry gpu-bundle (and old-bundle for the A/B step).
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
-#   TEST_ARGS="--small" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
+#   TEST_ARGS="--small" BENCH_ARGS="--loss-options all" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.
 set -uo pipefail
@@ -37,7 +37,7 @@ if want bench; then
     step "flce bench --forward ${modes%/*} --backward ${modes#*/}"
     echo "## forward ${modes%/*}, backward ${modes#*/}" >> "$OUT/bench.log"
     timeout "$T_BENCH" $B/flce bench --shapes gemma2,llama3,qwen25 --forward "${modes%/*}" --backward "${modes#*/}" \
-      --step-budget-mb "${STEP_BUDGET_MB:-4096}" --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
+      --step-budget-mb "${STEP_BUDGET_MB:-4096}" ${BENCH_ARGS:-} --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
   done
   cat /tmp/bench.jsonl >> "$OUT/bench.log" 2>/dev/null
 fi

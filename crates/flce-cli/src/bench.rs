@@ -110,7 +110,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let stream = std::ptr::null_mut();
         let logits = DeviceBuffer::new(n * v * es)?;
         let err = |e: String| flce::Error::Unsupported(e);
-        let fconfig = ForwardConfig { budget: None, mode: args.forward.parse().map_err(err)? };
+        let fconfig = ForwardConfig::for_options(args.forward.parse().map_err(err)?, None, &opts, bias);
         let config =
             BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
         let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;

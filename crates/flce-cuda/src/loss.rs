@@ -25,6 +25,26 @@ use crate::runtime::Kernels;
 pub struct ForwardConfig {
     pub budget: Option<usize>,
     pub mode: ForwardMode,
+    /// The calls use a bias, a softcap or label smoothing. [`ForwardMode::Auto`] then keeps cuBLAS
+    /// chunks on Hopper too: the sm90 forward's general epilogue measured 2.4–3.5× the logits
+    /// GEMM with all of them on (H200, 2026-11-30; its plain one 1.12–1.19×).
+    pub logit_options: bool,
+}
+
+impl ForwardConfig {
+    /// The config for calls with these options (and a bias or not).
+    pub fn for_options(mode: ForwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
+        let logit_options = bias || opts.softcap.is_some() || opts.label_smoothing > 0.0;
+        ForwardConfig { budget, mode, logit_options }
+    }
+
+    /// The mode the planner gets: [`ForwardMode::Auto`] with logit options is cuBLAS chunks.
+    pub fn planned_mode(&self) -> ForwardMode {
+        match self.mode {
+            ForwardMode::Auto if self.logit_options => ForwardMode::CublasChunks,
+            m => m,
+        }
+    }
 }
 
 /// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
@@ -117,7 +137,7 @@ impl CudaLoss {
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        plan::forward_plan(shape, dtype, self.sm_count, config.mode, config.budget, fused)
+        plan::forward_plan(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused)
     }
 
     /// The backward plan for a call shape and the gradients wanted.

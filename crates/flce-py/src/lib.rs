@@ -209,12 +209,13 @@ impl Problem {
         Ok(Problem { shape, dtype, f64, opts })
     }
 
-    /// The CUDA forward plan of this problem on `device`.
-    #[pyo3(signature = (device, mode = "auto", budget = None))]
-    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<Plan> {
+    /// The CUDA forward plan of this problem on `device` (for calls with a bias or not: "auto"
+    /// weighs the logit options).
+    #[pyo3(signature = (device, mode = "auto", budget = None, bias = false))]
+    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>, bias: bool) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
-        let plan = be.forward_plan(self.shape, self.dtype, forward_config(mode, budget)?);
+        let plan = be.forward_plan(self.shape, self.dtype, forward_config(mode, budget, &self.opts, bias)?);
         Ok(Plan { device, plan: PlanKind::Forward(plan) })
     }
 

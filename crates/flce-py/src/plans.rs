@@ -2,11 +2,12 @@
 //! three-product plans, made once per call shape by `Problem` and handed back with every call.
 
 use flce::cuda::{BackwardConfig, ForwardConfig};
+use flce::Options;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-pub(crate) fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
-    Ok(ForwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
+pub(crate) fn forward_config(mode: &str, budget: Option<usize>, opts: &Options, bias: bool) -> PyResult<ForwardConfig> {
+    Ok(ForwardConfig::for_options(mode.parse().map_err(PyValueError::new_err)?, budget, opts, bias))
 }
 
 pub(crate) fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {

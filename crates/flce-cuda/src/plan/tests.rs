@@ -246,3 +246,24 @@ fn auto_forward_is_the_hopper_fused_family_where_it_runs_and_cublas_elsewhere() 
     assert_eq!("auto".parse::<ForwardMode>(), Ok(ForwardMode::Auto));
     assert_eq!("sm80".parse::<BackwardMode>(), Ok(BackwardMode::FusedSm80));
 }
+
+#[test]
+fn auto_keeps_cublas_chunks_for_calls_with_logit_options() {
+    use crate::ForwardConfig;
+    let plain = ForwardConfig::for_options(ForwardMode::Auto, None, &flce_core::Options::default(), false);
+    assert_eq!(plain.planned_mode(), ForwardMode::Auto);
+    let softcap = flce_core::Options { softcap: Some(30.0), ..Default::default() };
+    assert_eq!(
+        ForwardConfig::for_options(ForwardMode::Auto, None, &softcap, false).planned_mode(),
+        ForwardMode::CublasChunks
+    );
+    let with_bias = ForwardConfig::for_options(ForwardMode::Auto, None, &flce_core::Options::default(), true);
+    assert_eq!(with_bias.planned_mode(), ForwardMode::CublasChunks);
+    // z-loss and class weights do not touch the forward epilogue's per-logit work
+    let zloss = flce_core::Options { z_loss: 1e-4, ..Default::default() };
+    assert_eq!(ForwardConfig::for_options(ForwardMode::Auto, None, &zloss, false).planned_mode(), ForwardMode::Auto);
+    // an explicit mode is kept
+    assert_eq!(ForwardConfig::for_options(ForwardMode::Fused, None, &softcap, true).planned_mode(), ForwardMode::Fused);
+    let p = forward_plan(GEMMA, DType::BF16, 132, with_bias.planned_mode(), None, Family::Sm90);
+    assert_eq!(p.family, Family::Cublas);
+}

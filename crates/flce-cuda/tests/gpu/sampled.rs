@@ -29,7 +29,7 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
         (ForwardMode::default(), BackwardMode::default())
     };
     let config = BackwardConfig { budget: c.budget, mode: bmode };
-    let fconfig = ForwardConfig { budget: None, mode: fmode };
+    let fconfig = ForwardConfig { budget: None, mode: fmode, logit_options: false };
     let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
     let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
     if bits(&a) != bits(&b) {

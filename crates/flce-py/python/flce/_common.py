@@ -81,8 +81,10 @@ def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
 
 
 @functools.lru_cache(maxsize=256)
-def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.Plan":
-    return problem.forward_plan(device, mode, budget or None)
+def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int,
+                  bias: bool = False) -> "_flce.Plan":
+    # bias: the calls carry a linear bias ("auto" weighs it with softcap and smoothing)
+    return problem.forward_plan(device, mode, budget or None, bias)
 
 
 @functools.lru_cache(maxsize=256)

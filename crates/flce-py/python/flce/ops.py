@@ -36,7 +36,7 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
     per_token_ptr = _ptr(per_token) if o.reduction == "none" else None
     if e.is_cuda:
         dev = _device_index(e)
-        fplan = _forward_plan(p, dev, o.forward_mode, max(o.workspace_budget, 0))
+        fplan = _forward_plan(p, dev, o.forward_mode, max(o.workspace_budget, 0), bias is not None)
         scalars = torch.empty(4, **f32)
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
