@@ -210,11 +210,16 @@ pub(crate) fn compare<T: Element>(
         }
         e
     };
-    if c.opts.return_accuracy
-        && !oracle.accuracy.is_nan()
-        && (a.accuracy as f64 - oracle.accuracy).abs() > 1.5 / c.shape.n as f64
-    {
-        return Err(format!("accuracy {} vs {}", a.accuracy, oracle.accuracy));
+    if c.opts.return_accuracy && !oracle.accuracy.is_nan() && a.accuracy as f64 != oracle.accuracy {
+        // only tokens whose two largest logits nearly tie may be counted differently
+        let (ties, active) = near_ties(p, &c.opts)?;
+        let differing = (a.accuracy as f64 - oracle.accuracy).abs() * active as f64;
+        if differing > ties as f64 + 1e-3 {
+            return Err(format!(
+                "accuracy {} vs {}: {differing:.1} tokens differ, {ties} near-ties among {active}",
+                a.accuracy, oracle.accuracy
+            ));
+        }
     }
     let lse: Vec<f64> = a.lse.iter().map(|&x| x as f64).collect();
     let lse_err = close("lse", &lse, &oracle.lse, 1e-5, 1e-5)?;
@@ -235,4 +240,36 @@ pub(crate) fn compare<T: Element>(
         None => "-".into(),
     };
     Ok(format!("loss {loss_err:.1e}  lse {lse_err:.1e}  dE {de:.1e}  dC {dc:.1e}  db {db}"))
+}
+
+/// (active tokens whose two largest f64 logits are within 1e-4 relative of each other, active
+/// tokens): the only tokens whose argmax the GPU's f32 products may order differently from the
+/// f64 oracle. Every other token's accuracy must agree, N = 1 included.
+fn near_ties<T: Element>(p: &RandomProblem<T>, opts: &Options) -> Result<(usize, usize), String> {
+    let prep = p.inputs().prepare(opts).map_err(|e| e.to_string())?;
+    let flce_core::Shape { n, d, v } = p.shape;
+    let (mut ties, mut active) = (0, 0);
+    for i in (0..n).filter(|&i| prep.targets[i] >= 0) {
+        active += 1;
+        let (mut best, mut second) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+        for j in 0..v {
+            let mut z: f64 = (0..d).map(|k| p.e[i * d + k].to_f64() * p.c[j * d + k].to_f64()).sum();
+            if let Some(b) = &p.bias {
+                z += b[j].to_f64();
+            }
+            if let Some(cap) = opts.softcap {
+                z = cap as f64 * (z / cap as f64).tanh();
+            }
+            if z > best {
+                second = best;
+                best = z;
+            } else if z > second {
+                second = z;
+            }
+        }
+        if best - second <= 1e-4 * (1.0 + best.abs()) {
+            ties += 1;
+        }
+    }
+    Ok((ties, active))
 }
