@@ -38,12 +38,7 @@ impl DeviceBuffer {
     /// Fill with a repeated 32-bit pattern (poisoning outputs in tests).
     pub fn fill_u32(&self, pattern: u32) -> CudaResult<()> {
         // SAFETY: in bounds of the allocation.
-        let r = unsafe { cu::cuMemsetD32_v2(self.ptr, pattern, self.bytes / 4) };
-        if r == cu::cudaError_enum::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(CudaError::call("cuMemsetD32", r))
-        }
+        unsafe { cu::cuMemsetD32_v2(self.ptr, pattern, self.bytes / 4) }.result().check("cuMemsetD32")
     }
 
     pub fn ptr(&self) -> DevPtr {

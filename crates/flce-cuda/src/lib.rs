@@ -28,7 +28,7 @@ pub mod bench;
 mod blas;
 pub mod cache;
 pub mod compile;
-pub mod context;
+mod context;
 mod device;
 pub mod error;
 pub mod family;

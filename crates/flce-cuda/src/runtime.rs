@@ -14,7 +14,7 @@ use flce_core::DType;
 use crate::abi::*;
 use crate::compile::{compile, Arch, KernelFile};
 use crate::device::Stream;
-use crate::error::{Check, CudaError, CudaResult};
+use crate::error::{Check, CudaResult};
 use crate::geometry::{
     self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_THREADS,
     SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
@@ -204,8 +204,7 @@ impl KernelArgs for Sm90GradParams {
     const KERNEL: Kernel = Kernel::Sm90Grad;
     fn grid(&self) -> (u32, u32, u32) {
         let c = &self.chunk;
-        let tiles = (c.v_end - c.v0) as usize;
-        let tiles = tiles.div_ceil(SM90_TILE_N);
+        let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
         let rows = round_up(blocks((c.n_end - c.n0) as usize, SM90_TILE_M), self.cluster());
         (rows, blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
     }
@@ -319,12 +318,9 @@ impl Kernels {
             attrs: &mut attr,
             numAttrs: 1,
         };
-        let r = cu::cuLaunchKernelEx(&config, module.functions[&kernel], params.as_mut_ptr(), std::ptr::null_mut());
-        if r == cu::cudaError_enum::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(CudaError::call(format!("cuLaunchKernelEx({}, grid {grid:?}, cluster {cluster})", kernel.name()), r))
-        }
+        cu::cuLaunchKernelEx(&config, module.functions[&kernel], params.as_mut_ptr(), std::ptr::null_mut())
+            .result()
+            .check(&format!("cuLaunchKernelEx({}, grid {grid:?}, cluster {cluster})", kernel.name()))
     }
 
     /// Fill `count` i32 at `ptr` with `value` on `stream`.
@@ -332,12 +328,7 @@ impl Kernels {
     /// # Safety
     /// `ptr` must be valid for `count` i32 writes on `stream`.
     pub(crate) unsafe fn fill_i32(&self, ptr: DevPtr, value: i32, count: usize, stream: Stream) -> CudaResult<()> {
-        let r = cu::cuMemsetD32Async(ptr, value as u32, count, stream);
-        if r == cu::cudaError_enum::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(CudaError::call("cuMemsetD32Async", r))
-        }
+        cu::cuMemsetD32Async(ptr, value as u32, count, stream).result().check("cuMemsetD32Async")
     }
 }
 

@@ -170,8 +170,4 @@ impl BackwardMode {
             BackwardMode::FusedSm80 => Family::Sm80,
         }
     }
-    /// Whether the mode recomputes the logits in a fused tile kernel (no f32 logits buffer).
-    pub fn is_fused(self) -> bool {
-        self != BackwardMode::CublasLogits
-    }
 }

@@ -8,7 +8,7 @@ use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
 use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap};
-use crate::error::CudaError;
+use crate::error::Check;
 use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
 use crate::plan::{best_split, BackwardPlan, ForwardPlan};
@@ -27,7 +27,7 @@ fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize,
     let element_strides = [1u32, 1];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
     // SAFETY: every array has the rank's length (strides: rank − 1); the map is written only.
-    let r = unsafe {
+    unsafe {
         cu::cuTensorMapEncodeTiled(
             &mut map,
             data_type,
@@ -42,11 +42,9 @@ fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize,
             cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
-    };
-    if r != cu::cudaError_enum::CUDA_SUCCESS {
-        let call = format!("cuTensorMapEncodeTiled({what}: {rows} × {d} {dtype} at {ptr:#x}, box {box_rows} × 64)");
-        return Err(CudaError::call(call, r).into());
     }
+    .result()
+    .check(&format!("cuTensorMapEncodeTiled({what}: {rows} × {d} {dtype} at {ptr:#x}, box {box_rows} × 64)"))?;
     Ok(TensorMap(map.opaque))
 }
 

@@ -174,8 +174,10 @@ pub(crate) fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
 /// The device-pointer entry points leave the caller's current context as they found it (here:
 /// none), and work from a thread with no context current.
 pub(crate) fn run_context_restored(be: &CudaLoss) -> Result<String, String> {
-    use flce_cuda::context::{current_context, set_current_context};
+    use cudarc::driver::result::ctx;
     use flce_cuda::{DeviceGradOutput, DeviceGrads, Wanted};
+    // the thread's current context as an address (0: none)
+    let current_context = || ctx::get_current().map(|c| c.map_or(0, |c| c as usize)).map_err(|e| format!("{e:?}"));
     let s = |e: flce_core::Error| e.to_string();
     let c = |e: flce_cuda::CudaError| e.to_string();
     let opts = Options::default();
@@ -194,11 +196,11 @@ pub(crate) fn run_context_restored(be: &CudaLoss) -> Result<String, String> {
     let bws = DeviceBuffer::new(bplan.workspace_bytes).map_err(c)?;
     let go = DeviceBuffer::from_slice(&[1.0f32]).map_err(c)?;
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: sc.ptr(), status: st.ptr() };
-    let mine = current_context().map_err(c)?;
-    unsafe { set_current_context(0) }.map_err(c)?;
+    let mine = ctx::get_current().map_err(|e| format!("{e:?}"))?.unwrap_or(std::ptr::null_mut());
+    unsafe { ctx::set_current(std::ptr::null_mut()) }.map_err(|e| format!("{e:?}"))?;
     let calls = unsafe {
         be.forward(&up.inputs, &opts, &out, fws.workspace(), &fplan, std::ptr::null_mut()).and_then(|_| {
-            let after_forward = current_context().map_err(flce_core::Error::from)?;
+            let after_forward = current_context().map_err(flce_core::Error::Unsupported)?;
             be.backward(
                 &up.inputs,
                 &opts,
@@ -212,8 +214,8 @@ pub(crate) fn run_context_restored(be: &CudaLoss) -> Result<String, String> {
             Ok(after_forward)
         })
     };
-    let after_backward = current_context().map_err(c)?;
-    unsafe { set_current_context(mine) }.map_err(c)?;
+    let after_backward = current_context()?;
+    unsafe { ctx::set_current(mine) }.map_err(|e| format!("{e:?}"))?;
     let after_forward = calls.map_err(s)?;
     if after_forward != 0 || after_backward != 0 {
         return Err(format!(
