@@ -127,7 +127,9 @@ impl CudaLoss {
     pub fn warm_up(&self, dtype: DType) -> Result<usize> {
         let mut cached = 0;
         let files = [KernelFile::Prep, KernelFile::Finish, KernelFile::Accumulate];
-        for file in files.into_iter().chain(Family::Cublas.kernel_files()) {
+        // ForwardMode::Auto's forward on Hopper is the sm90 family's
+        let sm90_forward = Some(KernelFile::Sm90Forward).filter(|f| f.builds_for(&self.arch, dtype));
+        for file in files.into_iter().chain(Family::Cublas.kernel_files()).chain(sm90_forward) {
             cached += self.kernels.load(file, dtype)?.1 as usize;
         }
         Ok(cached)
