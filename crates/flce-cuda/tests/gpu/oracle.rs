@@ -13,6 +13,13 @@ use crate::Case;
 
 pub(crate) const POISON: u32 = 0x7FC0_7FC0; // NaN as bf16, f16 and f32
 
+/// A device buffer of `bytes` filled with [`POISON`], so an output a kernel forgets stays NaN.
+pub(crate) fn poisoned(bytes: usize) -> Result<DeviceBuffer, String> {
+    let b = DeviceBuffer::new(bytes).map_err(|x| x.to_string())?;
+    b.fill_u32(POISON).map_err(|x| x.to_string())?;
+    Ok(b)
+}
+
 pub(crate) struct GpuRun<T> {
     pub loss: f32,
     pub accuracy: f32,
@@ -56,11 +63,7 @@ pub(crate) fn gpu_run<T: Element>(
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let e = |x: flce_core::Error| x.to_string();
-    let buf = |bytes: usize| -> Result<DeviceBuffer, String> {
-        let b = DeviceBuffer::new(bytes).map_err(|x| x.to_string())?;
-        b.fill_u32(POISON).map_err(|x| x.to_string())?;
-        Ok(b)
-    };
+    let buf = poisoned;
     let lse = buf(4 * s.n)?;
     let ptl = buf(4 * s.n)?;
     let scalars = buf(16)?;

@@ -8,7 +8,7 @@ use flce_core::Element;
 use flce_cuda::plan::{step_plan, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
-use crate::oracle::{bits, compare, read_run, GpuRun, POISON};
+use crate::oracle::{bits, compare, poisoned, read_run, GpuRun};
 use crate::Case;
 
 pub(crate) fn step_run<T: Element>(
@@ -18,12 +18,7 @@ pub(crate) fn step_run<T: Element>(
     plan: &StepPlan,
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
-    let err = |x: flce_cuda::CudaError| x.to_string();
-    let buf = |bytes: usize| -> Result<DeviceBuffer, String> {
-        let b = DeviceBuffer::new(bytes).map_err(err)?;
-        b.fill_u32(POISON).map_err(err)?;
-        Ok(b)
-    };
+    let buf = poisoned;
     let es = std::mem::size_of::<T>();
     let (lse, ptl, scalars, status) = (buf(4 * s.n)?, buf(4 * s.n)?, buf(16)?, buf(4)?);
     let (de, dc) = (buf(s.n * s.d * es)?, buf(s.v * s.d * es)?);
