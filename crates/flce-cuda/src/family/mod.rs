@@ -84,8 +84,9 @@ pub fn fused_family(arch: &Arch, shape: Shape, dtype: DType) -> Family {
 pub enum ForwardMode {
     /// The fastest measured choice for the GPU ([`ForwardMode::resolve`]): the sm90 fused family
     /// where it runs (faster than cuBLAS chunks and without their workspace; H200 2026-11-30:
-    /// 1.14x the logits GEMM against 1.40-1.58x), cuBLAS chunks elsewhere (the sm80 fused
-    /// kernel runs at ~4x the GEMM).
+    /// 1.12-1.14x the logits GEMM against 1.40-1.58x), cuBLAS chunks elsewhere (the sm80 fused
+    /// kernel runs at ~4x the GEMM) and, through [`crate::ForwardConfig::logit_options`], for
+    /// calls with a bias, softcap or smoothing.
     #[default]
     Auto,
     /// The cuBLAS family: cuBLAS speed, a workspace of one chunk (the budget; by default 10% of
