@@ -31,9 +31,10 @@ pub struct BenchArgs {
     /// + reduction kernel), fused (the GPU's fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     forward: String,
-    /// Backward logits recompute: cublas (cuBLAS product + elementwise kernel), fused (the GPU's
-    /// fastest fused tile kernel) or sm80 (the portable one).
-    #[arg(long, default_value = "cublas")]
+    /// Backward logits recompute: auto (the GPU's fastest: fused on Hopper for plain calls,
+    /// cublas elsewhere), cublas (cuBLAS product + elementwise kernel), fused (the GPU's fastest
+    /// fused tile kernel) or sm80 (the portable one).
+    #[arg(long, default_value = "auto")]
     backward: String,
     /// Loss options: plain (none), or all (softcap 30, label smoothing 0.1, z-loss 1e-4, a bias
     /// and class weights: what options cost).
@@ -111,8 +112,12 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let logits = DeviceBuffer::new(n * v * es)?;
         let err = |e: String| flce::Error::Unsupported(e);
         let fconfig = ForwardConfig::for_options(args.forward.parse().map_err(err)?, None, &opts, bias);
-        let config =
-            BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
+        let config = BackwardConfig::for_options(
+            args.backward.parse().map_err(err)?,
+            args.budget_mb.map(|m| m << 20),
+            &opts,
+            bias,
+        );
         let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;
         if args.step_budget_mb > 0 {
             call = call.with_step::<T>(args.step_budget_mb << 20)?;

@@ -17,6 +17,9 @@ pub const REDUCE_THREADS: u32 = 1024;
 pub const ELEMENTWISE_THREADS: u32 = 256;
 /// Tokens per block of flce_stats_from_logits (one warp per token).
 pub const STATS_TOKENS_PER_BLOCK: u32 = ELEMENTWISE_THREADS / 32;
+/// Columns each lane of flce_stats_from_logits loads before folding them (loads in flight per
+/// warp: enough to stream the f32 logits at memory speed, not so many that short rows waste them).
+pub const STATS_BATCH: u32 = 16;
 
 /// sm90 family (kernels/sm90): logit tile 128 tokens × 256 vocabulary rows, k-step 64 (one
 /// 128-byte swizzle row of 16-bit elements), a ring of 4 TMA stages, one producer and two
@@ -36,8 +39,13 @@ pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_ST
 const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
 /// flce_sm90_forward: the main loop's, then each row's running statistics and target.
 pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
-/// flce_sm90_grad: the main loop's, then the column sums of 8 warps (db).
-pub const SM90_GRAD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4;
+/// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
+/// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways).
+pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
+/// flce_sm90_grad: the main loop's, then the column sums of 8 warps (db), then each of the 8
+/// consumer warps' store staging.
+pub const SM90_GRAD_SMEM_BYTES: usize =
+    SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
 // Checked at compile time: both sm90 blocks fit Hopper's 227 KB per block, and every stage starts
 // on a 1024-byte boundary (the 128-byte swizzle atom the descriptors assume).
 const _: () = assert!(SM90_GRAD_SMEM_BYTES <= 227 * 1024 && SM90_FORWARD_SMEM_BYTES <= 227 * 1024);
@@ -86,6 +94,7 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("REDUCE_THREADS", REDUCE_THREADS as usize),
         ("ELEMENTWISE_THREADS", ELEMENTWISE_THREADS as usize),
         ("STATS_TOKENS_PER_BLOCK", STATS_TOKENS_PER_BLOCK as usize),
+        ("STATS_BATCH", STATS_BATCH as usize),
         ("SM90_TILE_M", SM90_TILE_M),
         ("SM90_TILE_N", SM90_TILE_N),
         ("SM90_TILE_K", SM90_TILE_K),
@@ -94,6 +103,7 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
         ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
+        ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
     ]
 }
 

@@ -53,6 +53,17 @@ impl ForwardConfig {
 pub struct BackwardConfig {
     pub budget: Option<usize>,
     pub mode: BackwardMode,
+    /// The calls use a bias, a softcap or label smoothing: [`BackwardMode::Auto`] then keeps
+    /// cuBLAS logits on Hopper too (as [`ForwardConfig::logit_options`]).
+    pub logit_options: bool,
+}
+
+impl BackwardConfig {
+    /// The config for calls with these options (and a bias or not).
+    pub fn for_options(mode: BackwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
+        let logit_options = ForwardConfig::for_options(ForwardMode::Auto, budget, opts, bias).logit_options;
+        BackwardConfig { budget, mode, logit_options }
+    }
 }
 
 /// The CUDA backend on one device: compiled kernels, a cuBLAS handle, the planner and the passes.
@@ -155,7 +166,7 @@ impl CudaLoss {
             dtype,
             wanted,
             config.budget,
-            config.mode,
+            config.mode.resolve(family::fused_family(&self.arch, shape, dtype), config.logit_options),
             family::fused_family(&self.arch, shape, dtype),
         )
     }

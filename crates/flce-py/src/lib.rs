@@ -219,8 +219,10 @@ impl Problem {
         Ok(Plan { device, plan: PlanKind::Forward(plan) })
     }
 
-    /// The CUDA backward plan of this problem on `device`, for the gradients wanted.
-    #[pyo3(signature = (device, de, dc, dbias, mode = "cublas", budget = None))]
+    /// The CUDA backward plan of this problem on `device`, for the gradients wanted (`bias`: the
+    /// calls carry a linear bias, which "auto" weighs with softcap and smoothing).
+    #[pyo3(signature = (device, de, dc, dbias, mode = "auto", budget = None, bias = false))]
+    #[allow(clippy::too_many_arguments)]
     fn backward_plan(
         &self,
         device: usize,
@@ -229,11 +231,13 @@ impl Problem {
         dbias: bool,
         mode: &str,
         budget: Option<usize>,
+        bias: bool,
     ) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        let plan = be.backward_plan(self.shape, self.dtype, wanted, backward_config(mode, budget)?).map_err(to_py)?;
+        let config = backward_config(mode, budget, &self.opts, bias)?;
+        let plan = be.backward_plan(self.shape, self.dtype, wanted, config).map_err(to_py)?;
         Ok(Plan { device, plan: PlanKind::Backward(plan) })
     }
 

@@ -10,8 +10,13 @@ pub(crate) fn forward_config(mode: &str, budget: Option<usize>, opts: &Options, 
     Ok(ForwardConfig::for_options(mode.parse().map_err(PyValueError::new_err)?, budget, opts, bias))
 }
 
-pub(crate) fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
-    Ok(BackwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
+pub(crate) fn backward_config(
+    mode: &str,
+    budget: Option<usize>,
+    opts: &Options,
+    bias: bool,
+) -> PyResult<BackwardConfig> {
+    Ok(BackwardConfig::for_options(mode.parse().map_err(PyValueError::new_err)?, budget, opts, bias))
 }
 
 /// A CUDA plan for one call shape on one device: a forward plan, or a backward plan for a set of

@@ -307,6 +307,10 @@ def test_kernel_plans_are_made_once_and_introspectable():
     hopper = torch.cuda.get_device_capability() == (9, 0)
     # the default ("auto") forward: the Hopper fused kernels on H100/H200, cuBLAS chunks elsewhere
     assert fwd.family == ("sm90" if hopper else "cublas") and bwd.workspace_bytes > 0
+    # the default ("auto") backward likewise, for calls without bias, softcap or smoothing
+    assert bwd.family == ("sm90" if hopper else "cublas")
+    assert flce.kernel_plans(e, c, backward_mode="cublas")[1].family == "cublas"
+    assert flce.kernel_plans(e, c, softcap=30.0)[1].family == "cublas"
     fused, _ = flce.kernel_plans(e, c, forward_mode="fused")
     assert fused.family == ("sm90" if hopper else "sm80")
     assert fused.workspace_bytes <= (1 << 20) + 16 * 300 + 1024

@@ -11,7 +11,8 @@
 //   loads the row coefficients of its two rows (common/loss.cuh row_coeffs) once, and per tile
 //   forms ∂L/∂x_ij = (p_scale_i·exp(z_ij − lse_i) − smooth_i·w_j − [j = t_i]·target_i)·∂z/∂x in
 //   registers and stores it (input dtype) to G [n_end − n0, ldg]; columns in [v_end, v0 + ldg) are
-//   written as 0, none past v0 + ldg. When the bias gradient is wanted, each column's sum over
+//   written as 0, none past v0 + ldg. Plain whole tiles (the common case) leave through each
+//   warp's shared-memory staging slice as 16-byte row pieces (store_staged). When the bias gradient is wanted, each column's sum over
 //   the block's 128 rows (from the unrounded values, in a fixed order: the 8 row groups of a warp
 //   by shuffles, then the 8 warps through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
@@ -23,15 +24,36 @@ struct Sm90GradEpilogue {
   const LogitParams& p;
   const GradChunk& ch;
   float* s_db;  // [8 warps][SM90_TILE_N] column sums (when db is wanted)
+  u32* s_stage;  // this warp's store staging: 16 rows of SM90_GRAD_STAGE_ROW_BYTES
+  int warp_row0;  // the first of the warp's 16 rows
   int row[2];
   int tgt[2];
   float4 cf[2];  // p_scale, target coefficient, smooth coefficient, lse
   int t, g, warp8;  // lane % 4, lane / 4, warp index among the 8 consumer warps
 
+  // Two specialisations, as in the forward: a whole tile of plain logits (no bias, softcap or
+  // smoothing — z = x and ∂L/∂x = p_scale·exp(x − lse) − [j = t]·target — with every column
+  // inside the chunk), and the general one. The split is not only arithmetic: the general
+  // per-element code (bias loads, softcap, class weights) unrolled over the 128 values of a
+  // thread made the kernel instruction-fetch bound (ncu: 60% of stalls waiting on instruction
+  // fetch, 17% SM throughput; benchmarks/h200-2026-11-30-session5/profile-before/ncu-sm90-grad.log).
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+    const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
+    if (plain && col0 + SM90_TILE_N <= ch.v_end)
+      grad<true>(acc, col0);
+    else
+      grad<false>(acc, col0);
+    if (ch.db_partial) column_sums(acc, col0);
+  }
+
+  // FAST: every column of the tile is inside [v0, v_end) and the logits are plain.
+  template <bool FAST>
+  __device__ __forceinline__ void grad(float (&acc)[128], int col0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const bool live = row[h] < ch.n_end;
+      const float4 c = cf[h];
+      elem_t* dst_row = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (col0 + 2 * t - ch.v0);
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
         const int colp = col0 + 8 * j + 2 * t;
@@ -39,16 +61,53 @@ struct Sm90GradEpilogue {
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const int col = colp + q;
-          gv[q] = (live && col < ch.v_end) ? logit_grad(p, acc[4 * j + 2 * h + q], col, tgt[h], cf[h]) : 0.0f;
+          const float x = acc[4 * j + 2 * h + q];
+          if (FAST) {
+            gv[q] = c.x * fast_exp(x - c.w);
+            if (col == tgt[h]) gv[q] -= c.y;
+          } else {
+            gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;
+          }
           acc[4 * j + 2 * h + q] = gv[q];
         }
-        if (live && colp - ch.v0 < ch.ldg) {
-          elem_t* dst = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (colp - ch.v0);
-          *(u32*)dst = (u32)from_f32(gv[0]) | ((u32)from_f32(gv[1]) << 16);
-        }
+        if (!FAST && live && colp - ch.v0 < ch.ldg) *(u32*)(dst_row + 8 * j) = pack2(gv[0], gv[1]);
       }
     }
-    if (ch.db_partial) column_sums(acc, col0);
+    if (FAST) store_staged(acc, col0);
+  }
+
+  __device__ __forceinline__ static u32 pack2(float a, float b) {
+    return (u32)from_f32(a) | ((u32)from_f32(b) << 16);
+  }
+
+  // The FAST path's stores: the accumulator layout gives each thread 2 adjacent columns of 2
+  // rows, so direct stores fill 8 half lines per warp instruction and hold 64 store
+  // instructions' registers per tile. Instead, per 64-column quarter of the tile, the warp writes
+  // its 16 × 64 values to its staging slice (row stride 144 bytes: lanes (g, t) hit banks
+  // 4g + t, conflict free) and reads them back as 16-byte row pieces (8 lanes per 128-byte row),
+  // so each global store instruction writes 4 whole lines.
+  __device__ __forceinline__ void store_staged(const float (&acc)[128], int col0) {
+    constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int quarter = 0; quarter < 4; ++quarter) {
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * quarter + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) s_stage[(g + 8 * h) * WORDS + 4 * jj + t] = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * i + (lane >> 3), piece = lane & 7;
+        const uint4 v = *(const uint4*)((const unsigned char*)s_stage + r * SM90_GRAD_STAGE_ROW_BYTES + 16 * piece);
+        const int grow = warp_row0 + r;
+        if (grow < ch.n_end)
+          *(uint4*)(ch.g_out + (size_t)(grow - ch.n0) * ch.ldg + (col0 - ch.v0) + 64 * quarter + 8 * piece) = v;
+      }
+      __syncwarp();  // the slice is rewritten by the next quarter
+    }
   }
 
   // Σ over the block's 128 rows of each column, into db_partial[blockIdx.x].
@@ -104,6 +163,8 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     epi.t = lane & 3;
     epi.g = lane >> 2;
     epi.warp8 = consumer * 4 + warp;
+    epi.s_stage = (u32*)(pp.scratch + 8 * SM90_TILE_N * 4 + epi.warp8 * 16 * SM90_GRAD_STAGE_ROW_BYTES);
+    epi.warp_row0 = row0 + consumer * 64 + warp * 16;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;

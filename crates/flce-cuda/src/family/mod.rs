@@ -102,10 +102,17 @@ pub enum ForwardMode {
 /// How the caller asks the backward to get each chunk's logits back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BackwardMode {
+    /// The fastest measured choice ([`BackwardMode::resolve`]): the sm90 fused tiles on Hopper for
+    /// calls without a bias, softcap or smoothing (H200, 2026-11-30, with the sm90 forward:
+    /// fwd+bwd 63.6 / 57.6 / 60.0 ms at Gemma 2 / Llama 3 / Qwen 2.5 against 72.3 / 63.2 / 63.4
+    /// with cuBLAS logits, same run: benchmarks/h200-2026-11-30-session5/staged-stores/), cuBLAS
+    /// logits elsewhere and for calls with those options (the sm90 G kernel's general epilogue
+    /// is the slow one).
+    #[default]
+    Auto,
     /// The cuBLAS family: a cuBLAS product writes the chunk's logits in f32, then an elementwise
     /// kernel forms G: three cuBLAS-speed products in all; 4 + dtype bytes of workspace per chunk
     /// element.
-    #[default]
     CublasLogits,
     /// The fastest fused family the GPU allows (sm90 on Hopper, sm80 elsewhere): its tile kernel
     /// recomputes the logits and forms G in its epilogue (no f32 logits buffer, dtype bytes per
@@ -115,30 +122,30 @@ pub enum BackwardMode {
     FusedSm80,
 }
 
-/// Parses a mode name as the Python API and the CLI spell it: "cublas", "fused" or "sm80".
-fn parse_mode<M>(s: &str, what: &str, [cublas, fused, sm80]: [M; 3]) -> Result<M, String> {
+/// Parses a mode name as the Python API and the CLI spell it: "auto", "cublas", "fused" or "sm80".
+fn parse_mode<M>(s: &str, what: &str, [auto, cublas, fused, sm80]: [M; 4]) -> Result<M, String> {
     match s {
+        "auto" => Ok(auto),
         "cublas" => Ok(cublas),
         "fused" => Ok(fused),
         "sm80" => Ok(sm80),
-        other => Err(format!("{what} '{other}': expected 'cublas', 'fused' or 'sm80'")),
+        other => Err(format!("{what} '{other}': expected 'auto', 'cublas', 'fused' or 'sm80'")),
     }
 }
 
 impl std::str::FromStr for ForwardMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        if s == "auto" {
-            return Ok(ForwardMode::Auto);
-        }
-        parse_mode(s, "forward_mode", [ForwardMode::CublasChunks, ForwardMode::Fused, ForwardMode::FusedSm80])
+        use ForwardMode::*;
+        parse_mode(s, "forward_mode", [Auto, CublasChunks, Fused, FusedSm80])
     }
 }
 
 impl std::str::FromStr for BackwardMode {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        parse_mode(s, "backward_mode", [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80])
+        use BackwardMode::*;
+        parse_mode(s, "backward_mode", [Auto, CublasLogits, FusedTiles, FusedSm80])
     }
 }
 
@@ -163,10 +170,21 @@ impl ForwardMode {
 }
 
 impl BackwardMode {
-    /// The family that forms G, given what "fused" means on this GPU for this problem.
-    pub fn family(self, fused: Family) -> Family {
+    /// [`BackwardMode::Auto`] made concrete, given what "fused" means on this GPU for this problem
+    /// and whether the calls use a bias, softcap or label smoothing.
+    pub fn resolve(self, fused: Family, logit_options: bool) -> BackwardMode {
         match self {
-            BackwardMode::CublasLogits => Family::Cublas,
+            BackwardMode::Auto if fused == Family::Sm90 && !logit_options => BackwardMode::FusedTiles,
+            BackwardMode::Auto => BackwardMode::CublasLogits,
+            m => m,
+        }
+    }
+
+    /// The family that forms G, given what "fused" means on this GPU for this problem (Auto as
+    /// for plain calls).
+    pub fn family(self, fused: Family) -> Family {
+        match self.resolve(fused, false) {
+            BackwardMode::Auto | BackwardMode::CublasLogits => Family::Cublas,
             BackwardMode::FusedTiles => fused,
             BackwardMode::FusedSm80 => Family::Sm80,
         }

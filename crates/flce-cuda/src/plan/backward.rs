@@ -137,11 +137,13 @@ impl BackwardPlan {
 /// and ~135 GB of accumulator traffic, against a 26% tail pass).
 const MAX_TAIL_FRACTION_INV: usize = 3;
 
-/// The default workspace budget: 10% of the gradient bytes, but never below what the smallest
+/// The default workspace budget: 10% of the gradient bytes less what a call holds besides the
+/// workspace (lse, per-token loss, grad_output and their allocator rounding: 16 bytes a token), so
+/// that a whole training call stays within gradients + 10%; but never below what the smallest
 /// good unchunked plan needs (1024 vocabulary rows per chunk for the fused tiles, 512 for cuBLAS
 /// logits, whose f32 logits cost 4 more bytes per element).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
-    let tenth = gradient_bytes(shape, dtype, wanted) / 10;
+    let tenth = (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n);
     let rows = good_vocab_chunk(mode).min(shape.v.div_ceil(TILE_N) * TILE_N);
     let tail = dc_tail(shape, dtype, wanted, shape.n, rows);
     tenth.max(layout(shape, dtype, wanted, mode, shape.n, rows, tail).workspace_bytes)
@@ -152,7 +154,8 @@ pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode:
 fn good_vocab_chunk(mode: BackwardMode) -> usize {
     match mode {
         BackwardMode::FusedTiles | BackwardMode::FusedSm80 => 1024,
-        BackwardMode::CublasLogits => 512,
+        // (Auto is resolved before planning; unresolved, it plans as cuBLAS logits)
+        BackwardMode::CublasLogits | BackwardMode::Auto => 512,
     }
 }
 
@@ -201,7 +204,7 @@ fn layout(
     };
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let g = l.take(rows * ldg * s);
-    let logits = (mode == BackwardMode::CublasLogits).then(|| l.take(rows * ldg * 4));
+    let logits = matches!(mode, BackwardMode::CublasLogits | BackwardMode::Auto).then(|| l.take(rows * ldg * 4));
     let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
     let dc_acc = match (wanted.dc, chunked && !f32_inputs) {
         (false, _) => DcAccumulator::NotWanted,
@@ -234,7 +237,8 @@ fn layout(
 /// means the family `fused` ([`crate::family::fused_family`]; the fused families share one
 /// layout). Prefers one token chunk (each dC chunk finished in one product) with the largest
 /// vocabulary chunk that fits; chunks tokens only when even 1024 vocabulary rows for all N tokens
-/// do not fit.
+/// do not fit. [`BackwardMode::Auto`] plans as for calls without bias, softcap or smoothing
+/// ([`crate::CudaLoss::backward_plan`] resolves it with the calls' options first).
 pub fn backward_plan(
     shape: Shape,
     dtype: DType,
@@ -243,6 +247,7 @@ pub fn backward_plan(
     mode: BackwardMode,
     fused: Family,
 ) -> Result<BackwardPlan> {
+    let mode = mode.resolve(fused, false);
     let mut plan = backward_layout_plan(shape, dtype, wanted, budget, mode)?;
     plan.family = mode.family(fused);
     Ok(plan)

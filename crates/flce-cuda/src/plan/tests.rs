@@ -267,3 +267,28 @@ fn auto_keeps_cublas_chunks_for_calls_with_logit_options() {
     let p = forward_plan(GEMMA, DType::BF16, 132, with_bias.planned_mode(), None, Family::Sm90);
     assert_eq!(p.family, Family::Cublas);
 }
+
+#[test]
+fn auto_backward_is_the_hopper_fused_family_for_plain_calls_and_cublas_otherwise() {
+    use crate::BackwardConfig;
+    assert_eq!("auto".parse::<BackwardMode>(), Ok(BackwardMode::Auto));
+    assert_eq!(BackwardMode::default(), BackwardMode::Auto);
+    let plain = BackwardConfig::for_options(BackwardMode::Auto, None, &flce_core::Options::default(), false);
+    assert_eq!(plain.mode.resolve(Family::Sm90, plain.logit_options), BackwardMode::FusedTiles);
+    assert_eq!(plain.mode.resolve(Family::Sm80, plain.logit_options), BackwardMode::CublasLogits);
+    let smoothing = flce_core::Options { label_smoothing: 0.1, ..Default::default() };
+    let opts = BackwardConfig::for_options(BackwardMode::Auto, None, &smoothing, false);
+    assert_eq!(opts.mode.resolve(Family::Sm90, opts.logit_options), BackwardMode::CublasLogits);
+    let bias = BackwardConfig::for_options(BackwardMode::Auto, None, &flce_core::Options::default(), true);
+    assert_eq!(bias.mode.resolve(Family::Sm90, bias.logit_options), BackwardMode::CublasLogits);
+    // an explicit mode is kept
+    assert_eq!(BackwardMode::CublasLogits.resolve(Family::Sm90, false), BackwardMode::CublasLogits);
+    assert_eq!(BackwardMode::FusedTiles.resolve(Family::Sm90, true), BackwardMode::FusedTiles);
+    // the planner resolves an unresolved Auto as for plain calls: its layout is the resolved mode's
+    let hopper = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm90).unwrap();
+    let fused = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90).unwrap();
+    assert_eq!((hopper.family, hopper.logits.is_none()), (Family::Sm90, true));
+    assert_eq!(hopper.workspace_bytes, fused.workspace_bytes);
+    let ampere = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm80).unwrap();
+    assert_eq!((ampere.family, ampere.logits.is_some()), (Family::Cublas, true));
+}

@@ -167,7 +167,7 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
         (ForwardConfig { budget: None, mode: ForwardMode::FusedSm80, logit_options: false }, BackwardMode::FusedSm80),
     ];
     for (fconfig, mode) in families {
-        let config = BackwardConfig { budget: c.budget, mode };
+        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
         let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         if bits(&a) != bits(&b) {

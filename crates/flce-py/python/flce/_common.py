@@ -29,7 +29,7 @@ class LossOptions:
     softcap: Optional[float] = None
     shift: int = 0  # sequence length of shifted targets, 0 for none
     forward_mode: str = "auto"
-    backward_mode: str = "cublas"
+    backward_mode: str = "auto"
     workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast"
 
     @classmethod
@@ -89,8 +89,9 @@ def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int,
 
 @functools.lru_cache(maxsize=256)
 def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
-                   budget: int) -> "_flce.Plan":
-    return problem.backward_plan(device, *wants, mode, budget or None)
+                   budget: int, bias: bool = False) -> "_flce.Plan":
+    # bias: as for _forward_plan
+    return problem.backward_plan(device, *wants, mode, budget or None, bias)
 
 
 def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),

@@ -81,7 +81,7 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
     if e.is_cuda:
         dev = _device_index(e)
         bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode,
-                               max(o.workspace_budget, 0))
+                               max(o.workspace_budget, 0), bias is not None)
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         stream = torch.cuda.current_stream(e.device).cuda_stream
         p.cuda_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
@@ -130,7 +130,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          *, weight: Optional[Tensor] = None, reduction: str = "mean", ignore_index: int = -100,
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
-                         check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "cublas",
+                         check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "auto",
                          workspace_budget=None, out_dtype: Optional[torch.dtype] = None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 

@@ -1,0 +1,82 @@
+"""Where the time of one flce forward+backward goes, kernel by kernel (torch.profiler / CUPTI).
+
+Runs on the GPU machine (torch, the flce wheel on PYTHONPATH); no nsys needed. For each config:
+two warm-up steps, then one profiled step; prints per-kernel GPU time (sum over launches), the
+launch count, and the step's total kernel time against its wall time (the gap is launch and
+host overhead).
+
+    python3 scripts/profile_kernels.py --shape gemma2 --configs "auto/cublas/min,auto/fused/min,auto/cublas/fast"
+
+A config is forward_mode/backward_mode/workspace_budget ("min", "fast" or bytes).
+"""
+import argparse
+import collections
+import re
+import time
+
+import torch
+
+import flce
+
+SHAPES = {"gemma2": (8192, 2304, 256000), "llama3": (8192, 4096, 128256), "qwen25": (8192, 3584, 152064)}
+
+
+def short(name: str) -> str:
+    """A kernel's name without template arguments and parameter lists, cuBLAS's kept readable."""
+    name = re.sub(r"\(.*", "", name)
+    name = re.sub(r"<.*", "", name)
+    return name[:70]
+
+
+def inputs(n, d, v, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    e = (torch.randn(n, d, device="cuda", generator=g) / d ** 0.25).bfloat16().requires_grad_()
+    c = (torch.randn(v, d, device="cuda", generator=g) / d ** 0.25).bfloat16().requires_grad_()
+    t = torch.randint(0, v, (n,), device="cuda", generator=g)
+    return e, c, t
+
+
+def step(e, c, t, fwd, bwd, budget):
+    e.grad = c.grad = None
+    loss = flce.linear_cross_entropy(e, c, t, forward_mode=fwd, backward_mode=bwd, workspace_budget=budget)
+    loss.backward()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="gemma2", choices=sorted(SHAPES))
+    ap.add_argument("--configs", default="auto/cublas/min,auto/fused/min,auto/cublas/fast")
+    ap.add_argument("--top", type=int, default=12)
+    a = ap.parse_args()
+    n, d, v = SHAPES[a.shape]
+    e, c, t = inputs(n, d, v)
+    print(f"# {torch.cuda.get_device_name()} {a.shape} (N {n}, D {d}, V {v}) bf16, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    for cfg in a.configs.split(","):
+        fwd, bwd, budget = cfg.split("/")
+        budget = None if budget == "min" else ("fast" if budget == "fast" else int(budget))
+        for _ in range(2):
+            step(e, c, t, fwd, bwd, budget)
+        torch.cuda.synchronize()
+        acts = [torch.profiler.ProfilerActivity.CUDA]
+        with torch.profiler.profile(activities=acts) as prof:
+            w0 = time.perf_counter()
+            step(e, c, t, fwd, bwd, budget)
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - w0) * 1e3
+        per = collections.defaultdict(lambda: [0.0, 0])
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name and not ev.name.startswith("Memcpy") \
+                    and not ev.name.startswith("Memset"):
+                k = per[short(ev.name)]
+                k[0] += ev.time_range.elapsed_us() / 1e3
+                k[1] += 1
+        total = sum(x[0] for x in per.values())
+        print(f"\n## {cfg}: kernels {total:.2f} ms, wall {wall:.2f} ms")
+        print("| kernel | launches | ms | share |")
+        print("|---|---|---|---|")
+        for name, (ms, cnt) in sorted(per.items(), key=lambda kv: -kv[1][0])[: a.top]:
+            print(f"| {name} | {cnt} | {ms:.2f} | {100 * ms / total:.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
