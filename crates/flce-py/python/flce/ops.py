@@ -140,10 +140,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     its sequence — the second-to-last dimension of ``input``, or all tokens for 2-D input),
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
     the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
-    (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` ("auto": the
-    GPU's fastest — the fused Hopper kernels on H100/H200, cuBLAS chunks elsewhere — "cublas",
-    "fused" or "sm80", the portable fused kernels) and ``backward_mode`` ("cublas", "fused" or
-    "sm80") pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
+    (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` and ``backward_mode``
+    ("auto": the GPU's fastest — the fused Hopper kernels on H100/H200 for calls without bias,
+    softcap or label smoothing, cuBLAS chunks otherwise — "cublas", "fused" or "sm80", the
+    portable fused kernels) pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
     default: workspace ≤ 10% of the gradient bytes, logits recomputed in the backward), a number
     of bytes for those plans, or "fast": when gradients are wanted (and reduction is not "none"),
     the forward computes them too, keeping a token chunk's logits over the whole vocabulary
