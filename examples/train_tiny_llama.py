@@ -7,7 +7,9 @@ loss-curve PNG.
 
 The vocabulary is word-level (the --vocab most frequent words of the corpus, plus <unk>), so the
 classifier is large against the model, as in real LLMs; the loss never holds the logits
-(flce.patch). --checkpointing turns on activation checkpointing.
+(flce.patch). --checkpointing turns on activation checkpointing (flce.offload's, through
+transformers' checkpointing hook), --offload also keeps each layer's input in pinned host memory
+until its backward, --mlp-tiles N computes each MLP in N token tiles (flce.tiled_mlp).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--checkpointing", action="store_true")
+    ap.add_argument("--offload", action="store_true", help="checkpointing with the layer inputs in host memory")
+    ap.add_argument("--mlp-tiles", type=int, default=1)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--plot", default="loss_curve.png")
     args = ap.parse_args()
@@ -69,9 +73,8 @@ def main():
                       num_key_value_heads=max(heads // 2, 1), vocab_size=len(common) + 1,
                       max_position_embeddings=args.seq)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = flce.patch(LlamaForCausalLM(cfg).to(device=device, dtype=dtype))
-    if args.checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = flce.patch(LlamaForCausalLM(cfg).to(device=device, dtype=dtype), checkpoint=args.checkpointing,
+                       offload=args.offload, mlp_tiles=args.mlp_tiles)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=args.steps)

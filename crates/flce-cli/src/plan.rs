@@ -26,6 +26,9 @@ pub struct PlanArgs {
     /// LoRA rank on the attention projections; 0 for a full fine-tune.
     #[arg(long, default_value_t = 16)]
     lora_rank: u64,
+    /// The MLPs computed in this many token tiles (flce.tiled_mlp; `flce.patch(..., mlp_tiles=N)`).
+    #[arg(long, default_value_t = 1)]
+    mlp_tiles: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -38,6 +41,7 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
     let err = |e: String| flce::Error::Unsupported(e);
     let model = Model::load(&args.model).map_err(|e| err(e.to_string()))?;
     let req = Request::new(args.gpu_gb, args.seq, args.batch, &args.optimizer, args.lora_rank)
+        .and_then(|r| r.with_mlp_tiles(args.mlp_tiles))
         .map_err(|e| err(e.to_string()))?;
     let rows = plan(&model, &req);
     if let Some(path) = &args.plot {

@@ -14,7 +14,10 @@
 //!
 //! With activation checkpointing a layer keeps only its input (2h per token) and one layer's
 //! activations are rebuilt during its backward; with offload the inputs wait in host memory and
-//! two layers' inputs (the one in use and the prefetched next) stay on the GPU. The loss adds its
+//! two layers' inputs (the one in use and the prefetched next) stay on the GPU. With the MLP in
+//! k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
+//! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
+//! nothing is checkpointed). The loss adds its
 //! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
 //! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
 //! 8192 tokens), flce the 10%-of-gradients workspace. These are estimates, not yet calibrated
@@ -115,6 +118,8 @@ pub struct Setup {
     pub lora_rank: Option<u64>,
     pub loss: Loss,
     pub activations: Activations,
+    /// The MLPs computed in this many token tiles (flce.tiled_mlp); 1: not tiled.
+    pub mlp_tiles: u64,
 }
 
 /// The memory of one training step, in bytes, term by term.
@@ -125,7 +130,8 @@ pub struct Breakdown {
     pub optimizer: u64,
     /// Activations held between forward and backward.
     pub activations: u64,
-    /// One layer's activations rebuilt during its backward (checkpointing), or 0.
+    /// One layer's activations rebuilt during its backward (checkpointing), one MLP tile's (tiled
+    /// MLPs without checkpointing), or 0.
     pub recompute: u64,
     /// The loss's own transient memory at its peak.
     pub loss: u64,
@@ -140,6 +146,11 @@ pub fn layer_activation_bytes_per_token(m: &Model) -> u64 {
     m.norms_per_layer * 6 * h + BF16 * (2 * h + 5 * q + 4 * kv + 4 * i) + 4 * m.heads
 }
 
+/// The MLP's share of [`layer_activation_bytes_per_token`]: gate, up, act(gate), act(gate)·up.
+pub fn mlp_activation_bytes_per_token(m: &Model) -> u64 {
+    BF16 * 4 * m.intermediate
+}
+
 /// The breakdown of `setup` for `model`.
 pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let tokens = setup.seq_len * setup.batch;
@@ -150,12 +161,16 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let optimizer = setup.optimizer.bytes_per_param() * trainable;
     let per_layer = layer_activation_bytes_per_token(model) * tokens;
     let layer_input = BF16 * model.hidden * tokens;
+    // tiled MLPs keep none of their intermediates; one tile's exist at a time in the backward
+    let tiles = setup.mlp_tiles.max(1);
+    let mlp = mlp_activation_bytes_per_token(model) * tokens;
+    let (kept_per_layer, mlp_tile) = if tiles > 1 { (per_layer - mlp, mlp.div_ceil(tiles)) } else { (per_layer, 0) };
     // the final norm and the LM head's input
     let head = (6 + BF16) * model.hidden * tokens;
     let (activations, recompute) = match setup.activations {
-        Activations::Kept => (model.layers * per_layer + head, 0),
-        Activations::Checkpointed => (model.layers * layer_input + head, per_layer),
-        Activations::Offloaded => (2 * layer_input + head, per_layer),
+        Activations::Kept => (model.layers * kept_per_layer + head, mlp_tile),
+        Activations::Checkpointed => (model.layers * layer_input + head, kept_per_layer + mlp_tile),
+        Activations::Offloaded => (2 * layer_input + head, kept_per_layer + mlp_tile),
     };
     let logits = (tokens * model.vocab) as f64;
     let loss = match setup.loss {

@@ -7,9 +7,9 @@
 //! in Python print it.
 //!
 //! ```
-//! use flce_memory::{plan, Model, Optimizer, Request};
+//! use flce_memory::{plan, Model, Request};
 //! let model = Model::built_in("Llama-3.2-1B").unwrap();
-//! let req = Request { gpu_bytes: 10 << 30, seq_len: 4096, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16) };
+//! let req = Request::new(10.0, 4096, 1, "adamw", 16).unwrap();
 //! let rows = plan(&model, &req);
 //! assert_eq!(rows.len(), 9); // 3 losses × 3 activation modes
 //! ```
@@ -20,8 +20,8 @@ mod report;
 mod svg;
 
 pub use estimate::{
-    estimate, layer_activation_bytes_per_token, longest_context, Activations, Breakdown, Loss, Optimizer, Setup,
-    ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES,
+    estimate, layer_activation_bytes_per_token, longest_context, mlp_activation_bytes_per_token, Activations,
+    Breakdown, Loss, Optimizer, Setup, ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES,
 };
 pub use model::Model;
 pub use report::{plan, table, PlanRow, Request};

@@ -13,6 +13,8 @@ pub struct Request {
     pub batch: u64,
     pub optimizer: Optimizer,
     pub lora_rank: Option<u64>,
+    /// The MLPs in this many token tiles (flce.tiled_mlp); 1: not tiled.
+    pub mlp_tiles: u64,
 }
 
 impl Request {
@@ -28,7 +30,16 @@ impl Request {
             batch,
             optimizer: optimizer.parse::<Optimizer>().map_err(PlanError::Invalid)?,
             lora_rank: (lora_rank > 0).then_some(lora_rank),
+            mlp_tiles: 1,
         })
+    }
+
+    /// The same request with the MLPs in `tiles` token tiles (at least 1).
+    pub fn with_mlp_tiles(self, tiles: u64) -> Result<Request, PlanError> {
+        if tiles == 0 {
+            return Err(PlanError::Invalid("the MLP tile count must be at least 1".into()));
+        }
+        Ok(Request { mlp_tiles: tiles, ..self })
     }
 }
 
@@ -58,6 +69,7 @@ pub fn plan(model: &Model, req: &Request) -> Vec<PlanRow> {
                 lora_rank: req.lora_rank,
                 loss,
                 activations,
+                mlp_tiles: req.mlp_tiles,
             };
             let breakdown = estimate(model, &setup);
             rows.push(PlanRow {
@@ -79,7 +91,7 @@ fn gib(b: u64) -> String {
 /// The rows as a markdown table (GiB), with the request in the heading.
 pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
     let mut s = format!(
-        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}\n\n",
+        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}{}\n\n",
         model.name,
         model.params() as f64 / 1e9,
         gib(req.gpu_bytes),
@@ -87,6 +99,7 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
         req.batch,
         req.optimizer,
         req.lora_rank.map_or("full fine-tune".to_string(), |r| format!("LoRA r {r} on q/k/v/o")),
+        if req.mlp_tiles > 1 { format!(", MLPs in {} token tiles", req.mlp_tiles) } else { String::new() },
     );
     s.push_str("| loss | activations | weights | grads | optimizer | activations held | recompute | loss | context + slack | peak | fits | longest sequence |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|\n");

@@ -27,6 +27,7 @@ pub fn curves(model: &Model, req: &Request, seqs: &[u64]) -> Vec<Curve> {
                         lora_rank: req.lora_rank,
                         loss,
                         activations,
+                        mlp_tiles: req.mlp_tiles,
                     };
                     estimate(model, &setup).peak
                 })

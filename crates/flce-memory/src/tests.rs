@@ -42,7 +42,7 @@ fn a_config_json_gives_the_same_model() {
 }
 
 fn setup(loss: Loss, activations: Activations, seq_len: u64) -> Setup {
-    Setup { seq_len, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16), loss, activations }
+    Setup { seq_len, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16), loss, activations, mlp_tiles: 1 }
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn the_longest_context_fits_and_one_step_more_does_not() {
             }
         }
     }
-    let req = Request { gpu_bytes: gpu, seq_len: 8192, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16) };
+    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap();
     let rows = plan(&m, &req);
     let longest = |l, a| rows.iter().find(|r| r.loss == l && r.activations == a).unwrap().longest.unwrap();
     assert!(longest(Loss::Flce, Activations::Offloaded) > longest(Loss::Flce, Activations::Checkpointed));
@@ -106,7 +106,7 @@ fn the_longest_context_fits_and_one_step_more_does_not() {
 #[test]
 fn the_chart_has_a_line_per_combination_and_the_card() {
     let m = Model::built_in("Qwen2.5-0.5B").unwrap();
-    let req = Request { gpu_bytes: 10 << 30, seq_len: 4096, batch: 1, optimizer: Optimizer::AdamW, lora_rank: None };
+    let req = Request::new(10.0, 4096, 1, "adamw", 0).unwrap();
     let seqs = doubling_seqs(65_536);
     assert_eq!((seqs[0], *seqs.last().unwrap(), seqs.len()), (256, 65_536, 9));
     let c = curves(&m, &req, &seqs);
@@ -118,4 +118,32 @@ fn the_chart_has_a_line_per_combination_and_the_card() {
     assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
     assert_eq!(s.matches("<polyline").count(), 9);
     assert!(s.contains("GPU 10 GiB") && s.contains("flce, checkpointing + offload"));
+}
+
+#[test]
+fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
+    let m = Model::built_in("Gemma-2-2B").unwrap();
+    let tokens = 65_536;
+    let at = |act, tiles| estimate(&m, &Setup { mlp_tiles: tiles, ..setup(Loss::Flce, act, tokens) });
+    let mlp = mlp_activation_bytes_per_token(&m) * tokens;
+    // Gemma-2-2B's MLP at 64k tokens: 4 × 9216 bf16 values a token, 4.5 GiB
+    assert_eq!(mlp, 2 * 4 * 9216 * tokens);
+    for act in [Activations::Checkpointed, Activations::Offloaded] {
+        let (plain, tiled) = (at(act, 1), at(act, 8));
+        assert_eq!(plain.recompute - tiled.recompute, mlp - mlp / 8);
+        assert_eq!(plain.activations, tiled.activations);
+    }
+    // without checkpointing no layer keeps its MLP's intermediates; one tile's live in its backward
+    let (plain, tiled) = (at(Activations::Kept, 1), at(Activations::Kept, 4));
+    assert_eq!(plain.activations - tiled.activations, m.layers * mlp);
+    assert_eq!(tiled.recompute, mlp / 4);
+    // on the 10 GiB card, tiles lengthen the longest context of checkpointing + offload
+    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap();
+    let longest = |r: &Request| {
+        plan(&m, r).iter().find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded).unwrap().longest
+    };
+    let tiled_req = req.clone().with_mlp_tiles(8).unwrap();
+    assert!(longest(&tiled_req) > longest(&req), "{:?} vs {:?}", longest(&tiled_req), longest(&req));
+    assert!(table(&m, &tiled_req, &plan(&m, &tiled_req)).contains("MLPs in 8 token tiles"));
+    assert!(req.with_mlp_tiles(0).is_err());
 }

@@ -351,6 +351,13 @@ def test_memory_plan_names_the_longest_context():
     assert by[("flce", "checkpointing + offload")]["longest_seq"] >= flce_ckpt["longest_seq"]
     with pytest.raises(ValueError, match="unknown model"):
         flce.plan("GPT-5", print_table=False)
+    # the MLPs in token tiles (flce.patch(..., mlp_tiles=8)): less to recompute, longer contexts
+    tiled = {(r["loss"], r["activations"]): r
+             for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False, mlp_tiles=8)}
+    key = ("flce", "checkpointing + offload")
+    assert tiled[key]["recompute"] < by[key]["recompute"] and tiled[key]["longest_seq"] > by[key]["longest_seq"]
+    with pytest.raises(ValueError, match="tile count"):
+        flce.plan("Gemma-2-2B", print_table=False, mlp_tiles=0)
 
 
 def test_memory_plan_draws_its_chart(tmp_path):

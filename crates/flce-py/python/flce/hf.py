@@ -8,14 +8,23 @@ The loss follows transformers' ``ForCausalLMLoss``: labels shifted by one within
 ignore_index -100, mean over the non-ignored tokens (or sum / ``num_items_in_batch`` when the
 trainer passes it), computed in float32; Gemma 2's ``final_logit_softcapping`` becomes flce's
 ``softcap``.
+
+``flce.patch(model, checkpoint=True, offload=True, mlp_tiles=4)`` also makes the decoder layers
+checkpointed with their inputs offloaded to pinned host memory (flce.offload) and their MLPs
+computed in token tiles (flce.tiled_mlp): on layers built on transformers'
+``GradientCheckpointingLayer`` through its checkpointing hook (which also turns the KV cache off
+while training, as transformers does for its own checkpointing); on others by wrapping each layer.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
 
+from . import offload as _offload
+from . import tiled_mlp as _tiled
 from .ops import linear_cross_entropy
 
 
@@ -27,13 +36,63 @@ def _output_class(model):
     return CausalLMOutputWithPast
 
 
-def patch(model, **loss_options):
+def _layers(model):
+    layers = getattr(model.model, "layers", None)
+    if layers is None:
+        raise TypeError(f"checkpoint/offload/mlp_tiles need the decoder layers at model.model.layers; "
+                        f"{type(model.model).__name__} has none")
+    return list(layers)
+
+
+def _install_checkpointing(model, offloader):
+    try:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+    except ImportError:  # pragma: no cover - older transformers
+        GradientCheckpointingLayer = None
+    layers = _layers(model)
+    func = functools.partial(_offload.checkpoint, offloader=offloader)
+    if GradientCheckpointingLayer is not None and all(isinstance(m, GradientCheckpointingLayer) for m in layers):
+        for m in layers:
+            m._flce_saved_checkpointing = (m.__dict__.get("gradient_checkpointing"),
+                                           m.__dict__.get("_gradient_checkpointing_func"))
+            m.gradient_checkpointing = True
+            m._gradient_checkpointing_func = func
+    else:
+        _offload.wrap_blocks(layers, offloader)
+
+
+def _remove_checkpointing(model):
+    layers = _layers(model)
+    _offload.unwrap_blocks(layers)
+    for m in layers:
+        saved = m.__dict__.pop("_flce_saved_checkpointing", None)
+        if saved is None:
+            continue
+        for name, value in zip(("gradient_checkpointing", "_gradient_checkpointing_func"), saved):
+            if value is None:
+                m.__dict__.pop(name, None)
+            else:
+                setattr(m, name, value)
+
+
+def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int = 1, **loss_options):
     """Route ``model``'s training loss through flce. ``loss_options`` go to
-    ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``). Returns the model."""
+    ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``). ``checkpoint``: checkpoint
+    every decoder layer (flce.offload, replacing transformers' own checkpointing function);
+    ``offload``: and keep each layer's input in pinned host memory until its backward (implies
+    ``checkpoint``); ``mlp_tiles``: compute each layer's MLP in that many token tiles
+    (flce.tiled_mlp). The offloader is ``model._flce_offloader``. Returns the model."""
     if not (hasattr(model, "model") and hasattr(model, "lm_head")):
         raise TypeError(f"flce.patch expects a causal LM with .model and .lm_head, got {type(model).__name__}")
     if getattr(model, "_flce_original_forward", None) is not None:
         return model
+    if mlp_tiles < 1:
+        raise ValueError(f"mlp_tiles must be >= 1, got {mlp_tiles}")
+    if checkpoint or offload:
+        model._flce_offloader = _offload.Offloader(offload=offload)
+        _install_checkpointing(model, model._flce_offloader)
+    if mlp_tiles > 1:
+        _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
     original = model.forward
     out_cls = _output_class(model)
     fields = set(getattr(out_cls, "__dataclass_fields__", {}))
@@ -69,4 +128,9 @@ def unpatch(model):
     if original is not None:
         model.forward = original
         model._flce_original_forward = None
+        if getattr(model, "_flce_offloader", None) is not None:
+            _remove_checkpointing(model)
+            model._flce_offloader = None
+        if hasattr(model, "model") and getattr(model.model, "layers", None) is not None:
+            _tiled.unwrap_mlps([m.mlp for m in model.model.layers if hasattr(m, "mlp")])
     return model

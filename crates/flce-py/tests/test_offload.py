@@ -1,0 +1,235 @@
+"""flce.offload (checkpointing with block inputs in pinned host memory) and flce.tiled_mlp, against
+plain autograd: equal losses and gradients (bitwise where the arithmetic is the same), the pinned
+pool reused across steps, and on CUDA the block inputs off the device between forward and backward."""
+
+import gc
+
+import pytest
+import torch
+
+import flce
+
+CUDA = torch.cuda.is_available()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA device"))]
+cuda_only = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+
+
+def blocks_and_input(device, dtype=torch.float32, width=16, layers=3, dropout=0.1, seed=0):
+    torch.manual_seed(seed)
+    blocks = torch.nn.ModuleList([
+        torch.nn.Sequential(torch.nn.Linear(width, 2 * width), torch.nn.GELU(), torch.nn.Dropout(dropout),
+                            torch.nn.Linear(2 * width, width)) for _ in range(layers)]).to(device, dtype)
+    x = torch.randn(4, 7, width, device=device, dtype=dtype, requires_grad=True)
+    return blocks, x
+
+
+def step(blocks, x, seed=1):
+    for p in blocks.parameters():
+        p.grad = None
+    x.grad = None
+    torch.manual_seed(seed)
+    h = x
+    for b in blocks:
+        h = h + b(h)
+    loss = h.square().mean()
+    loss.backward()
+    grads = [p.grad.clone() for p in blocks.parameters()] + ([x.grad.clone()] if x.requires_grad else [])
+    return loss.detach(), grads
+
+
+def bitwise(a, b):
+    return all(torch.equal(u, v) for u, v in zip(a, b)) and len(a) == len(b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("offload", [True, False])
+def test_checkpointed_blocks_equal_plain_autograd_bitwise_dropout_included(device, offload):
+    blocks, x = blocks_and_input(device)
+    loss0, grads0 = step(blocks, x)
+    off = flce.offload.wrap_blocks(blocks, offload=offload)
+    loss1, grads1 = step(blocks, x)
+    assert torch.equal(loss0, loss1) and bitwise(grads0, grads1)
+    s = off.stats()
+    assert s["in_flight"] == 0
+    assert s["offloaded"] == (3 if offload else 0) and s["prefetched"] == (2 if offload else 0)
+    flce.offload.unwrap_blocks(blocks)
+    loss2, grads2 = step(blocks, x)
+    assert torch.equal(loss0, loss2) and bitwise(grads0, grads2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pinned_pool_is_allocated_once_and_reused(device):
+    blocks, x = blocks_and_input(device)
+    off = flce.offload.wrap_blocks(blocks)
+    step(blocks, x)
+    first = off.stats()
+    for _ in range(3):
+        step(blocks, x)
+    s = off.stats()
+    assert s["pinned_bytes"] == first["pinned_bytes"] == 3 * x.numel() * x.element_size()
+    assert s["pool_buffers"] == 3 and s["in_flight"] == 0 and s["offloaded"] == 12
+
+
+def test_a_graph_dropped_without_backward_does_not_pile_up():
+    blocks, x = blocks_and_input("cpu")
+    off = flce.offload.wrap_blocks(blocks)
+    for _ in range(3):
+        h = x
+        for b in blocks:
+            h = h + b(h)
+        del h
+        gc.collect()
+    step(blocks, x)
+    assert off.stats()["in_flight"] == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_frozen_input_still_trains_the_block_weights(device):
+    # LoRA-style: the block input does not require grad (frozen embeddings); the weights must
+    # still get their gradients from the recompute
+    blocks, x = blocks_and_input(device, dropout=0.0)
+    x = x.detach()
+    loss0, grads0 = step(blocks, x)
+    flce.offload.wrap_blocks(blocks)
+    loss1, grads1 = step(blocks, x)
+    assert torch.equal(loss0, loss1) and bitwise(grads0, grads1) and len(grads1) == 12
+
+
+def test_without_gradients_nothing_is_saved():
+    blocks, x = blocks_and_input("cpu")
+    off = flce.offload.wrap_blocks(blocks)
+    with torch.no_grad():
+        h = x
+        for b in blocks:
+            h = h + b(h)
+    assert off.stats()["offloaded"] == 0
+
+
+def test_checkpoint_needs_a_floating_point_input():
+    off = flce.offload.Offloader()
+    anchor_user = torch.zeros(3, requires_grad=True)
+    with pytest.raises(TypeError, match="floating-point tensor argument"):
+        flce.offload.checkpoint(lambda i: anchor_user * i, torch.arange(3), offloader=off)
+
+
+def test_under_torch_compile_the_checkpoint_runs_eagerly_with_the_same_results():
+    blocks, x = blocks_and_input("cpu", dropout=0.0)
+    loss0, grads0 = step(blocks, x)
+    flce.offload.wrap_blocks(blocks)
+
+    def run(h):
+        for b in blocks:
+            h = h + b(h)
+        return h.square().mean()
+
+    compiled = torch.compile(run, backend="eager")
+    for p in blocks.parameters():
+        p.grad = None
+    x.grad = None
+    loss1 = compiled(x)
+    loss1.backward()
+    grads1 = [p.grad for p in blocks.parameters()] + [x.grad]
+    assert torch.equal(loss0, loss1.detach()) and bitwise(grads0, grads1)
+
+
+@pytest.mark.parametrize("tiles", [1, 2, 3, 5, 64])
+@pytest.mark.parametrize("input_grad", [True, False])
+def test_tiled_mlp_equals_the_mlp(tiles, input_grad):
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(8, 24), torch.nn.SiLU(), torch.nn.Linear(24, 8)).double()
+    x = torch.randn(3, 11, 8, dtype=torch.float64, requires_grad=input_grad)  # 33 tokens: uneven tiles
+    g = torch.randn(3, 11, 8, dtype=torch.float64)
+    y0 = mlp(x)
+    y0.backward(g)
+    ref = [p.grad.clone() for p in mlp.parameters()] + ([x.grad.clone()] if input_grad else [])
+    mlp.zero_grad(set_to_none=True)
+    x.grad = None
+    y1 = flce.tiled_mlp.tiled_mlp(mlp, x, tiles)
+    # rows are independent, but a GEMM over fewer rows may block (and round) differently
+    torch.testing.assert_close(y0.detach(), y1.detach(), rtol=1e-13, atol=1e-15)
+    y1.backward(g)
+    got = [p.grad for p in mlp.parameters()] + ([x.grad] if input_grad else [])
+    for a, b in zip(ref, got):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)  # weight grads: sums over tiles
+
+
+def test_tiled_mlp_rejects_zero_tiles():
+    with pytest.raises(ValueError, match="tiles"):
+        flce.tiled_mlp.tiled_mlp(torch.nn.Identity(), torch.zeros(2, 2), 0)
+
+
+def tiny_llama(seed=0):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    torch.manual_seed(seed)
+    model = transformers.LlamaForCausalLM(cfg).double()
+    model.train()
+    return model
+
+
+def model_step(model, ids):
+    model.zero_grad(set_to_none=True)
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    return out.loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def test_hf_patch_with_checkpoint_offload_and_tiled_mlps():
+    model = tiny_llama()
+    ids = torch.randint(0, 300, (2, 33))
+    loss0, grads0 = model_step(flce.patch(model), ids)
+    flce.unpatch(model)
+    # checkpointing + offload through transformers' checkpointing hook: bitwise
+    loss1, grads1 = model_step(flce.patch(model, checkpoint=True, offload=True), ids)
+    assert torch.equal(loss0, loss1) and bitwise(grads0, grads1)
+    assert model._flce_offloader.stats()["offloaded"] == 3
+    flce.unpatch(model)
+    # + MLPs in 3 token tiles: the weight gradients are sums over tiles
+    loss2, grads2 = model_step(flce.patch(model, checkpoint=True, offload=True, mlp_tiles=3), ids)
+    torch.testing.assert_close(loss0, loss2, rtol=1e-13, atol=0)
+    for a, b in zip(grads0, grads2):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-15)
+    flce.unpatch(model)
+    # unpatched: transformers' own path again, nothing of ours left on the layers
+    for layer in model.model.layers:
+        assert "_gradient_checkpointing_func" not in layer.__dict__ and "gradient_checkpointing" not in layer.__dict__
+        assert getattr(layer.mlp, "_flce_tiled_forward", None) is None
+    loss3, grads3 = model_step(flce.patch(model), ids)
+    assert torch.equal(loss0, loss3) and bitwise(grads0, grads3)
+    with pytest.raises(ValueError, match="mlp_tiles"):
+        flce.patch(flce.unpatch(model), mlp_tiles=0)
+
+
+@cuda_only
+def test_block_inputs_leave_the_device_between_forward_and_backward():
+    # 8 blocks over a 64 MiB activation: checkpointing alone holds 8 inputs (512 MiB) until the
+    # backward; with offload the device keeps at most the copies in flight
+    width, tokens, layers = 2048, 8192, 8
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList([torch.nn.Linear(width, width) for _ in range(layers)]).cuda()
+    x = torch.randn(tokens, width, device="cuda", requires_grad=True)
+    held = {}
+    for offload in (False, True):
+        off = flce.offload.wrap_blocks(blocks, offload=offload)
+        for p in blocks.parameters():
+            p.grad = None
+        x.grad = None
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        h = x
+        for b in blocks:
+            h = h + torch.tanh(b(h))
+        loss = h.square().mean()
+        torch.cuda.synchronize()
+        torch.empty(1, device="cuda")  # the allocator settles the blocks its side-stream events freed
+        held[offload] = torch.cuda.memory_allocated() - before
+        loss.backward()
+        torch.cuda.synchronize()
+        held[(offload, "grads")] = [p.grad.clone() for p in blocks.parameters()] + [x.grad.clone()]
+        assert off.stats()["in_flight"] == 0
+        flce.offload.unwrap_blocks(blocks)
+    act = tokens * width * 4
+    assert held[False] >= layers * act  # every block input kept
+    assert held[True] <= 3 * act, f"{held[True] / 2**20:.0f} MiB held with offload"
+    assert bitwise(held[(False, "grads")], held[(True, "grads")])
