@@ -10,8 +10,9 @@ backward times and plots. Run on the GPU machine (see scripts/gpu-check.sh, step
 
 Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce (the default call) |
-  flce_fast (workspace_budget="fast") | flce_rust |
-  cublas | torch | compile | liger | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
+  flce_fast (workspace_budget="fast") | flce@<bytes> (workspace_budget=<bytes>, e.g. flce@4G: the
+  points of flce's time-against-memory curve, --budgets) | flce_rust |
+  cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
   and fb_ms four. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
@@ -124,8 +125,46 @@ def m_flce_fast(e, c, t):
     return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32, workspace_budget="fast")
 
 
+def m_liger_sm90(e, c, t):
+    # Liger's Hopper kernel (CuTe DSL; per-token NLL, bf16, no options): needs the
+    # nvidia-cutlass-dsl wheels beside liger-kernel (see the brief's Machines section)
+    from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction
+
+    nll = LigerFusedLinearScaledCrossEntropyFunction.apply(e, c, t)
+    return nll.float().sum() / (t != -100).sum().clamp_min(1)
+
+
 METHODS = {"flce": m_flce, "flce_fast": m_flce_fast, "torch": m_torch, "compile": m_compile, "liger": m_liger,
-           "cce": m_cce, "cce_nofilter": m_cce_nofilter}
+           "liger_sm90": m_liger_sm90, "cce": m_cce, "cce_nofilter": m_cce_nofilter}
+
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def budget_bytes(label):
+    """'256M', '4G', '1048576' → bytes."""
+    label = label.strip().upper()
+    return int(float(label[:-1]) * _UNITS[label[-1]]) if label[-1:] in _UNITS else int(label)
+
+
+def method_fn(name):
+    """A method by name; flce@<budget> is flce's default call with workspace_budget=<budget>."""
+    if name.startswith("flce@"):
+        budget = budget_bytes(name[5:])
+
+        def m_flce_budget(e, c, t):
+            import flce
+
+            return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32, workspace_budget=budget)
+
+        return m_flce_budget
+    return METHODS[name]
+
+
+def flce_curve(rows, shape):
+    """flce's points at one shape (bf16, peaky): the default, every budget, "fast" — by extra MB."""
+    pts = [r for r in rows if r["shape"] == shape and r["dtype"] == "bf16" and r["data"] == "peaky"
+           and (r["method"] in ("flce", "flce_fast") or r["method"].startswith("flce@"))]
+    return sorted(pts, key=lambda r: r["fb_extra_mb"])
 
 
 def rel(a, b):
@@ -278,6 +317,31 @@ def plots(rows, out_dir):
         path = os.path.join(out_dir, f"bars_{shape}.png")
         fig.savefig(path, dpi=120)
         files.append(path)
+    for shape in sorted({r["shape"] for r in ok if not r["shape"].startswith("llama3_n")}):
+        curve = flce_curve(ok, shape)
+        peers = [r for r in ok if r["shape"] == shape and r["dtype"] == "bf16" and r["data"] == "peaky"
+                 and r not in curve and not math.isnan(r["fb_extra_mb"])]
+        if len(curve) < 2:
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        ax.plot([max(r["fb_extra_mb"], 1) for r in curve], [r["fb_ms"] for r in curve], marker="o", color="tab:red",
+                label="flce over workspace budgets")
+        for r in curve:
+            ax.annotate(r["method"].replace("flce@", ""), (max(r["fb_extra_mb"], 1), r["fb_ms"]), fontsize=7,
+                        textcoords="offset points", xytext=(3, 3))
+        for r in peers:
+            ax.scatter([max(r["fb_extra_mb"], 1)], [r["fb_ms"]], marker="s", label=r["method"])
+        ax.set_xscale("log")
+        ax.set_xlabel("forward+backward extra MB beyond inputs + gradients")
+        ax.set_ylabel("forward+backward ms")
+        ax.set_title(f"{shape} {shape_of(shape)}, bf16, peaky: time against memory (lower left is better)")
+        ax.title.set_fontsize(9)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"tradeoff_{shape}.png")
+        fig.savefig(path, dpi=120)
+        files.append(path)
     plt.close("all")
     return files
 
@@ -350,7 +414,9 @@ def markdown(rows):
                 "| method | fwd ms | bwd ms | fwd+bwd ms | fwd+bwd / 4 GEMMs | fwd+bwd / CCE | / CCE no filter "
                 "| extra MB beyond grads | dE rel err | dC rel err |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
-        for m in ["flce", "flce_fast", "flce_rust", "cublas", "torch", "compile", "liger", "cce", "cce_nofilter"]:
+        curve = [r["method"] for r in flce_curve(ok, shape) if r["method"].startswith("flce@")]
+        for m in ["flce", "flce_fast", *curve, "flce_rust", "cublas", "torch", "compile", "liger", "liger_sm90", "cce",
+                  "cce_nofilter"]:
             r = get(shape, "peaky", "bf16", m)
             if r is None:
                 continue
@@ -405,7 +471,11 @@ def main():
     ap.add_argument("--sweep", default=",".join(str(n) for n in SWEEP),
                     help="token counts at the Llama 3 shape, or 'none'")
     ap.add_argument("--data", default="peaky,flat")
-    ap.add_argument("--methods", default="flce,flce_fast,flce_rust,cublas,torch,compile,liger,cce,cce_nofilter")
+    ap.add_argument("--methods",
+                    default="flce,flce_fast,flce_rust,cublas,torch,compile,liger,liger_sm90,cce,cce_nofilter")
+    ap.add_argument("--budgets", default="1G,4G,16G",
+                    help="workspace budgets for flce's time-against-memory curve at the model shapes "
+                         "(methods flce@<budget>; bf16 peaky only), or 'none'")
     ap.add_argument("--sweep-methods", default="flce,flce_fast,cublas,liger,cce,compile")
     ap.add_argument("--dtypes", default="bf16", help="dtypes for every shape")
     ap.add_argument("--extra-dtypes", default="f16,f32", help="dtypes for the first shape only")
@@ -443,7 +513,9 @@ def main():
         dts = args.dtypes.split(",") + (args.extra_dtypes.split(",") if i == 0 and args.extra_dtypes else [])
         for dt in dts:
             for data in args.data.split(",") if dt == "bf16" else ["peaky"]:
-                plan.append((shape, data, dt, args.methods.split(","), True))
+                curve = [f"flce@{b}" for b in args.budgets.split(",") if b and args.budgets != "none"]
+                extra = curve if (dt, data) == ("bf16", "peaky") else []
+                plan.append((shape, data, dt, args.methods.split(",") + extra, True))
     if args.sweep != "none":
         for n in args.sweep.split(","):
             plan.append((f"llama3_n{n}", "peaky", "bf16", args.sweep_methods.split(","), int(n) <= 16384))
@@ -476,7 +548,7 @@ def main():
                 elif method == "flce_rust":
                     res = flce_rust_rows(args.flce_bin, n, d, v, dt)
                 else:
-                    res, out = measure(METHODS[method], e, c, t, bench, args.device)
+                    res, out = measure(method_fn(method), e, c, t, bench, args.device)
                     if ref is not None:
                         res["loss_rel"] = abs(out[0].item() - ref[0].item()) / abs(ref[0].item())
                         res["de_rel"] = rel(out[1], ref[1])

@@ -303,13 +303,13 @@ impl Problem {
     }
 
     /// The three-product plan (forward and gradients at once) of this problem on `device` within
-    /// `budget` bytes of workspace; None when not even its smallest workspace fits.
+    /// `budget` bytes of workspace, when it pays (token chunks of at least
+    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens, or all of them); None otherwise.
     fn step_plan(&self, device: usize, de: bool, dc: bool, dbias: bool, budget: usize) -> PyResult<Option<Plan>> {
         self.no_f64_on_cuda()?;
         let _ = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        Ok(flce::cuda::plan::step_plan(self.shape, self.dtype, wanted, budget)
-            .ok()
+        Ok(flce::cuda::plan::step_plan_if_faster(self.shape, self.dtype, wanted, budget)
             .map(|plan| Plan { device, plan: PlanKind::Step(plan) }))
     }
 

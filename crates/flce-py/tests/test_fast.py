@@ -81,3 +81,22 @@ def test_fast_plan_is_the_three_product_pass():
     plan = p.step_plan(0, True, True, False, 1 << 30)
     assert plan.kind == "step" and plan.chunks == (512, 5000) and plan.workspace_bytes < 1 << 30
     assert p.step_plan(0, True, True, False, 1 << 10) is None
+
+
+@cuda_only
+def test_a_byte_budget_takes_the_three_product_pass_where_it_pays():
+    e, c, t, _, _ = make(512, 64, 5000, torch.bfloat16, "cuda", seed=5)
+    loss_fast, grads_fast = run(e, c, t, workspace_budget="fast")
+    # 1 GB holds the whole batch as one chunk: the same plan as "fast", the same bits
+    loss_b, grads_b = run(e, c, t, workspace_budget=1 << 30)
+    assert torch.equal(loss_b, loss_fast) and all(torch.equal(a, b) for a, b in zip(grads_b[:2], grads_fast[:2]))
+    # 2 MB does not hold the f32 dC accumulator and a chunk: the recomputing pass within 2 MB
+    p = flce.Problem(512, 64, 5000, "bf16")
+    assert p.step_plan(0, True, True, False, 2 << 20) is None
+    loss_s, grads_s = run(e, c, t, workspace_budget=2 << 20)
+    xs = [x.double().requires_grad_(True) for x in (e, c)]
+    want = reference(xs[0], xs[1], t)
+    want.backward()
+    assert abs(loss_s.double().item() - want.item()) <= 8e-3 * abs(want.item())
+    assert rel(grads_s[0], xs[0].grad) <= GRAD_TOL[torch.bfloat16]
+    assert rel(grads_s[1], xs[1].grad) <= GRAD_TOL[torch.bfloat16]

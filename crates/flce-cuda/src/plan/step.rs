@@ -132,9 +132,41 @@ pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize) -> R
     }
 }
 
+/// Token chunks of the three-product pass below this many tokens (unless the whole batch is
+/// smaller) cost more than they save. Each chunk after the first reads and writes the f32 dC
+/// accumulator (2·V·D·4 bytes: Gemma 2 4.7 GB, ~1.2 ms at the H200's ~4 TB/s) and saves the
+/// recompute of its own logits (2·n·V·D FLOP: 1024 tokens at Gemma 2 are 2.4 TFLOP, ~3.6 ms at
+/// ~660 TFLOP/s), while the f32 logits and G traffic is the same per token either way; below
+/// ~350 tokens the round trip outweighs the recompute, and 1024 keeps a margin for the chunk's
+/// launches and its statistics pass. Measured at 1152-token chunks (H200, 2026-11-30,
+/// benchmarks/h200-2026-11-30-session5/final/bench.log, 4 GB): 58.3 / 43.2 / 45.6 ms against
+/// 63.3 / 57.4 / 59.1 for the default recomputing pass at Gemma 2 / Llama 3 / Qwen 2.5.
+pub const MIN_STEP_TOKEN_CHUNK: usize = 1024;
+
+/// The three-product plan within `budget` when it pays: its token chunk holds at least
+/// [`MIN_STEP_TOKEN_CHUNK`] tokens (or every token). None: the recomputing (four-product) plans
+/// are the ones to use with this budget.
+pub fn step_plan_if_faster(shape: Shape, dtype: DType, wanted: Wanted, budget: usize) -> Option<StepPlan> {
+    let plan = step_plan(shape, dtype, wanted, budget).ok()?;
+    (plan.token_chunk >= MIN_STEP_TOKEN_CHUNK.min(shape.n)).then_some(plan)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
+        // Llama 3: 2.1 GB of accumulator; 2.5 GB leaves a few hundred tokens a chunk: not worth it
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 2560 << 20).is_ok());
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20), None);
+        let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30).expect("4 GB: 2816-token chunks");
+        assert!(p.token_chunk >= MIN_STEP_TOKEN_CHUNK);
+        // a batch smaller than the minimum chunk takes it whole
+        let small = Shape::new(300, 64, 1000);
+        assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20).unwrap().token_chunk, 300);
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30), None);
+    }
 
     const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
     const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };

@@ -145,10 +145,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     softcap or label smoothing, cuBLAS chunks otherwise — "cublas", "fused" or "sm80", the
     portable fused kernels) pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
     default: workspace ≤ 10% of the gradient bytes, logits recomputed in the backward), a number
-    of bytes for those plans, or "fast": when gradients are wanted (and reduction is not "none"),
-    the forward computes them too, keeping a token chunk's logits over the whole vocabulary
-    (three products instead of four, workspace up to half the free device memory); the backward
-    then only scales them by grad_output (exact for 1). See the README.
+    of bytes, or "fast" (up to half the free device memory). With bytes or "fast", when
+    gradients are wanted (and reduction is not "none") and the budget holds token chunks of at
+    least 1024 tokens (or the whole batch) besides the f32 dC accumulator, the forward computes
+    the gradients too, keeping a chunk's logits over the whole vocabulary (three products
+    instead of four) and the backward only scales them by grad_output (exact for 1); otherwise
+    the recomputing plans run within the budget. See the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
@@ -206,7 +208,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                     None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
                     budget_option(workspace_budget))
     wants = (e.requires_grad, c.requires_grad, b is not None and b.requires_grad)
-    if o.workspace_budget == FAST and reduction != "none" and torch.is_grad_enabled() and any(wants):
+    # "fast" or a byte budget: the three-product pass where it pays within the budget (flce/step.py)
+    trades = o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)
+    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants):
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o.astuple())
     else:

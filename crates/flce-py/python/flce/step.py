@@ -5,8 +5,10 @@ the four of a recomputing backward). Its autograd backward only scales the saved
 grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
 
 The workspace (the f32 dC accumulator and a token chunk's f32 logits and G) is planned within
-half the free device memory, in 256 MB steps; when not even the smallest chunk fits, and on the
-CPU, the op runs the usual forward and recomputing backward instead — same results.
+the caller's byte budget, or for "fast" within half the free device memory in 256 MB steps; when
+the budget holds no token chunk that pays (``flce::cuda::plan::MIN_STEP_TOKEN_CHUNK``: 1024
+tokens, or the whole batch), and on the CPU, the op runs the usual forward and recomputing
+backward within the same budget instead — same results.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import _DTYPES, _OPTION_NAMES, _TENSORS_FWD, LossOptions, _device_index, _inputs, _problem_of
+from ._common import _DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, _device_index, _inputs, _problem_of
 
 _GRANULE = 256 << 20
 
@@ -51,9 +53,10 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     plan = None
     if e.is_cuda:
         dev = _device_index(e)
-        plan = _step_plan(_problem_of(e, c, o), dev, wants, _fast_budget(e.device))
+        budget = _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
+        plan = _step_plan(_problem_of(e, c, o), dev, wants, budget)
     if plan is None:
-        regular = dataclasses.replace(o, workspace_budget=0)
+        regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
         one = torch.ones(1, dtype=torch.float32, device=e.device)
         de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, one, *wants, *regular.astuple())
