@@ -1,0 +1,194 @@
+"""Issue 13's measurements: what checkpointing with offload (flce.offload) and tiled MLPs
+(flce.tiled_mlp) save in one training step of a real-shaped model, against checkpointing alone,
+and what flce's planner predicted.
+
+Per mode and context length: the activation memory held between forward and backward (allocated
+after the forward minus before it), the step's peak (torch.cuda.max_memory_allocated), the step
+time (CUDA events, median of --repeats after a warm-up step), the loss and a gradient checksum
+(which must equal checkpointing-alone's bitwise, tiled MLPs aside), and the planner's
+(flce.plan) activations and peak for the same setup. Random weights from the model's config (no
+download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
+
+    python3 benchmarks/activation_memory.py --model Llama-3.2-1B --tokens 16384,32768,65536
+    python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 65536
+    python3 benchmarks/activation_memory.py --tiny --device cpu --tokens 128 --repeats 1   # smoke test
+
+Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import flce
+
+CONFIGS = {
+    # (hidden, intermediate, layers, heads, kv heads, vocab, family)
+    "Llama-3.2-1B": (2048, 8192, 16, 32, 8, 128256, "llama"),
+    "Gemma-2-2B": (2304, 9216, 26, 8, 4, 256000, "gemma2"),
+}
+
+
+def build(args, device, tokens):
+    import transformers
+
+    if args.tiny:
+        cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                                       num_attention_heads=4, num_key_value_heads=2, vocab_size=1000,
+                                       max_position_embeddings=tokens * 2)
+        cls = transformers.LlamaForCausalLM
+    else:
+        h, i, layers, heads, kv, v, family = CONFIGS[args.model]
+        common = dict(hidden_size=h, intermediate_size=i, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv, vocab_size=v, max_position_embeddings=tokens * 2)
+        if family == "gemma2":
+            cfg, cls = transformers.Gemma2Config(head_dim=256, **common), transformers.Gemma2ForCausalLM
+        else:
+            cfg, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
+    cfg._attn_implementation = "sdpa"
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    model = cls(cfg).to(device=device, dtype=dtype)
+    if args.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=args.lora, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+        model = model.base_model.model  # flce.patch wants the causal LM itself; the adapters stay inside
+    model.train()
+    return model
+
+
+def patch(model, mode):
+    if mode == "ckpt":
+        return flce.patch(model, checkpoint=True)
+    if mode == "offload":
+        return flce.patch(model, checkpoint=True, offload=True)
+    if mode == "offload_tiled":
+        return flce.patch(model, checkpoint=True, offload=True, mlp_tiles=4)
+    raise ValueError(f"unknown mode {mode!r}")
+
+
+def allocated(device):
+    if device.type != "cuda":
+        return 0
+    torch.cuda.synchronize(device)
+    return torch.cuda.memory_allocated(device)
+
+
+def run(mode, args, device, tokens):
+    model = patch(build(args, device, tokens), mode)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
+    measured = {}
+
+    def step(record=False):
+        before = allocated(device)
+        loss = model(input_ids=ids, labels=ids).loss
+        if record:
+            measured["held_mb"] = (allocated(device) - before) / 2**20
+        loss.backward()
+        if record:
+            measured["checksum"] = float(sum(p.grad.double().sum() for p in params))
+            measured["loss"] = float(loss)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    step()  # warm-up: kernels compiled, optimizer states allocated, pinned pool filled
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    step(record=True)
+    peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
+    times = []
+    for _ in range(args.repeats):
+        if device.type == "cuda":
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            step()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        else:
+            t0 = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t0) * 1e3)
+    stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
+    del model, opt, params
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return dict(mode=mode, tokens=tokens, step_ms=statistics.median(times), peak_mb=peak,
+                pinned_mb=stats.get("pinned_bytes", 0) / 2**20, **measured)
+
+
+def predicted(args, tokens, mode):
+    if args.tiny:
+        return {}
+    activations = "checkpointing" if mode == "ckpt" else "checkpointing + offload"
+    rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
+                     mlp_tiles=4 if mode == "offload_tiled" else 1)
+    r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
+    return dict(plan_held_mb=r["activations_held"] / 2**20,
+                plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,
+                plan_longest=r["longest_seq"])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="Llama-3.2-1B", choices=sorted(CONFIGS))
+    ap.add_argument("--tokens", default="16384,32768,65536")
+    ap.add_argument("--modes", default="ckpt,offload,offload_tiled")
+    ap.add_argument("--lora", type=int, default=0, help="LoRA rank on q/k/v/o (peft); 0: full fine-tune")
+    ap.add_argument("--gpu-gb", type=float, default=None,
+                    help="cap this process's GPU memory (torch.cuda.set_per_process_memory_fraction)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tiny", action="store_true", help="a tiny Llama (smoke test)")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    if args.gpu_gb and device.type == "cuda":
+        total = torch.cuda.get_device_properties(device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.gpu_gb * 2**30 / total), device)
+    args.gpu_gb = args.gpu_gb or (torch.cuda.get_device_properties(device).total_memory / 2**30
+                                  if device.type == "cuda" else 10.0)
+    rows = []
+    for tokens in [int(x) for x in args.tokens.split(",")]:
+        for mode in args.modes.split(","):
+            try:
+                row = run(mode, args, device, tokens)
+            except torch.cuda.OutOfMemoryError:
+                row = dict(mode=mode, tokens=tokens, error="out of memory")
+                torch.cuda.empty_cache()
+            row.update(predicted(args, tokens, mode))
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB")
+    print("| tokens | mode | step ms | held MB (plan) | peak MB (plan) | pinned MB | loss | grads = ckpt's |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | |")
+            continue
+        ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["mode"] == "ckpt" and "error" not in x), None)
+        same = "-" if ref is None else ("bitwise" if r["checksum"] == ref["checksum"] else
+                                        f"{abs(r['checksum'] - ref['checksum']) / max(abs(ref['checksum']), 1e-30):.1e}")
+        plan = lambda k: f" ({r[k]:,.0f})" if k in r else ""  # noqa: E731
+        print(f"| {r['tokens']} | {r['mode']} | {r['step_ms']:.1f} | {r['held_mb']:,.0f}{plan('plan_held_mb')} | "
+              f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r['pinned_mb']:,.0f} | {r['loss']:.5f} | {same} |")
+    if args.out:
+        import os
+
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                           torch=torch.__version__, args=vars(args), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
