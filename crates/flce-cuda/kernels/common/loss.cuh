@@ -81,6 +81,15 @@ __device__ __forceinline__ float4 row_coeffs(int tgt, const float* class_w, int 
   return make_float4(g * a, g * (1.0f - eps) * w_t, g * eps / (float)v, lse);
 }
 
+// The target and row coefficients of token `row` of a backward chunk (-1 and zeros past its end).
+__device__ __forceinline__ float4 chunk_row_coeffs(const LogitParams& p, const GradChunk& ch, int row, int& target) {
+  const bool in = row < ch.n_end;
+  target = in ? p.targets[row] : -1;
+  return in ? row_coeffs(target, p.class_w, p.k.v, ch.lse[row], ch.token_scale[row], ch.scalars[0],
+                         p.k.label_smoothing, p.k.z_loss)
+            : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+
 // Targets and row coefficients of the TILE_M rows from row0 of a backward chunk into shared
 // memory (threads 0..TILE_M-1 each load one row; the caller synchronises).
 __device__ __forceinline__ void load_row_coeffs(const LogitParams& p, const GradChunk& ch, int row0, int* s_target,
@@ -88,11 +97,10 @@ __device__ __forceinline__ void load_row_coeffs(const LogitParams& p, const Grad
   const int tid = threadIdx.x;
   if (tid < TILE_M) {
     const int row = row0 + tid;
-    const bool in = row < ch.n_end;
-    s_target[tid] = in ? p.targets[row] : -1;
-    s_coef[tid] = in ? row_coeffs(p.targets[row], p.class_w, p.k.v, ch.lse[row], ch.token_scale[row], ch.scalars[0],
-                                  p.k.label_smoothing, p.k.z_loss)
-                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // the target stored before the coefficients are formed, as the kernels' machine code had it
+    s_target[tid] = row < ch.n_end ? p.targets[row] : -1;
+    int target;
+    s_coef[tid] = chunk_row_coeffs(p, ch, row, target);
   }
 }
 

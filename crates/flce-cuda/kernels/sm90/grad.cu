@@ -150,15 +150,8 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
 
   sm90_init_barriers(pp);
-  sm90_start_sync();
-
-  const int wg = threadIdx.x / 128;
-  if (wg == 0) {
-    producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, &gp.map_e, &gp.map_c, row0, col_first, tiles, kt_count);
-  } else {
-    consumer_registers();
-    const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  sm90_run(pp, &gp.map_e, &gp.map_c, row0, col_first, tiles, kt_count, [&](int consumer) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
     epi.t = lane & 3;
     epi.g = lane >> 2;
@@ -169,13 +162,8 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     for (int h = 0; h < 2; ++h) {
       const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;
       epi.row[h] = r;
-      const bool in = r < ch.n_end;
-      epi.tgt[h] = in ? p.targets[r] : -1;
-      epi.cf[h] = in ? row_coeffs(epi.tgt[h], p.class_w, p.k.v, ch.lse[r], ch.token_scale[r], ch.scalars[0],
-                                  p.k.label_smoothing, p.k.z_loss)
-                     : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      epi.cf[h] = chunk_row_coeffs(p, ch, r, epi.tgt[h]);
     }
     sm90_consume(pp, consumer, col_first, tiles, kt_count, epi);
-  }
-  sm90_end_sync();
+  });
 }

@@ -309,3 +309,22 @@ __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256
 // = 64,512 of the SM's 65,536, the block's 384 × 168 at launch.
 __device__ __forceinline__ void producer_registers() { asm volatile("setmaxnreg.dec.sync.aligned.u32 40;"); }
 __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.inc.sync.aligned.u32 232;"); }
+
+// The block's warp-specialised body, common to every sm90 kernel: after the barriers and the
+// epilogue's shared state are initialised, the producer warpgroup gives its registers back and
+// its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
+// `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
+template <class Consume>
+__device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c, int row0,
+                                         int col_first, int tiles, int kt_count, Consume&& consume) {
+  sm90_start_sync();
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    producer_registers();
+    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, row0, col_first, tiles, kt_count);
+  } else {
+    consumer_registers();
+    consume(wg - 1);
+  }
+  sm90_end_sync();
+}
