@@ -119,7 +119,12 @@ fn cases() -> Vec<Case> {
             fused: false,
         });
     }
-    for (name, shape) in [("gemma2", Shape::new(8192, 2304, 256_000)), ("llama3", Shape::new(8192, 4096, 128_256))] {
+    // the model shapes, and one past 2^31 logits (N·V = 4.2e9: every N×V index must be 64-bit)
+    for (name, shape) in [
+        ("gemma2", Shape::new(8192, 2304, 256_000)),
+        ("llama3", Shape::new(8192, 4096, 128_256)),
+        ("past-2^31 (16384,256,256000)", Shape::new(16_384, 256, 256_000)),
+    ] {
         for fused in [false, true] {
             out.push(Case {
                 name: format!("bf16 {name} sampled{}", if fused { " fused" } else { "" }),
