@@ -20,6 +20,7 @@ fn main() {
 }
 
 const SHAPE: Shape = Shape { n: 256, d: 1024, v: 16384 };
+const WIDE: Shape = Shape { n: 512, d: 1024, v: 128_256 };
 
 fn problem(shape: Shape) -> RandomProblem<bf16> {
     RandomProblem::new(shape, 1, DataKind::Peaky, 0.05, &Options::default(), false, false)
@@ -28,6 +29,32 @@ fn problem(shape: Shape) -> RandomProblem<bf16> {
 #[divan::bench(sample_count = 5, sample_size = 1)]
 fn fused_forward_backward(b: Bencher) {
     let p = problem(SHAPE);
+    let opts = Options::default();
+    b.bench_local(|| {
+        let f = cpu::forward(&p.inputs(), &opts).unwrap();
+        cpu::backward(&p.inputs(), &opts, &f.lse, GradOutput::Scalar(1.0)).unwrap()
+    });
+}
+
+/// The three-product pass (cpu::step) against the recomputing pass (fused forward + backward),
+/// at SHAPE and at a wide vocabulary (Llama 3's, 512 tokens), token chunks of the whole batch.
+#[divan::bench(sample_count = 5, sample_size = 1, args = [SHAPE, WIDE])]
+fn step_forward_backward(b: Bencher, shape: Shape) {
+    let p = problem(shape);
+    let opts = Options::default();
+    let s = p.shape;
+    b.bench_local(|| {
+        let mut lse = vec![0.0; s.n];
+        let (mut de, mut dc) = (vec![bf16::ZERO; s.n * s.d], vec![bf16::ZERO; s.v * s.d]);
+        let out = flce_core::ForwardBuffers { lse: &mut lse, per_token_loss: None };
+        let grads = flce_core::GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: None };
+        cpu::step::forward_backward_into(&p.inputs(), &opts, s.n, out, grads).unwrap()
+    });
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1, args = [SHAPE, WIDE])]
+fn recomputing_forward_backward(b: Bencher, shape: Shape) {
+    let p = problem(shape);
     let opts = Options::default();
     b.bench_local(|| {
         let f = cpu::forward(&p.inputs(), &opts).unwrap();

@@ -41,15 +41,15 @@ const _: () = assert!(SEGMENT_ROWS % VOCAB_BLOCK == 0);
 
 /// The inputs of one slice, validated: E [N, D], the slice's rows of C, bias and class weights,
 /// and every token's effective target in global vocabulary indices.
-struct Problem<'a, T: Element> {
-    inputs: &'a HostInputs<'a, T>,
+pub(super) struct Problem<'a, T: Element> {
+    pub(super) inputs: &'a HostInputs<'a, T>,
     slice: VocabSlice,
-    targets: Vec<i32>,
+    pub(super) targets: Vec<i32>,
     softcap: Option<f32>,
 }
 
 impl<'a, T: Element> Problem<'a, T> {
-    fn new(inputs: &'a HostInputs<'a, T>, slice: VocabSlice, opts: &Options) -> Result<Self> {
+    pub(super) fn new(inputs: &'a HostInputs<'a, T>, slice: VocabSlice, opts: &Options) -> Result<Self> {
         let s = inputs.shape;
         s.validate_with(opts)?;
         slice.check(s.v)?;
@@ -66,13 +66,13 @@ impl<'a, T: Element> Problem<'a, T> {
         Ok(Problem { inputs, slice, targets, softcap: opts.softcap })
     }
 
-    fn n(&self) -> usize {
+    pub(super) fn n(&self) -> usize {
         self.inputs.shape.n
     }
-    fn d(&self) -> usize {
+    pub(super) fn d(&self) -> usize {
         self.inputs.shape.d
     }
-    fn rows(&self) -> usize {
+    pub(super) fn rows(&self) -> usize {
         self.inputs.shape.v
     }
     fn token_blocks(&self, block: usize) -> usize {
@@ -81,24 +81,24 @@ impl<'a, T: Element> Problem<'a, T> {
     fn token_range(&self, b: usize, block: usize) -> Range<usize> {
         b * block..((b + 1) * block).min(self.n())
     }
-    fn vocab_blocks(&self) -> usize {
+    pub(super) fn vocab_blocks(&self) -> usize {
         self.rows().div_ceil(VOCAB_BLOCK)
     }
     /// Local rows of vocabulary block `b` (blocks start at the slice's first row).
-    fn vocab_range(&self, b: usize) -> Range<usize> {
+    pub(super) fn vocab_range(&self, b: usize) -> Range<usize> {
         b * VOCAB_BLOCK..((b + 1) * VOCAB_BLOCK).min(self.rows())
     }
-    fn class_weight(&self, local: usize) -> f32 {
+    pub(super) fn class_weight(&self, local: usize) -> f32 {
         self.inputs.class_weights.map_or(1.0, |w| w[local])
     }
     /// Token i's target as a local row, if this slice holds it.
-    fn local_target(&self, i: usize) -> Option<usize> {
+    pub(super) fn local_target(&self, i: usize) -> Option<usize> {
         let t = usize::try_from(self.targets[i]).ok()?;
         (t >= self.slice.offset && t < self.slice.offset + self.rows()).then(|| t - self.slice.offset)
     }
 
     /// Local block ranges of each segment: segments cut at global multiples of SEGMENT_ROWS.
-    fn segments(&self) -> Vec<Range<usize>> {
+    pub(super) fn segments(&self) -> Vec<Range<usize>> {
         let first = self.slice.offset / SEGMENT_ROWS;
         let last = (self.slice.offset + self.rows()).div_ceil(SEGMENT_ROWS);
         let block_of = |global: usize| {
@@ -111,7 +111,7 @@ impl<'a, T: Element> Problem<'a, T> {
     }
 
     /// tile[rows×cols] = softcap(E[rows]·C[cols]ᵀ + b[cols]) (cols local).
-    fn logits(&self, e_rows: &[f32], c_rows: &[f32], cols: &Range<usize>, tile: &mut Vec<f32>) {
+    pub(super) fn logits(&self, e_rows: &[f32], c_rows: &[f32], cols: &Range<usize>, tile: &mut Vec<f32>) {
         let (d, nr, nc) = (self.d(), e_rows.len() / self.d(), cols.len());
         tile.resize(nr * nc, 0.0);
         matmul(nr, nc, d, tile, View::row_major(e_rows, d), View::transposed(c_rows, d), false);
@@ -126,10 +126,16 @@ impl<'a, T: Element> Problem<'a, T> {
         }
     }
 
-    /// Replace a logit tile by ∂L/∂x in place.
-    fn logits_to_grad(&self, tile: &mut [f32], rows: &Range<usize>, cols: &Range<usize>, coeffs: &[GradCoeffs]) {
-        for (row, i) in tile.chunks_exact_mut(cols.len()).zip(rows.clone()) {
-            let c = &coeffs[i];
+    /// Replace a logit tile by ∂L/∂x in place; `coeffs` are the rows' coefficients, `coeffs[k]`
+    /// for token `rows.start + k`.
+    pub(super) fn logits_to_grad(
+        &self,
+        tile: &mut [f32],
+        rows: &Range<usize>,
+        cols: &Range<usize>,
+        coeffs: &[GradCoeffs],
+    ) {
+        for ((row, i), c) in tile.chunks_exact_mut(cols.len()).zip(rows.clone()).zip(coeffs) {
             if c.p_scale == 0.0 && c.target == 0.0 && c.smooth == 0.0 {
                 row.fill(0.0);
                 continue;
@@ -184,7 +190,7 @@ impl<'a, T: Element> Problem<'a, T> {
     }
 
     /// Σ_j w_j over the slice's rows, in f64 (exact whenever the weights span less than 2^29).
-    fn class_weight_sum(&self) -> f64 {
+    pub(super) fn class_weight_sum(&self) -> f64 {
         match self.inputs.class_weights {
             Some(w) => w.iter().map(|&x| x as f64).sum(),
             None => self.rows() as f64,
@@ -220,7 +226,7 @@ impl<'a, T: Element> Problem<'a, T> {
                 let cols = self.vocab_range(vb);
                 let c_rows = rows_f32(self.inputs.c, &cols, d, &mut sc.c);
                 self.logits(e_rows, c_rows, &cols, &mut sc.tile);
-                self.logits_to_grad(&mut sc.tile, &rows, &cols, coeffs);
+                self.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs[rows.clone()]);
                 let g = View::row_major(&sc.tile, cols.len());
                 matmul(rows.len(), d, cols.len(), &mut sc.acc, g, View::row_major(c_rows, d), true);
             }
@@ -254,7 +260,7 @@ impl<'a, T: Element> Problem<'a, T> {
                     let rows = self.token_range(tb, DC_TOKEN_BLOCK);
                     let e_rows = rows_f32(self.inputs.e, &rows, d, &mut sc.e);
                     self.logits(e_rows, c_rows, &cols, &mut sc.tile);
-                    self.logits_to_grad(&mut sc.tile, &rows, &cols, coeffs);
+                    self.logits_to_grad(&mut sc.tile, &rows, &cols, &coeffs[rows.clone()]);
                     for row in sc.tile.chunks_exact(cols.len()) {
                         for (a, &x) in db_acc.iter_mut().zip(row) {
                             *a += x as f64;
@@ -281,11 +287,11 @@ impl<'a, T: Element> Problem<'a, T> {
 }
 
 #[derive(Default)]
-struct Scratch {
-    e: Vec<f32>,
-    c: Vec<f32>,
-    tile: Vec<f32>,
-    acc: Vec<f32>,
+pub(super) struct Scratch {
+    pub(super) e: Vec<f32>,
+    pub(super) c: Vec<f32>,
+    pub(super) tile: Vec<f32>,
+    pub(super) acc: Vec<f32>,
 }
 
 /// Phase 1 on a slice: `inputs` hold E, the slice's rows of C (and of bias and class weights)
@@ -355,7 +361,14 @@ fn gradients<T: Element, D: Send>(
     }
 }
 
-fn check_grads(de: &Option<usize>, dc: &Option<usize>, db: &Option<usize>, n: usize, d: usize, v: usize) -> Result<()> {
+pub(super) fn check_grads(
+    de: &Option<usize>,
+    dc: &Option<usize>,
+    db: &Option<usize>,
+    n: usize,
+    d: usize,
+    v: usize,
+) -> Result<()> {
     for (arg, layout, len, want) in [("de", "[N, D]", de, n * d), ("dc", "[V, D]", dc, v * d), ("dbias", "[V]", db, v)]
     {
         if let Some(len) = len {
