@@ -25,6 +25,10 @@ to PyTorch's caching allocator (``Tensor.record_stream`` is the only safe way to
 that a side stream still reads); torch's streams, events and pinned allocator do exactly this job,
 where Rust would have to reach into the same objects through their raw handles.
 
+Like ``torch.utils.checkpoint(use_reentrant=True)``, whose mechanism it shares (the recompute
+runs its own ``torch.autograd.backward``), the weights' gradients go to their ``.grad``: use
+``loss.backward()``, not ``torch.autograd.grad(loss, weights)``.
+
 Under ``torch.compile`` the wrapper is excluded from tracing (``torch.compiler.disable``): the
 compiled graph breaks around each block's checkpoint and the checkpoint runs eagerly, with the
 same results; ``fullgraph=True`` refuses it with dynamo's error.

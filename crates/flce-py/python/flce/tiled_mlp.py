@@ -12,7 +12,8 @@ intermediates exist for one slice at a time.
 Rows of an MLP are independent, so the outputs and the input gradient are per-token results of
 the same formulas, though a GEMM over fewer rows may block and round differently; the weight
 gradients are sums over slices instead of one GEMM over all tokens. Equal to rounding, not
-bitwise (f64 tests: 1e-13 relative). The RNG state of the
+bitwise (f64 tests: 1e-13 relative). As with flce.offload, the weights' gradients go to their
+``.grad`` (``loss.backward()``, not ``torch.autograd.grad``). The RNG state of the
 forward is replayed for the recompute, so dropout inside the MLP keeps its masks.
 
     flce.tiled_mlp.wrap_mlps([layer.mlp for layer in model.model.layers], tiles=4)
