@@ -1,5 +1,6 @@
 """One training step of a Llama-style Hugging Face model, end to end, with each loss a user would
-pick: the plain HF loss, flce.patch (default, and workspace_budget="fast"), Liger's patch and
+pick: the plain HF loss, flce.patch (default, workspace_budget="fast", and with flce.offload's
+checkpointing: flce_offload), Liger's patch and
 CCE's patch (where they import). Step time (CUDA events, median of --repeats after a warm-up)
 and peak memory beyond the model, weights' gradients and optimizer states, and the losses, which
 must agree. The model is built from a config with random weights (no download).
@@ -47,6 +48,9 @@ def apply(method, model):
         return flce.patch(model)
     if method == "flce_fast":
         return flce.patch(model, workspace_budget="fast")
+    if method == "flce_offload":
+        # flce's own checkpointing with the layer inputs in pinned host memory (flce.offload)
+        return flce.patch(model, checkpoint=True, offload=True)
     if method == "liger":
         from liger_kernel.transformers import apply_liger_kernel_to_llama
 
@@ -107,7 +111,7 @@ def run(method, args, device, tokens):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", default="8192,16384")
-    ap.add_argument("--methods", default="hf,flce,flce_fast,liger,cce")
+    ap.add_argument("--methods", default="hf,flce,flce_fast,flce_offload,liger,cce")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
