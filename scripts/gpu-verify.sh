@@ -5,6 +5,7 @@
 # scripts/gpu-prepare.sh; carry gpu-bundle (and old-bundle for the A/B step).
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
 #   TEST_ARGS="--small" BENCH_ARGS="--loss-options all" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
+#   STEPS="profile activation" bash scripts/gpu-verify.sh   # per-kernel times; issue 13's offload measurement
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.
 set -uo pipefail
@@ -13,7 +14,7 @@ OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-110} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
-T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60}
+T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60} T_PROFILE=${T_PROFILE:-60} T_ACTIVATION=${T_ACTIVATION:-240}
 STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}
 BENCH_MODES=${BENCH_MODES:-cublas/cublas fused/fused}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -51,6 +52,18 @@ if want ab && [ -d old-bundle ]; then
   step "A/B bench (old-bundle vs gpu-bundle, one round)"
   OUT=/tmp/ab timeout "$T_AB" bash scripts/gpu-ab.sh old-bundle gpu-bundle 1 > "$OUT/ab.txt" 2>&1
 fi
+if want profile; then
+  step "profile (scripts/profile_kernels.py)"
+  for s in gemma2 llama3; do
+    timeout "$T_PROFILE" python3 scripts/profile_kernels.py --shape $s --configs "${PROFILE_CONFIGS:-auto/auto/min,auto/cublas/min,auto/cublas/fast}" \
+      > "$OUT/profile-$s.md" 2>&1
+  done
+fi
+if want activation; then
+  step "activation memory (benchmarks/activation_memory.py)"
+  PYTHONUNBUFFERED=1 timeout "$T_ACTIVATION" python3 benchmarks/activation_memory.py ${ACTIVATION_ARGS:---model Llama-3.2-1B --tokens 16384,32768 --repeats 2} \
+    --out "$OUT/activation.json" > "$OUT/activation.log" 2>&1
+fi
 if want racecheck; then
   step "racecheck"
   timeout "$T_RACECHECK" compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "${RACE_CASES[@]}" \
@@ -66,3 +79,5 @@ echo; echo "== summary"
 [ -f "$OUT/racecheck.log" ] && echo "racecheck: $(grep -E 'RACECHECK SUMMARY' "$OUT/racecheck.log" | tail -n 1); $(grep -cE '^test .* ok' "$OUT/racecheck.log") cases ok ($(tail -n 1 "$OUT/racecheck.log"))"
 [ -f "$OUT/bench.log" ] && grep -E '^(## |\| [a-z])' "$OUT/bench.log"
 [ -f "$OUT/ab.txt" ] && tail -n 5 "$OUT/ab.txt"
+[ -f "$OUT/activation.log" ] && grep -E '^\| [0-9]' "$OUT/activation.log"
+ls "$OUT"/profile-*.md >/dev/null 2>&1 && grep -h -E '^## ' "$OUT"/profile-*.md
