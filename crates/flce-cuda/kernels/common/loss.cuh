@@ -20,6 +20,11 @@ __device__ __forceinline__ float logit_transform(const LogitParams& p, float x, 
   return x;
 }
 
+// No bias, softcap or label smoothing: z = x and no per-column work (the epilogues' fast paths).
+__device__ __forceinline__ bool plain_logits(const LogitParams& p) {
+  return !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
+}
+
 __device__ __forceinline__ float class_weight(const float* class_w, int col) {
   return class_w ? class_w[col] : 1.0f;
 }

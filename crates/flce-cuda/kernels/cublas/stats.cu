@@ -76,6 +76,8 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_stats_fro
   const int v0 = sp.v0 + blockIdx.y * sp.seg_cols;
   const int vlen = min(sp.v_end - v0, sp.seg_cols);
   const float* src = sp.logits + (size_t)row * sp.ldl + (v0 - sp.v0);
+  // plain_logits(p) written out: through the helper NVRTC lays this kernel's branches out
+  // differently (scripts/sass-diff.sh), and its H200 measurements are of this form
   const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
   RowStats st = plain ? fold_row<true>(sp, src, v0, vlen, tgt, row, lane)
                       : fold_row<false>(sp, src, v0, vlen, tgt, row, lane);

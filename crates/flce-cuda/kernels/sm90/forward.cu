@@ -34,7 +34,7 @@ struct Sm90ForwardEpilogue {
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
   // case, every column valid), and the general one.
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
-    const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
+    const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true>(acc, col0);
     else

@@ -38,7 +38,7 @@ struct Sm90GradEpilogue {
   // thread made the kernel instruction-fetch bound (ncu: 60% of stalls waiting on instruction
   // fetch, 17% SM throughput; benchmarks/h200-2026-11-30-session5/profile-before/ncu-sm90-grad.log).
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
-    const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
+    const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= ch.v_end)
       grad<true>(acc, col0);
     else
