@@ -31,11 +31,17 @@ pub struct ForwardConfig {
     pub logit_options: bool,
 }
 
+/// Whether calls with these options (and a bias or not) have per-logit work beyond the product —
+/// a bias, a softcap or label smoothing (z-loss and class weights only change row coefficients):
+/// what the Auto modes weigh.
+fn has_logit_options(opts: &Options, bias: bool) -> bool {
+    bias || opts.softcap.is_some() || opts.label_smoothing > 0.0
+}
+
 impl ForwardConfig {
     /// The config for calls with these options (and a bias or not).
     pub fn for_options(mode: ForwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
-        let logit_options = bias || opts.softcap.is_some() || opts.label_smoothing > 0.0;
-        ForwardConfig { budget, mode, logit_options }
+        ForwardConfig { budget, mode, logit_options: has_logit_options(opts, bias) }
     }
 
     /// The mode the planner gets: [`ForwardMode::Auto`] with logit options is cuBLAS chunks.
@@ -61,8 +67,7 @@ pub struct BackwardConfig {
 impl BackwardConfig {
     /// The config for calls with these options (and a bias or not).
     pub fn for_options(mode: BackwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
-        let logit_options = ForwardConfig::for_options(ForwardMode::Auto, budget, opts, bias).logit_options;
-        BackwardConfig { budget, mode, logit_options }
+        BackwardConfig { budget, mode, logit_options: has_logit_options(opts, bias) }
     }
 }
 

@@ -34,6 +34,19 @@ impl Request {
         })
     }
 
+    /// The setup of one combination at `seq_len` tokens.
+    pub fn setup(&self, loss: Loss, activations: Activations, seq_len: u64) -> Setup {
+        Setup {
+            seq_len,
+            batch: self.batch,
+            optimizer: self.optimizer,
+            lora_rank: self.lora_rank,
+            loss,
+            activations,
+            mlp_tiles: self.mlp_tiles,
+        }
+    }
+
     /// The same request with the MLPs in `tiles` token tiles (at least 1).
     pub fn with_mlp_tiles(self, tiles: u64) -> Result<Request, PlanError> {
         if tiles == 0 {
@@ -62,15 +75,7 @@ pub fn plan(model: &Model, req: &Request) -> Vec<PlanRow> {
     let mut rows = vec![];
     for loss in Loss::ALL {
         for activations in Activations::ALL {
-            let setup = Setup {
-                seq_len: req.seq_len,
-                batch: req.batch,
-                optimizer: req.optimizer,
-                lora_rank: req.lora_rank,
-                loss,
-                activations,
-                mlp_tiles: req.mlp_tiles,
-            };
+            let setup = req.setup(loss, activations, req.seq_len);
             let breakdown = estimate(model, &setup);
             rows.push(PlanRow {
                 loss,

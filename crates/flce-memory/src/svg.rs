@@ -1,7 +1,7 @@
 //! Peak memory against sequence length for every combination, as a self-contained SVG line chart
 //! with the GPU's size drawn across it (`flce plan --plot`).
 
-use crate::estimate::{estimate, Activations, Loss, Setup};
+use crate::estimate::{estimate, Activations, Loss};
 use crate::model::Model;
 use crate::report::Request;
 
@@ -17,21 +17,8 @@ pub fn curves(model: &Model, req: &Request, seqs: &[u64]) -> Vec<Curve> {
     let mut out = vec![];
     for loss in Loss::ALL {
         for activations in Activations::ALL {
-            let peaks = seqs
-                .iter()
-                .map(|&seq_len| {
-                    let setup = Setup {
-                        seq_len,
-                        batch: req.batch,
-                        optimizer: req.optimizer,
-                        lora_rank: req.lora_rank,
-                        loss,
-                        activations,
-                        mlp_tiles: req.mlp_tiles,
-                    };
-                    estimate(model, &setup).peak
-                })
-                .collect();
+            let peaks =
+                seqs.iter().map(|&seq_len| estimate(model, &req.setup(loss, activations, seq_len)).peak).collect();
             out.push(Curve { loss, activations, peaks });
         }
     }

@@ -189,6 +189,24 @@ impl<'a, T: Element> Problem<'a, T> {
         out
     }
 
+    /// Each token's target weight w_t (its class weight, 1 without; 0 for ignored tokens and
+    /// targets outside the slice).
+    pub(super) fn target_weights(&self) -> Vec<f32> {
+        (0..self.n()).map(|i| self.local_target(i).map_or(0.0, |t| self.class_weight(t))).collect()
+    }
+
+    /// The whole-vocabulary gradient buffers have this problem's sizes.
+    pub(super) fn check_grad_buffers(&self, grads: &GradBuffers<'_, T>) -> Result<()> {
+        check_grads(
+            &grads.de.as_deref().map(<[T]>::len),
+            &grads.dc.as_deref().map(<[T]>::len),
+            &grads.dbias.as_deref().map(<[T]>::len),
+            self.n(),
+            self.d(),
+            self.rows(),
+        )
+    }
+
     /// Σ_j w_j over the slice's rows, in f64 (exact whenever the weights span less than 2^29).
     pub(super) fn class_weight_sum(&self) -> f64 {
         match self.inputs.class_weights {
@@ -361,14 +379,7 @@ fn gradients<T: Element, D: Send>(
     }
 }
 
-pub(super) fn check_grads(
-    de: &Option<usize>,
-    dc: &Option<usize>,
-    db: &Option<usize>,
-    n: usize,
-    d: usize,
-    v: usize,
-) -> Result<()> {
+fn check_grads(de: &Option<usize>, dc: &Option<usize>, db: &Option<usize>, n: usize, d: usize, v: usize) -> Result<()> {
     for (arg, layout, len, want) in [("de", "[N, D]", de, n * d), ("dc", "[V, D]", dc, v * d), ("dbias", "[V]", db, v)]
     {
         if let Some(len) = len {
@@ -408,17 +419,8 @@ pub fn backward_into<T: Element>(
     grads: GradBuffers<'_, T>,
 ) -> Result<()> {
     let p = Problem::new(inputs, VocabSlice::whole(inputs.shape.v), opts)?;
-    let (n, d, v) = (p.n(), p.d(), p.rows());
-    check_grads(
-        &grads.de.as_deref().map(<[T]>::len),
-        &grads.dc.as_deref().map(<[T]>::len),
-        &grads.dbias.as_deref().map(<[T]>::len),
-        n,
-        d,
-        v,
-    )?;
-    let target_weight: Vec<f32> = (0..n).map(|i| p.local_target(i).map_or(0.0, |t| p.class_weight(t))).collect();
-    let coeffs = p.grad_coeffs(opts, lse, &target_weight, p.class_weight_sum(), grad_output)?;
+    p.check_grad_buffers(&grads)?;
+    let coeffs = p.grad_coeffs(opts, lse, &p.target_weights(), p.class_weight_sum(), grad_output)?;
     let round = |dst: &mut [T], acc: &[f32]| dst.iter_mut().zip(acc).for_each(|(o, &x)| *o = T::from_f32(x));
     in_pool(|| gradients(&p, &coeffs, grads.de, round, grads.dc, grads.dbias));
     Ok(())

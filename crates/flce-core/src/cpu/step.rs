@@ -17,7 +17,7 @@
 
 use rayon::prelude::*;
 
-use super::fused::{check_grads, Problem, Scratch, TOKEN_BLOCK, VOCAB_BLOCK};
+use super::fused::{Problem, Scratch, TOKEN_BLOCK, VOCAB_BLOCK};
 use super::gemm::{matmul, rows_f32, View};
 use super::phases::{finish, token_grad_scales, Partials, VocabSlice};
 use super::pool::in_pool;
@@ -49,17 +49,10 @@ pub fn forward_backward_into<T: Element>(
     }
     let p = Problem::new(inputs, VocabSlice::whole(inputs.shape.v), opts)?;
     let (n, d, v) = (p.n(), p.d(), p.rows());
-    check_grads(
-        &grads.de.as_deref().map(<[T]>::len),
-        &grads.dc.as_deref().map(<[T]>::len),
-        &grads.dbias.as_deref().map(<[T]>::len),
-        n,
-        d,
-        v,
-    )?;
+    p.check_grad_buffers(&grads)?;
     let GradBuffers { mut de, dc, dbias } = grads;
     let mut partials = Partials::empty(n);
-    partials.target_weight = (0..n).map(|i| p.local_target(i).map_or(0.0, |t| p.class_weight(t))).collect();
+    partials.target_weight = p.target_weights();
     partials.class_weight_sum = p.class_weight_sum();
     let g = token_grad_scales(&p.targets, &partials.target_weight, opts.reduction, GradOutput::Scalar(1.0))?;
     let terms = LossTerms::new(opts, v, partials.class_weight_sum);
@@ -97,6 +90,8 @@ fn chunk_grad<T: Element>(
     terms: &LossTerms,
 ) {
     let (d, v) = (p.d(), p.rows());
+    let segments = p.segments();
+    let target_weight = &partials.target_weight;
     let blocks: Vec<(RowStats, f32)> = tile
         .par_chunks_mut(TOKEN_BLOCK * v)
         .enumerate()
@@ -114,7 +109,6 @@ fn chunk_grad<T: Element>(
                     block[k * v + cols.start..k * v + cols.end].copy_from_slice(z);
                 }
             }
-            let segments = p.segments();
             for (k, i) in r.clone().enumerate() {
                 let z = &block[k * v..(k + 1) * v];
                 // folded as the forward folds (per vocabulary block, merged per segment, segments
@@ -129,8 +123,7 @@ fn chunk_grad<T: Element>(
                     stats.merge(part);
                 }
                 let target_logit = p.local_target(i).map_or(0.0, |t| z[t]);
-                let w_t = p.local_target(i).map_or(0.0, |t| p.class_weight(t));
-                coeffs.push(terms.grad_coeffs(g[i], stats.lse(), w_t));
+                coeffs.push(terms.grad_coeffs(g[i], stats.lse(), target_weight[i]));
                 out.push((stats, target_logit));
             }
             p.logits_to_grad(block, &r, &(0..v), &coeffs);
