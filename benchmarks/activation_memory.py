@@ -21,11 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 
 import torch
 
 import flce
+from train_step import step_times  # benchmarks/ is the script's directory, first on sys.path
 
 CONFIGS = {
     # (hidden, intermediate, layers, heads, kv heads, vocab, family)
@@ -105,19 +105,7 @@ def run(mode, args, device, tokens):
         torch.cuda.reset_peak_memory_stats(device)
     step(record=True)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
-    times = []
-    for _ in range(args.repeats):
-        if device.type == "cuda":
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            step()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b))
-        else:
-            t0 = time.perf_counter()
-            step()
-            times.append((time.perf_counter() - t0) * 1e3)
+    times = step_times(step, device, args.repeats)
     stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
     del model, opt, params
     if device.type == "cuda":

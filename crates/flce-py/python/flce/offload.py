@@ -53,7 +53,6 @@ class _Saved:
     device: torch.device
     shape: torch.Size
     dtype: torch.dtype
-    requires_grad: bool
     host: Optional[torch.Tensor] = None      # the pinned copy (offloaded)
     kept: Optional[torch.Tensor] = None      # the input itself (not offloaded)
     copied: Optional[torch.cuda.Event] = None  # device→host copy done
@@ -115,7 +114,7 @@ class Offloader:
 
     def save(self, x: torch.Tensor) -> _Saved:
         """Keep ``x`` for the backward: copied to host (offload) or referenced."""
-        s = _Saved(x.device, x.shape, x.dtype, x.requires_grad)
+        s = _Saved(x.device, x.shape, x.dtype)
         if not self.offload:
             s.kept = x.detach()
             return s
@@ -224,14 +223,12 @@ class _OffloadedCheckpoint(torch.autograd.Function):
         ctx.rng = _rng_state(x.device)
         ctx.autocast = _autocast_state(x.device.type)
         outputs = function(*args)
-        ctx.first = first
         ctx.saved = offloader.save(x)
         others = [a for i, a in enumerate(args) if torch.is_tensor(a) and i != first]
         ctx.save_for_backward(*others)
         ctx.layout = [("x" if i == first else "t" if torch.is_tensor(a) else a) for i, a in enumerate(args)]
         ctx.grad_inputs = [torch.is_tensor(a) and a.requires_grad for a in args]
         flat = outputs if isinstance(outputs, tuple) else (outputs,)
-        ctx.tuple_out = isinstance(outputs, tuple)
         ctx.mark_non_differentiable(*[o for o in flat if torch.is_tensor(o) and not o.is_floating_point()])
         return outputs
 
@@ -304,10 +301,15 @@ def wrap_blocks(blocks, offloader: Optional[Offloader] = None, offload: bool = T
     return offloader
 
 
+def _restore_forward(modules, key: str):
+    """Give every module of ``modules`` back the ``forward`` saved under attribute ``key``."""
+    for module in modules:
+        original = getattr(module, key, None)
+        if original is not None:
+            module.forward = original
+            setattr(module, key, None)
+
+
 def unwrap_blocks(blocks):
     """Undo :func:`wrap_blocks`."""
-    for block in blocks:
-        original = getattr(block, "_flce_offload_forward", None)
-        if original is not None:
-            block.forward = original
-            block._flce_offload_forward = None
+    _restore_forward(blocks, "_flce_offload_forward")

@@ -26,7 +26,7 @@ from typing import Callable
 
 import torch
 
-from .offload import _anchor, _replayed_rng, _rng_state
+from .offload import _anchor, _replayed_rng, _restore_forward, _rng_state
 
 __all__ = ["tiled_mlp", "wrap_mlps", "unwrap_mlps"]
 
@@ -92,8 +92,4 @@ def wrap_mlps(mlps, tiles: int):
 
 def unwrap_mlps(mlps):
     """Undo :func:`wrap_mlps`."""
-    for mlp in mlps:
-        original = getattr(mlp, "_flce_tiled_forward", None)
-        if original is not None:
-            mlp.forward = original
-            mlp._flce_tiled_forward = None
+    _restore_forward(mlps, "_flce_tiled_forward")
