@@ -166,14 +166,9 @@ impl CudaLoss {
         wanted: Wanted,
         config: BackwardConfig,
     ) -> Result<BackwardPlan> {
-        plan::backward_plan(
-            shape,
-            dtype,
-            wanted,
-            config.budget,
-            config.mode.resolve(family::fused_family(&self.arch, shape, dtype), config.logit_options),
-            family::fused_family(&self.arch, shape, dtype),
-        )
+        let fused = family::fused_family(&self.arch, shape, dtype);
+        let mode = config.mode.resolve(fused, config.logit_options);
+        plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused)
     }
 
     /// The plan was made for this call: same shape and dtype, a family this device runs.
