@@ -9,11 +9,22 @@ use flce_cuda::compile::{
 };
 use flce_cuda::library::{require, Library};
 
+/// NVRTC is there; without it the test `name` is reported skipped (false), unless
+/// FLCE_REQUIRE_NVRTC is set: then it fails.
+fn nvrtc_or_skip(name: &str) -> bool {
+    match require(Library::Nvrtc) {
+        Ok(()) => true,
+        Err(e) => {
+            assert!(std::env::var("FLCE_REQUIRE_NVRTC").is_err(), "FLCE_REQUIRE_NVRTC is set but {e}");
+            eprintln!("SKIPPED {name}: {e}");
+            false
+        }
+    }
+}
+
 #[test]
 fn every_kernel_compiles_for_every_target() {
-    if let Err(e) = require(Library::Nvrtc) {
-        assert!(std::env::var("FLCE_REQUIRE_NVRTC").is_err(), "FLCE_REQUIRE_NVRTC is set but {e}");
-        eprintln!("SKIPPED every_kernel_compiles_for_every_target: {e}");
+    if !nvrtc_or_skip("every_kernel_compiles_for_every_target") {
         return;
     }
     let (major, minor) = nvrtc_version().unwrap();
@@ -53,9 +64,7 @@ fn compile_errors_carry_the_log_and_options() {
 /// __grid_constant__ tensor map) compile through NVRTC for sm_90a, and not for plain sm_90.
 #[test]
 fn nvrtc_takes_the_hopper_instructions_for_sm90a_only() {
-    if let Err(e) = require(Library::Nvrtc) {
-        assert!(std::env::var("FLCE_REQUIRE_NVRTC").is_err(), "FLCE_REQUIRE_NVRTC is set but {e}");
-        eprintln!("SKIPPED nvrtc_takes_the_hopper_instructions_for_sm90a_only: {e}");
+    if !nvrtc_or_skip("nvrtc_takes_the_hopper_instructions_for_sm90a_only") {
         return;
     }
     let probe = include_str!("probes/sm90_instructions.cu");
