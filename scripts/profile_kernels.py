@@ -11,6 +11,7 @@ A config is forward_mode/backward_mode/workspace_budget ("min", "fast" or bytes)
 """
 import argparse
 import collections
+import os
 import re
 import time
 
@@ -47,6 +48,9 @@ def main():
     ap.add_argument("--shape", default="gemma2", choices=sorted(SHAPES))
     ap.add_argument("--configs", default="auto/cublas/min,auto/fused/min,auto/cublas/fast")
     ap.add_argument("--top", type=int, default=12)
+    ap.add_argument("--gaps", type=int, default=6, help="list the N longest idle gaps between kernels")
+    ap.add_argument("--trace", default=None,
+                    help="also record host activity and write one Chrome trace per config into this folder")
     a = ap.parse_args()
     n, d, v = SHAPES[a.shape]
     e, c, t = inputs(n, d, v)
@@ -58,24 +62,50 @@ def main():
             step(e, c, t, fwd, bwd, budget)
         torch.cuda.synchronize()
         acts = [torch.profiler.ProfilerActivity.CUDA]
+        if a.trace:
+            acts.append(torch.profiler.ProfilerActivity.CPU)
         with torch.profiler.profile(activities=acts) as prof:
             w0 = time.perf_counter()
             step(e, c, t, fwd, bwd, budget)
             torch.cuda.synchronize()
             wall = (time.perf_counter() - w0) * 1e3
+        if a.trace:
+            os.makedirs(a.trace, exist_ok=True)
+            prof.export_chrome_trace(os.path.join(a.trace, f"{a.shape}-{cfg.replace('/', '-')}.json"))
         per = collections.defaultdict(lambda: [0.0, 0])
-        for ev in prof.events():
-            if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name and not ev.name.startswith("Memcpy") \
-                    and not ev.name.startswith("Memset"):
-                k = per[short(ev.name)]
-                k[0] += ev.time_range.elapsed_us() / 1e3
-                k[1] += 1
+        kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name
+                   and not ev.name.startswith("Memcpy") and not ev.name.startswith("Memset")]
+        for ev in kernels:
+            k = per[short(ev.name)]
+            k[0] += ev.time_range.elapsed_us() / 1e3
+            k[1] += 1
         total = sum(x[0] for x in per.values())
-        print(f"\n## {cfg}: kernels {total:.2f} ms, wall {wall:.2f} ms")
+        span, gaps = timeline(kernels)
+        print(f"\n## {cfg}: kernels {total:.2f} ms, first kernel start to last kernel end {span:.2f} ms, "
+              f"wall {wall:.2f} ms")
         print("| kernel | launches | ms | share |")
         print("|---|---|---|---|")
         for name, (ms, cnt) in sorted(per.items(), key=lambda kv: -kv[1][0])[: a.top]:
             print(f"| {name} | {cnt} | {ms:.2f} | {100 * ms / total:.0f}% |")
+        idle = sum(g[0] for g in gaps)
+        print(f"\nGPU idle between kernels: {idle:.2f} ms over {len(gaps)} gaps; the longest:")
+        for ms, before, after in sorted(gaps, key=lambda g: -g[0])[: a.gaps]:
+            print(f"- {ms:.3f} ms between {before} and {after}")
+
+
+def timeline(kernels):
+    """The span from the first kernel's start to the last one's end (ms), and every idle gap
+    between consecutive kernels as (ms, kernel before, kernel after)."""
+    evs = sorted(kernels, key=lambda ev: ev.time_range.start)
+    if not evs:
+        return 0.0, []
+    gaps, end, prev = [], evs[0].time_range.end, short(evs[0].name)
+    for ev in evs[1:]:
+        if ev.time_range.start > end:
+            gaps.append(((ev.time_range.start - end) / 1e3, prev, short(ev.name)))
+        if ev.time_range.end >= end:
+            end, prev = ev.time_range.end, short(ev.name)
+    return (end - evs[0].time_range.start) / 1e3, gaps
 
 
 if __name__ == "__main__":
