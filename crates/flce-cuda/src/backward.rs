@@ -17,8 +17,10 @@ use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator};
 enum Pass {
     /// Every chunk: dE, db, and dC for the chunks before the tail.
     Main,
-    /// The tail chunks again, after dE is final: their dC rows only.
+    /// The tail chunks again, after dE is final: their dC rows only, G recomputed.
     Tail,
+    /// The last vocabulary chunk's dC rows, from the G the main pass left in the workspace.
+    TailKeptG,
 }
 
 /// The resolved destinations of one backward call.
@@ -104,8 +106,12 @@ impl CudaLoss {
         if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
             self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
         }
-        for vc in plan.tail_chunks() {
-            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Tail)?;
+        // The main pass ended with the last vocabulary chunk and left its G in the workspace (a
+        // tail plan has one token chunk): its dC rows need no recompute, so the tail pass starts
+        // there, before the recomputes overwrite G.
+        for vc in plan.tail_chunks().rev() {
+            let pass = if vc + 1 == plan.vocab_chunks() { Pass::TailKeptG } else { Pass::Tail };
+            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, pass)?;
         }
         drop(blas);
         if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
@@ -131,7 +137,8 @@ impl CudaLoss {
         let input = Elem::Input(x.dtype);
         let vocab = plan.vocab_range(vc);
         let g = ws.at(plan.g);
-        let writes_dc = pass == Pass::Tail || vc < plan.first_tail_chunk();
+        let writes_dc = pass != Pass::Main || vc < plan.first_tail_chunk();
+        debug_assert!(pass != Pass::TailKeptG || plan.token_chunks() == 1);
         for tc in 0..plan.token_chunks() {
             let tokens = plan.token_range(tc);
             let chunk = GradChunk {
@@ -146,11 +153,12 @@ impl CudaLoss {
                 ldg: plan.ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            match plan.family {
-                Family::Cublas => family::cublas::grad_chunk(call, blas, plan, chunk)?,
-                Family::Sm80 => family::sm80::grad_chunk(call, plan, chunk)?,
-                Family::Sm90 if !x.rows_aligned() => family::sm80::grad_chunk(call, plan, chunk)?,
-                Family::Sm90 => family::sm90::grad_chunk(call, plan, chunk)?,
+            match (pass, plan.family) {
+                (Pass::TailKeptG, _) => {}
+                (_, Family::Cublas) => family::cublas::grad_chunk(call, blas, plan, chunk)?,
+                (_, Family::Sm80) => family::sm80::grad_chunk(call, plan, chunk)?,
+                (_, Family::Sm90) if !x.rows_aligned() => family::sm80::grad_chunk(call, plan, chunk)?,
+                (_, Family::Sm90) => family::sm90::grad_chunk(call, plan, chunk)?,
             }
             let first_tokens = (tc == 0) as i32;
             if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {

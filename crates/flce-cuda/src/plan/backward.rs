@@ -11,9 +11,9 @@
 //! small vocabulary chunks, each costing a read and a write of the whole accumulator. When dC is
 //! also wanted and the vocabulary is large against N, the accumulator lives instead in the last
 //! bytes of the caller's dC buffer ([`DcTail`]): the main pass writes the dC chunks before
-//! `first_row`, accumulates dE over all chunks and rounds it into dE; a tail pass recomputes
-//! the logits of the chunks from `first_row` on (at most a third of the vocabulary) and writes
-//! their dC rows over the finished accumulator.
+//! `first_row`, accumulates dE over all chunks and rounds it into dE; a tail pass writes the dC
+//! rows from `first_row` on over the finished accumulator — the last chunk's from the G the main
+//! pass left in the workspace, the others' logits recomputed (at most a third of the vocabulary).
 
 use std::ops::Range;
 
@@ -131,9 +131,9 @@ impl BackwardPlan {
 }
 
 /// At most this fraction (1/n) of the vocabulary is recomputed by the tail pass.
-/// The trade: the tail pass costs that fraction of a logits product; without the tail, every
-/// vocabulary chunk reads and writes the N·D·4-byte accumulator, and the accumulator squeezes the
-/// chunks (Llama 3 at 16k tokens: 268 MB of accumulator; a 10% budget then leaves 512-row chunks
+/// The trade: the tail pass costs that fraction of a logits product (less its last chunk, whose G
+/// the main pass leaves behind); without the tail, every vocabulary chunk reads and writes the
+/// N·D·4-byte accumulator, and the accumulator squeezes the chunks (Llama 3 at 16k tokens: 268 MB of accumulator; a 10% budget then leaves 512-row chunks
 /// and ~135 GB of accumulator traffic, against a 26% tail pass).
 const MAX_TAIL_FRACTION_INV: usize = 3;
 
