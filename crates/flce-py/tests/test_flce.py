@@ -168,6 +168,33 @@ def test_bad_input_raises_before_any_kernel(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("budget", [None, "fast"])
+def test_bad_target_with_gradients_to_come(device, budget):
+    """On CUDA, a call whose gradients autograd will want leaves the target check to the
+    backward, which reads the status word after queueing its own kernels (a read in the call
+    would drain the stream before the backward could be queued); without gradients, and on the
+    CPU, the call raises."""
+    e, c, t, _, _ = make(10, 8, 20, torch.float32, device)
+    bad = t.clone()
+    bad[4] = 20
+    e.requires_grad_()
+    if device == "cpu":
+        with pytest.raises(ValueError, match=r"target\[4\] = 20"):
+            flce.linear_cross_entropy(e, c, bad, workspace_budget=budget)
+    else:
+        loss = flce.linear_cross_entropy(e, c, bad, workspace_budget=budget)
+        with pytest.raises(ValueError, match=r"target\[4\] = 20 .*backward"):
+            loss.backward()
+    with torch.no_grad(), pytest.raises(ValueError, match=r"target\[4\] = 20"):
+        flce.linear_cross_entropy(e, c, bad, workspace_budget=budget)
+    e.grad = None
+    flce.linear_cross_entropy(e, c, t, workspace_budget=budget).backward()
+    assert torch.isfinite(e.grad).all()
+    if device == "cuda":  # check_targets=False: no check anywhere (the CPU passes always check)
+        flce.linear_cross_entropy(e, c, bad, workspace_budget=budget, check_targets=False).backward()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("wanted", ["input", "weight", "bias", "input+bias", "all"])
 def test_only_the_wanted_gradients(device, dtype, wanted):

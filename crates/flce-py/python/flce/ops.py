@@ -16,8 +16,9 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, LossOptions,
-                      _backward_plan, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option)
+from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, LossOptions, TargetCheck,
+                      _backward_plan, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
+                      raise_bad_target)
 
 
 @torch.library.custom_op("flce::forward", mutates_args=(),
@@ -103,14 +104,15 @@ _N_TENSORS = 5  # e, c, target, bias, weight
 
 def _setup_context(ctx, inputs, output):
     e, c, target, bias, weight = inputs[:_N_TENSORS]
-    _, lse, _, _ = output
-    ctx.save_for_backward(e, c, target, bias, weight, lse)
+    _, lse, _, status = output
+    ctx.save_for_backward(e, c, target, bias, weight, lse, status)
     ctx.options = LossOptions(*inputs[_N_TENSORS:])
 
 
 def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
-    e, c, target, bias, weight, lse = ctx.saved_tensors
+    e, c, target, bias, weight, lse, status = ctx.saved_tensors
     o = ctx.options
+    check = TargetCheck.start(status, o)
     if o.reduction == "none":
         go = g_per_token if g_per_token is not None else torch.zeros_like(lse)
     else:
@@ -118,6 +120,8 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
     want_de, want_dc, want_db = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
     de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, go, want_de, want_dc, want_db,
                                          *o.astuple())
+    if check is not None:
+        check.finish(target, c.shape[0], o.ignore_index)
     grads = (de if want_de else None, dc if want_dc else None, None,
              db if (want_db and bias is not None) else None, None)
     return grads + (None,) * len(_OPTION_NAMES)
@@ -155,7 +159,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
     is not ``ignore_index`` raises ValueError (``check_targets``; eager mode only: it reads one
-    status word from the device).
+    status word from the device) — on CUDA, when gradients will be computed, from the backward
+    (``loss.backward()``), which reads the word after its own kernels are queued so that the GPU
+    never waits for the host; otherwise from this call.
     """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
@@ -204,23 +210,25 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     b = linear_bias.contiguous() if linear_bias is not None else None
     w = weight.to(torch.float32).contiguous() if weight is not None else None
     t = target.reshape(-1).to(torch.int64).contiguous()
+    wants = (e.requires_grad, c.requires_grad, b is not None and b.requires_grad)
+    eager = not torch.compiler.is_compiling() and not (e.is_cuda and torch.cuda.is_current_stream_capturing())
+    # on CUDA, a call with a backward to come leaves the check to it (TargetCheck: no stall)
+    defer_check = check_targets and eager and e.is_cuda and torch.is_grad_enabled() and any(wants)
     o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
                     None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
-                    budget_option(workspace_budget))
-    wants = (e.requires_grad, c.requires_grad, b is not None and b.requires_grad)
-    # "fast" or a byte budget: the three-product pass where it pays within the budget (flce/step.py)
+                    budget_option(workspace_budget), defer_check)
+    # "fast" or a byte budget: the three-product pass where it pays within the budget (flce/step.py);
+    # where it does not, the recomputing plans below take the budget (a "fast" call, the default's).
+    # Under torch.compile the planner cannot be asked here: the op falls back by itself.
     trades = o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)
-    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants):
+    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants) and (
+            not e.is_cuda or torch.compiler.is_compiling() or step.step_plan_for(e, c, o, wants) is not None):
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o.astuple())
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
-    if check_targets and not torch.compiler.is_compiling() and not (
-            e.is_cuda and torch.cuda.is_current_stream_capturing()):
-        bad = int(status.item())
-        if bad != _STATUS_OK:
-            raise ValueError(f"target[{bad}] = {int(t[bad])} is outside [0, {v}) and is not "
-                             f"ignore_index ({ignore_index})")
+    if check_targets and eager and not defer_check:
+        raise_bad_target(int(status.item()), t, v, ignore_index)
     loss = per_token.reshape(lead) if reduction == "none" else scalars[0]
     loss = loss.to(out_dtype or input.dtype)
     extras = []

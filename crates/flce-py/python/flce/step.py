@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import _DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, _device_index, _inputs, _problem_of
+from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, TargetCheck, _device_index, _inputs,
+                      _problem_of)
 
 _GRANULE = 256 << 20
 
@@ -37,6 +38,16 @@ def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, b
     return problem.step_plan(device, *wants, budget)
 
 
+def step_plan_for(e: Tensor, c: Tensor, o: LossOptions,
+                  wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
+    """The three-product plan of this call within its budget ("fast" or bytes), where it pays;
+    None elsewhere (then the recomputing plans run, the budget passed on to them)."""
+    if not e.is_cuda:
+        return None
+    budget = _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
+    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget)
+
+
 @torch.library.custom_op(
     "flce::forward_backward", mutates_args=(),
     schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, {LossOptions.schema()}) "
@@ -50,11 +61,7 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
     want_db = want_db and bias is not None
     wants = (want_de, want_dc, want_db)
-    plan = None
-    if e.is_cuda:
-        dev = _device_index(e)
-        budget = _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
-        plan = _step_plan(_problem_of(e, c, o), dev, wants, budget)
+    plan = step_plan_for(e, c, o, wants)
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
@@ -71,6 +78,7 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
     stream = torch.cuda.current_stream(e.device).cuda_stream
+    dev = _device_index(e)
     outputs = (lse.data_ptr(), None, scalars.data_ptr(), status.data_ptr())
     _problem_of(e, c, o).cuda_forward_backward((dev, stream), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan)
@@ -111,17 +119,22 @@ _N_INPUTS = 8  # e, c, target, bias, weight, want_de, want_dc, want_db
 
 def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(*output[4:])
-    ctx.save_for_backward(*output[4:])
+    ctx.save_for_backward(*output[4:], output[3], inputs[2])
     ctx.wants = (inputs[5], inputs[6], inputs[7] and inputs[3] is not None)
+    ctx.options = LossOptions(*inputs[_N_INPUTS:])
+    ctx.v = inputs[1].shape[0]
 
 
 def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db):
-    de, dc, db = ctx.saved_tensors
+    de, dc, db, status, target = ctx.saved_tensors
+    check = TargetCheck.start(status, ctx.options)
     if g_scalars is None:
         scale = torch.zeros(1, dtype=torch.float32, device=de.device)
     else:
         scale = g_scalars[:1].to(torch.float32).contiguous()
     torch.ops.flce.scale_grads_(de, dc, db, scale)
+    if check is not None:
+        check.finish(target, ctx.v, ctx.options.ignore_index)
     want_de, want_dc, want_db = ctx.wants
     grads = (de if want_de else None, dc if want_dc else None, None, db if want_db else None, None)
     return grads + (None,) * (_N_INPUTS - 5 + len(_OPTION_NAMES))
