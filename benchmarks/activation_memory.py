@@ -4,8 +4,10 @@ and what flce's planner predicted.
 
 Per mode and context length: the activation memory held between forward and backward (allocated
 after the forward minus before it), the step's peak (torch.cuda.max_memory_allocated), the step
-time (CUDA events, median of --repeats after a warm-up step), the loss and a gradient checksum
-(which must equal checkpointing-alone's bitwise, tiled MLPs aside), and the planner's
+time (CUDA events, median of --repeats after a warm-up step), the loss and the gradient norm of the
+warm-up step (before any update: the same weights in every mode; the loss must equal
+checkpointing-alone's bitwise, the gradients within the GPU's nondeterministic attention
+backward, tiled MLPs aside), and the planner's
 (flce.plan) activations and peak for the same setup. Random weights from the model's config (no
 download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
 
@@ -19,6 +21,7 @@ Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_til
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 
@@ -88,26 +91,29 @@ def run(mode, args, device, tokens):
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
     measured = {}
 
-    def step(record=False):
+    def step(record_memory=False, record_result=False):
         before = allocated(device)
         loss = model(input_ids=ids, labels=ids).loss
-        if record:
+        if record_memory:
             measured["held_mb"] = (allocated(device) - before) / 2**20
         loss.backward()
-        if record:
-            measured["checksum"] = float(sum(p.grad.double().sum() for p in params))
-            measured["loss"] = float(loss)
+        if record_result:
+            measured["grad_norm"] = float(sum(p.grad.double().square().sum() for p in params)) ** 0.5
+            measured["loss"] = float(loss.detach())
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    step()  # warm-up: kernels compiled, optimizer states allocated, pinned pool filled
+    # warm-up: kernels compiled, optimizer states allocated, pinned pool filled; the loss and
+    # gradients of every mode come from this step, before any update (the same weights)
+    step(record_result=True)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    step(record=True)
+    step(record_memory=True)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
     times = step_times(step, device, args.repeats)
     stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
     del model, opt, params
+    gc.collect()  # HF models hold reference cycles: without this the next mode's peak counts this model
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return dict(mode=mode, tokens=tokens, step_ms=statistics.median(times), peak_mb=peak,
@@ -142,7 +148,8 @@ def main():
     device = torch.device(args.device)
     if args.gpu_gb and device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
-        torch.cuda.set_per_process_memory_fraction(min(1.0, args.gpu_gb * 2**30 / total), device)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.gpu_gb * 2**30 / total), index)
     args.gpu_gb = args.gpu_gb or (torch.cuda.get_device_properties(device).total_memory / 2**30
                                   if device.type == "cuda" else 10.0)
     rows = []
@@ -157,18 +164,24 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB")
-    print("| tokens | mode | step ms | held MB (plan) | peak MB (plan) | pinned MB | loss | grads = ckpt's |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| tokens | mode | step ms | held MB (plan) | peak MB (plan) | pinned MB | loss | loss = ckpt's "
+          "| gradient norm vs ckpt's |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | |")
+            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | | |")
             continue
         ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["mode"] == "ckpt" and "error" not in x), None)
-        same = "-" if ref is None else ("bitwise" if r["checksum"] == ref["checksum"] else
-                                        f"{abs(r['checksum'] - ref['checksum']) / max(abs(ref['checksum']), 1e-30):.1e}")
+        def versus(key):
+            if ref is None:
+                return "-"
+            if r[key] == ref[key]:
+                return "bitwise"
+            return f"{abs(r[key] - ref[key]) / max(abs(ref[key]), 1e-30):.1e}"
         plan = lambda k: f" ({r[k]:,.0f})" if k in r else ""  # noqa: E731
         print(f"| {r['tokens']} | {r['mode']} | {r['step_ms']:.1f} | {r['held_mb']:,.0f}{plan('plan_held_mb')} | "
-              f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r['pinned_mb']:,.0f} | {r['loss']:.5f} | {same} |")
+              f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r['pinned_mb']:,.0f} | {r['loss']:.5f} | {versus('loss')} | "
+              f"{versus('grad_norm')} |")
     if args.out:
         import os
 
