@@ -124,8 +124,10 @@ def predicted(args, tokens, mode):
     if args.tiny:
         return {}
     activations = "checkpointing" if mode == "ckpt" else "checkpointing + offload"
+    # torch.optim.AdamW keeps its moments in the parameters' dtype: bf16 for a full fine-tune here,
+    # f32 for peft's adapters (peft keeps them in f32)
     rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
-                     mlp_tiles=4 if mode == "offload_tiled" else 1)
+                     optimizer="adamw" if args.lora else "adamw-bf16", mlp_tiles=4 if mode == "offload_tiled" else 1)
     r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
     return dict(plan_held_mb=r["activations_held"] / 2**20,
                 plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,

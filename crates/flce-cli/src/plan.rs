@@ -20,7 +20,7 @@ pub struct PlanArgs {
     /// Sequences per step.
     #[arg(long, default_value_t = 1)]
     batch: u64,
-    /// adamw (f32 moments), adamw8bit or sgd.
+    /// adamw (f32 moments), adamw-bf16 (moments in the weights' bf16: torch.optim.AdamW on bf16 parameters), adamw8bit or sgd.
     #[arg(long, default_value = "adamw")]
     optimizer: String,
     /// LoRA rank on the attention projections; 0 for a full fine-tune.
@@ -54,9 +54,9 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
             .map(|r| {
                 let b = &r.breakdown;
                 format!(
-                    "{{\"loss\": \"{}\", \"activations\": \"{}\", \"weights\": {}, \"gradients\": {}, \"optimizer\": {}, \"activations_held\": {}, \"recompute\": {}, \"loss_bytes\": {}, \"cuda_context\": {}, \"allocator_slack\": {}, \"peak\": {}, \"fits\": {}, \"longest_seq\": {}}}",
+                    "{{\"loss\": \"{}\", \"activations\": \"{}\", \"weights\": {}, \"gradients\": {}, \"optimizer\": {}, \"activations_held\": {}, \"recompute\": {}, \"loss_bytes\": {}, \"optimizer_step\": {}, \"cuda_context\": {}, \"allocator_slack\": {}, \"peak\": {}, \"fits\": {}, \"longest_seq\": {}}}",
                     r.loss.name(), r.activations.name(), b.weights, b.gradients, b.optimizer, b.activations, b.recompute,
-                    b.loss, b.cuda_context, b.allocator_slack, b.peak, r.fits, r.longest.map_or("null".into(), |t| t.to_string())
+                    b.loss, b.optimizer_step, b.cuda_context, b.allocator_slack, b.peak, r.fits, r.longest.map_or("null".into(), |t| t.to_string())
                 )
             })
             .collect();

@@ -20,8 +20,15 @@
 //! nothing is checkpointed). The loss adds its
 //! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
 //! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
-//! 8192 tokens), flce the 10%-of-gradients workspace. These are estimates, not yet calibrated
-//! against measured peaks (issue 13's target); the constants are named below.
+//! 8192 tokens), flce the 10%-of-gradients workspace.
+//!
+//! The step's peak is the larger of two phases: forward/backward (weights, gradients, optimizer
+//! states, held activations and the larger of the loss's and the recompute's transients) and the
+//! optimizer step (weights, gradients, states and the step's temporaries: torch's foreach AdamW
+//! makes two moment-sized temporary lists; measured on the H200, 2026-12-01, Llama-3.2-1B full
+//! fine-tune: a 14.03 GiB peak, the same in every activation mode and at 16k and 32k tokens, for
+//! 9.2 GiB of weights, gradients and bf16 moments). Checked against the H200's measured peaks in
+//! the tests (`the_plan_matches_the_h200_measurements`).
 
 use crate::model::Model;
 
@@ -39,6 +46,9 @@ pub const ALLOCATOR_SLACK: f64 = 0.05;
 pub enum Optimizer {
     /// AdamW with f32 moments: 8 bytes per trainable parameter.
     AdamW,
+    /// AdamW with its moments in the weights' dtype (bf16) — what `torch.optim.AdamW` keeps for
+    /// bf16 parameters: 4 bytes per trainable parameter.
+    AdamWBf16,
     /// AdamW with 8-bit moments (bitsandbytes): 2 bytes per trainable parameter.
     AdamW8bit,
     /// Plain SGD: no state.
@@ -50,9 +60,10 @@ impl std::str::FromStr for Optimizer {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
             "adamw" | "adam" => Ok(Optimizer::AdamW),
+            "adamw-bf16" | "adamw_bf16" | "adamwbf16" => Ok(Optimizer::AdamWBf16),
             "adamw8bit" | "adamw-8bit" | "8bit" => Ok(Optimizer::AdamW8bit),
             "sgd" => Ok(Optimizer::Sgd),
-            other => Err(format!("optimizer '{other}': expected adamw, adamw8bit or sgd")),
+            other => Err(format!("optimizer '{other}': expected adamw, adamw-bf16, adamw8bit or sgd")),
         }
     }
 }
@@ -61,8 +72,18 @@ impl Optimizer {
     fn bytes_per_param(self) -> u64 {
         match self {
             Optimizer::AdamW => 8,
+            Optimizer::AdamWBf16 => 4,
             Optimizer::AdamW8bit => 2,
             Optimizer::Sgd => 0,
+        }
+    }
+
+    /// The step's temporaries per trainable parameter: two moment-sized lists for torch's foreach
+    /// AdamW; bitsandbytes' 8-bit step and SGD update in place.
+    fn step_bytes_per_param(self) -> u64 {
+        match self {
+            Optimizer::AdamW | Optimizer::AdamWBf16 => self.bytes_per_param(),
+            Optimizer::AdamW8bit | Optimizer::Sgd => 0,
         }
     }
 }
@@ -135,6 +156,8 @@ pub struct Breakdown {
     pub recompute: u64,
     /// The loss's own transient memory at its peak.
     pub loss: u64,
+    /// The optimizer step's temporaries (its phase comes after the activations are freed).
+    pub optimizer_step: u64,
     pub cuda_context: u64,
     pub allocator_slack: u64,
     pub peak: u64,
@@ -167,10 +190,13 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let (kept_per_layer, mlp_tile) = if tiles > 1 { (per_layer - mlp, mlp.div_ceil(tiles)) } else { (per_layer, 0) };
     // the final norm and the LM head's input
     let head = (6 + BF16) * model.hidden * tokens;
+    // a layer's backward also holds the MLP's gradient buffers (of gate, up and act(gate)·up) next
+    // to its saved activations: 3i bf16 values a token, of one tile when tiled
+    let mlp_grads = (BF16 * 3 * model.intermediate * tokens).div_ceil(tiles);
     let (activations, recompute) = match setup.activations {
-        Activations::Kept => (model.layers * kept_per_layer + head, mlp_tile),
-        Activations::Checkpointed => (model.layers * layer_input + head, kept_per_layer + mlp_tile),
-        Activations::Offloaded => (2 * layer_input + head, kept_per_layer + mlp_tile),
+        Activations::Kept => (model.layers * kept_per_layer + head, mlp_tile + mlp_grads),
+        Activations::Checkpointed => (model.layers * layer_input + head, kept_per_layer + mlp_tile + mlp_grads),
+        Activations::Offloaded => (2 * layer_input + head, kept_per_layer + mlp_tile + mlp_grads),
     };
     let logits = (tokens * model.vocab) as f64;
     let loss = match setup.loss {
@@ -181,7 +207,8 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     };
     // the loss runs at the end of the forward, the recompute during the backward: not both at once
     let transient = loss.max(recompute);
-    let allocated = weights + gradients + optimizer + activations + transient;
+    let optimizer_step = setup.optimizer.step_bytes_per_param() * trainable;
+    let allocated = weights + gradients + optimizer + (activations + transient).max(optimizer_step);
     let allocator_slack = (ALLOCATOR_SLACK * allocated as f64) as u64;
     let peak = allocated + allocator_slack + CUDA_CONTEXT_BYTES;
     Breakdown {
@@ -191,6 +218,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
         activations,
         recompute,
         loss,
+        optimizer_step,
         cuda_context: CUDA_CONTEXT_BYTES,
         allocator_slack,
         peak,

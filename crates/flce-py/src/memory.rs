@@ -43,6 +43,7 @@ pub(crate) fn memory_plan<'py>(
             ("activations_held", b.activations),
             ("recompute", b.recompute),
             ("loss_bytes", b.loss),
+            ("optimizer_step", b.optimizer_step),
             ("cuda_context", b.cuda_context),
             ("allocator_slack", b.allocator_slack),
             ("peak", b.peak),
