@@ -80,6 +80,8 @@ __device__ __forceinline__ RowStats row_stats_merge(RowStats a, RowStats b) {
 // The per-row coefficients of ∂L/∂z (spec.rs GradCoeffs): p_scale, target, smooth, lse.
 __device__ __forceinline__ float4 row_coeffs(int tgt, const float* class_w, int v, float lse, float g, float W,
                                              float eps, float z_loss) {
+  // an out-of-range target: a NaN row (p_scale NaN makes every ∂L/∂x of the row NaN)
+  if (tgt == TARGET_OUT_OF_RANGE) return make_float4(FLCE_NAN, 0.0f, 0.0f, lse);
   if (g == 0.0f || tgt < 0) return make_float4(0.0f, 0.0f, 0.0f, lse);
   const float w_t = class_weight(class_w, tgt);
   const float a = (1.0f - eps) * w_t + (float)((double)eps * (double)W / (double)v) + 2.0f * z_loss * lse;

@@ -59,6 +59,11 @@ __device__ __forceinline__ elem_t from_f32(float x) {
 #define FLCE_NAN __int_as_float(0x7fffffff)
 #define FLCE_NEG_INF __int_as_float(0xff800000)
 
+// Prepared targets (flce_prep_targets): a class index, or one of these. Both are inactive in every
+// statistic (t < 0); a target out of range also makes its token's loss and gradient row NaN.
+#define TARGET_IGNORED (-1)
+#define TARGET_OUT_OF_RANGE (-2)
+
 // NaN-propagating max (fmaxf drops NaN; the loss must not).
 __device__ __forceinline__ float nan_max(float a, float b) {
   return (a != a || b != b) ? FLCE_NAN : fmaxf(a, b);

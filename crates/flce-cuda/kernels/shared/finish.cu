@@ -37,6 +37,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish
       active += 1.0;
       correct += st.argmax == t ? 1.0 : 0.0;
     }
+    if (t == TARGET_OUT_OF_RANGE) loss = FLCE_NAN;
     if (fp.per_token_loss) fp.per_token_loss[i] = loss;
     loss_sum += loss;
   }

@@ -2,14 +2,18 @@
 // that keep targets on the GPU never synchronise. Used by every family.
 //
 // flce_prep_targets — one thread per token: applies shift (position k takes target k+1 within its
-//   sequence; the last position is ignored) and ignore_index, writing int32 targets (-1 ignored).
-//   A target outside [0, V) that is not ignore_index is treated as ignored and its index is
-//   recorded in status[0] with atomicMin (status starts at INT_MAX), so the host can report the
+//   sequence; the last position is ignored) and ignore_index, writing int32 targets
+//   (TARGET_IGNORED = -1). A target outside [0, V) that is not ignore_index becomes
+//   TARGET_OUT_OF_RANGE (-2): its token counts in no statistic, its loss is NaN (so a mean or sum
+//   is NaN) and its gradient row NaN — wrong input cannot pass unnoticed under torch.compile or
+//   CUDA-graph replay, where no host reads the status word. Its index is also recorded in
+//   status[0] with atomicMin (status starts at INT_MAX), so an eager host check can name the
 //   first bad token instead of a device-side assert.
 //
-// flce_token_scale — one block of REDUCE_THREADS: W = Σ_j w_j, Σ w_t over non-ignored tokens
-//   (fixed tree order), then g_i = ∂L/∂loss_i from grad_output (a device scalar, or [N] for
-//   reduction none), 0 at ignored tokens. Writes token_scale [N] and scalars {W, Σ w_t}.
+// flce_token_scale — one block of REDUCE_THREADS: W = Σ_j w_j, Σ w_t over active tokens (fixed
+//   tree order), then g_i = ∂L/∂loss_i from grad_output (a device scalar, or [N] for reduction
+//   none), 0 at ignored tokens, NaN at out-of-range ones. Writes token_scale [N] and scalars
+//   {W, Σ w_t}.
 //
 // Host side: src/forward.rs and src/backward.rs.
 #include "common/types.cuh"
@@ -21,10 +25,10 @@ extern "C" __global__ void flce_prep_targets(const PrepParams p) {
   if (raw != p.k.ignore_index && (raw < 0 || raw >= p.k.v)) atomicMin(p.status, i);
   int src = i;
   if (p.k.shift > 0) src = ((i + 1) % p.k.shift == 0) ? -1 : i + 1;
-  int t = -1;
+  int t = TARGET_IGNORED;
   if (src >= 0) {
     const long long x = p.targets[src];
-    if (x != p.k.ignore_index && x >= 0 && x < p.k.v) t = (int)x;
+    if (x != p.k.ignore_index) t = (x >= 0 && x < p.k.v) ? (int)x : TARGET_OUT_OF_RANGE;
   }
   p.out[i] = t;
 }
@@ -50,6 +54,8 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(co
                             : p.grad_output[0];
   for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
     const int t = p.targets[i];
-    p.token_scale[i] = t < 0 ? 0.0f : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
+    p.token_scale[i] = t == TARGET_OUT_OF_RANGE ? FLCE_NAN
+                       : t < 0                   ? 0.0f
+                                                 : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
   }
 }
