@@ -27,6 +27,10 @@ pub enum Error {
     #[error("option {name} = {value}: {reason}")]
     InvalidOption { name: &'static str, value: String, reason: &'static str },
 
+    /// A device pointer argument that is not memory of the call's GPU.
+    #[error("{arg}: device pointer {ptr:#x} {reason}")]
+    BadPointer { arg: &'static str, ptr: u64, reason: String },
+
     /// A request the chosen backend cannot serve (a dtype, a layout, a missing library).
     #[error("unsupported: {0}")]
     Unsupported(String),

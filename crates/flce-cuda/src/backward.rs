@@ -87,6 +87,8 @@ impl CudaLoss {
         };
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
+        let given = [("lse", Some(lse)), ("grad_output", Some(grad_output.ptr())), ws.pointer()];
+        self.check_pointers(x.pointers().into_iter().chain(grads.pointers()).chain(given))?;
         self.prep_targets(x, call.lp.k, targets, ws.at(plan.status), stream)?;
         let scale = ScaleParams {
             k: call.lp.k,

@@ -51,6 +51,17 @@ impl DeviceInputs {
         Ok(())
     }
 
+    /// The pointer arguments, named, for [`check_device_pointers`].
+    pub(crate) fn pointers(&self) -> [(&'static str, Option<DevPtr>); 5] {
+        [
+            ("e", Some(self.e)),
+            ("c", Some(self.c)),
+            ("bias", self.bias),
+            ("targets", Some(self.targets)),
+            ("class_weights", self.class_weights),
+        ]
+    }
+
     /// Whether every row of E and C starts on a 16-byte boundary (the tile kernels' fast copies).
     pub fn rows_aligned(&self) -> bool {
         (self.shape.d * self.dtype.size_in_bytes()) % 16 == 0 && self.e % 16 == 0 && self.c % 16 == 0
@@ -67,11 +78,20 @@ pub struct DeviceForwardOutputs {
     /// f32 [4]: loss (mean or sum; the sum for none), accuracy, Σ w_t over non-ignored tokens, W.
     pub scalars: DevPtr,
     /// i32 [1]: the first token whose target is outside [0, V) and not ignore_index, or i32::MAX.
-    /// Such tokens are treated as ignored; read this to report them.
+    /// Such tokens get a NaN loss and NaN gradient rows; read this to report them.
     pub status: DevPtr,
 }
 
 impl DeviceForwardOutputs {
+    pub(crate) fn pointers(&self) -> [(&'static str, Option<DevPtr>); 4] {
+        [
+            ("lse", Some(self.lse)),
+            ("per_token_loss", self.per_token_loss),
+            ("scalars", Some(self.scalars)),
+            ("status", Some(self.status)),
+        ]
+    }
+
     /// Reduction none writes one loss per token: its buffer must be given.
     pub fn check(&self, n: usize, opts: &Options) -> Result<()> {
         if opts.reduction == flce_core::Reduction::None && self.per_token_loss.is_none() {
@@ -116,6 +136,10 @@ pub struct DeviceGrads {
 }
 
 impl DeviceGrads {
+    pub(crate) fn pointers(&self) -> [(&'static str, Option<DevPtr>); 3] {
+        [("grads.de", self.de), ("grads.dc", self.dc), ("grads.dbias", self.dbias)]
+    }
+
     pub fn wanted(&self) -> Wanted {
         Wanted { de: self.de.is_some(), dc: self.dc.is_some(), dbias: self.dbias.is_some() }
     }
@@ -141,6 +165,10 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    pub(crate) fn pointer(&self) -> (&'static str, Option<DevPtr>) {
+        ("workspace", (self.bytes > 0).then_some(self.ptr))
+    }
+
     pub(crate) fn at(&self, r: Region) -> DevPtr {
         self.ptr + r.offset as u64
     }
@@ -157,4 +185,49 @@ impl Workspace {
         }
         Ok(())
     }
+}
+
+/// Every pointer argument of a call is memory of device `ordinal`: an address CUDA does not know
+/// (a host pointer, a freed or made-up one), host memory, or another GPU's memory is an error that
+/// names the argument, before any work is queued. Managed memory passes (it migrates on access).
+/// One driver query per pointer (cuPointerGetAttributes: memory type, device ordinal, managed).
+pub(crate) fn check_device_pointers(ordinal: usize, args: &[(&'static str, Option<DevPtr>)]) -> Result<()> {
+    use cudarc::driver::sys as cu;
+    use std::ffi::c_void;
+    for &(name, ptr) in args {
+        let Some(ptr) = ptr else { continue };
+        let (mut kind, mut device, mut managed) = (0u32, -1i32, 0u32);
+        let mut attrs = [
+            cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+            cu::CUpointer_attribute::CU_POINTER_ATTRIBUTE_IS_MANAGED,
+        ];
+        let mut data = [
+            &mut kind as *mut u32 as *mut c_void,
+            &mut device as *mut i32 as *mut c_void,
+            &mut managed as *mut u32 as *mut c_void,
+        ];
+        // SAFETY: three attributes, each with a slot of its value's type (CUmemorytype and the
+        // managed flag are 32-bit, the ordinal an int); an unknown address leaves the defaults.
+        let r = unsafe { cu::cuPointerGetAttributes(3, attrs.as_mut_ptr(), data.as_mut_ptr(), ptr) };
+        let bad = |reason: String| Error::BadPointer { arg: name, ptr, reason };
+        if r != cu::CUresult::CUDA_SUCCESS {
+            return Err(bad(format!("the driver could not describe this address ({r:?})")));
+        }
+        if managed != 0 {
+            continue;
+        }
+        if kind != cu::CUmemorytype::CU_MEMORYTYPE_DEVICE as u32 {
+            let what = if kind == cu::CUmemorytype::CU_MEMORYTYPE_HOST as u32 {
+                "host memory"
+            } else {
+                "not memory CUDA knows (a host pointer, or freed)"
+            };
+            return Err(bad(format!("is {what}; the call needs device memory of GPU {ordinal}")));
+        }
+        if device != ordinal as i32 {
+            return Err(bad(format!("is memory of GPU {device}; the call runs on GPU {ordinal}")));
+        }
+    }
+    Ok(())
 }

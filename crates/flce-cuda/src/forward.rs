@@ -33,6 +33,7 @@ impl CudaLoss {
         ws.check(plan.workspace_bytes)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
+        self.check_pointers(x.pointers().into_iter().chain(out.pointers()).chain([ws.pointer()]))?;
         self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
         match plan.family {
             Family::Cublas => family::cublas::forward_partials(&call, plan)?,

@@ -133,6 +133,13 @@ impl CudaLoss {
     pub fn sm_count(&self) -> usize {
         self.sm_count
     }
+
+    /// [`check_device_pointers`](crate::device::check_device_pointers) on this backend's GPU, for
+    /// the pointer arguments of an entry point (after [`CudaLoss::call`] bound the context).
+    pub(crate) fn check_pointers(&self, args: impl IntoIterator<Item = (&'static str, Option<DevPtr>)>) -> Result<()> {
+        let args: Vec<_> = args.into_iter().collect();
+        crate::device::check_device_pointers(self.ctx.ordinal(), &args)
+    }
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx
     }

@@ -41,6 +41,8 @@ impl CudaLoss {
         ws.check(plan.workspace_bytes)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
+        let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
+        self.check_pointers(x.pointers().into_iter().chain(given))?;
         let k = call.lp.k;
         self.prep_targets(x, k, targets, out.status, stream)?;
         // g_i for grad_output = 1 (reduction none: 1 for every non-ignored token, as for sum)

@@ -10,6 +10,7 @@
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
 
 mod oracle;
+mod pointers;
 mod sampled;
 mod step;
 
@@ -20,6 +21,7 @@ use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
 use oracle::run_oracle;
+use pointers::run_bad_pointers;
 use sampled::{run_bad_target, run_context_restored, run_sampled};
 
 #[derive(Clone)]
@@ -153,7 +155,7 @@ fn main() {
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     let include_bad_target =
-        filters.is_empty() || filters.iter().any(|f| "bad-target context-restored".contains(f.as_str()));
+        filters.is_empty() || filters.iter().any(|f| "bad-target context-restored bad-pointers".contains(f.as_str()));
 
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
@@ -171,7 +173,8 @@ fn main() {
             if include_bad_target {
                 println!("test bad-target ... skipped ({why})");
                 println!("test context-restored ... skipped ({why})");
-                skipped += 2;
+                println!("test bad-pointers ... skipped ({why})");
+                skipped += 3;
             }
         }
         Ok(be) => {
@@ -222,6 +225,7 @@ fn main() {
             if include_bad_target {
                 run("bad-target".into(), &|| run_bad_target(be));
                 run("context-restored".into(), &|| run_context_restored(be));
+                run("bad-pointers".into(), &|| run_bad_pointers(be));
             }
         }
     }
