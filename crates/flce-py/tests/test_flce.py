@@ -5,6 +5,7 @@ implementation) and on CUDA where a GPU is present (the CUDA cases are skipped o
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -314,6 +315,23 @@ def test_out_of_range_target_is_nan_where_no_host_checks():
     g.replay()
     torch.cuda.synchronize()
     assert torch.isnan(out)
+
+
+@cuda_only
+def test_expandable_segments_pass_the_pointer_check():
+    """torch's expandable segments map memory with cuMemMap: the entry points' pointer check
+    (device memory of the call's GPU) must accept it, forward and backward."""
+    import subprocess
+    import sys
+    code = ("import torch, flce\n"
+            "e = torch.randn(300, 64, device='cuda', requires_grad=True)\n"
+            "c = torch.randn(1000, 64, device='cuda', requires_grad=True)\n"
+            "t = torch.randint(0, 1000, (300,), device='cuda')\n"
+            "flce.linear_cross_entropy(e, c, t).backward()\n"
+            "assert torch.isfinite(e.grad).all() and torch.isfinite(c.grad).all()\n")
+    env = dict(os.environ, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 @cuda_only
