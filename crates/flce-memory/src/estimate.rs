@@ -23,8 +23,9 @@
 //! 8192 tokens), flce the 10%-of-gradients workspace.
 //!
 //! The step's peak is the larger of two phases: forward/backward (weights, gradients, optimizer
-//! states, held activations and the larger of the loss's and the recompute's transients) and the
-//! optimizer step (weights, gradients, states and the step's temporaries: torch's foreach AdamW
+//! states, held activations and the larger of the loss's and the recompute's transients, less
+//! what of the held layer inputs the backward has freed by the time the layers' gradients exist)
+//! and the optimizer step (weights, gradients, states and the step's temporaries: torch's foreach AdamW
 //! makes two moment-sized temporary lists; measured on the H200, 2026-12-01, Llama-3.2-1B full
 //! fine-tune: a 14.03 GiB peak, the same in every activation mode and at 16k and 32k tokens, for
 //! 9.2 GiB of weights, gradients and bf16 moments). Checked against the H200's measured peaks in
@@ -207,8 +208,20 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     };
     // the loss runs at the end of the forward, the recompute during the backward: not both at once
     let transient = loss.max(recompute);
+    // The backward frees a layer's held input as it creates that layer's gradients: at layer k
+    // (from the top) the inputs of the k layers below and the gradients of the L − k above exist,
+    // never all of both. Gradients are allocated as the backward makes them (zero_grad sets them
+    // to None), so at most max(held, layer gradients) of the two per-layer terms coexist.
+    let layer_grads = if setup.lora_rank.is_some() { gradients } else { BF16 * model.layers * model.layer_params() };
+    let layer_held = match setup.activations {
+        Activations::Kept => model.layers * kept_per_layer,
+        Activations::Checkpointed => model.layers * layer_input,
+        Activations::Offloaded => 2 * layer_input,
+    };
+    let overlap = layer_grads.min(layer_held);
     let optimizer_step = setup.optimizer.step_bytes_per_param() * trainable;
-    let allocated = weights + gradients + optimizer + (activations + transient).max(optimizer_step);
+    let backward = gradients + activations + transient - overlap;
+    let allocated = weights + optimizer + backward.max(gradients + optimizer_step);
     let allocator_slack = (ALLOCATOR_SLACK * allocated as f64) as u64;
     let peak = allocated + allocator_slack + CUDA_CONTEXT_BYTES;
     Breakdown {

@@ -127,6 +127,6 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
             r.longest.map_or("none".to_string(), |t| t.to_string()),
         ));
     }
-    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against peaks measured on an H200 they came within -1.6% to +9.2% (flce-memory's tests).\n");
+    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against seven peaks measured on an H200 they came within -2.7% to +1.0% (flce-memory's tests).\n");
     s
 }
