@@ -3,7 +3,9 @@
 and what flce's planner predicted.
 
 Per mode and context length: the activation memory held between forward and backward (allocated
-after the forward minus before it), the step's peak (torch.cuda.max_memory_allocated), the step
+after the forward minus before it; "of it, blocks": what the decoder blocks hold, allocated when
+the final norm starts less the last block's output — issue 13's measure, the loss's saved tensors
+aside), the step's peak (torch.cuda.max_memory_allocated), the step
 time (CUDA events, median of --repeats after a warm-up step), the loss and the gradient norm of the
 warm-up step (before any update: the same weights in every mode; the loss must equal
 checkpointing-alone's bitwise, the gradients within the GPU's nondeterministic attention
@@ -90,12 +92,19 @@ def run(mode, args, device, tokens):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
     measured = {}
+    # what the blocks hold: allocated when the final norm starts (every block has run; the last
+    # block's output, its input, is the only activation after them), less that output
+    at_norm = []
+    hidden_bytes = tokens * model.config.hidden_size * 2
+    hook = model.model.norm.register_forward_pre_hook(lambda mod, args: at_norm.append(allocated(device)))
 
     def step(record_memory=False, record_result=False):
         before = allocated(device)
+        at_norm.clear()
         loss = model(input_ids=ids, labels=ids).loss
         if record_memory:
             measured["held_mb"] = (allocated(device) - before) / 2**20
+            measured["blocks_held_mb"] = (at_norm[0] - before - hidden_bytes) / 2**20 if device.type == "cuda" else 0.0
         loss.backward()
         if record_result:
             measured["grad_norm"] = float(sum(p.grad.double().square().sum() for p in params)) ** 0.5
@@ -112,6 +121,7 @@ def run(mode, args, device, tokens):
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
     times = step_times(step, device, args.repeats)
     stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
+    hook.remove()
     del model, opt, params
     gc.collect()  # HF models hold reference cycles: without this the next mode's peak counts this model
     if device.type == "cuda":
@@ -166,12 +176,12 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB")
-    print("| tokens | mode | step ms | held MB (plan) | peak MB (plan) | pinned MB | loss | loss = ckpt's "
-          "| gradient norm vs ckpt's |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| tokens | mode | step ms | held MB (plan) | of it, blocks MB | peak MB (plan) | pinned MB | loss "
+          "| loss = ckpt's | gradient norm vs ckpt's |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | | |")
+            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | | | |")
             continue
         ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["mode"] == "ckpt" and "error" not in x), None)
         def versus(key):
@@ -182,6 +192,7 @@ def main():
             return f"{abs(r[key] - ref[key]) / max(abs(ref[key]), 1e-30):.1e}"
         plan = lambda k: f" ({r[k]:,.0f})" if k in r else ""  # noqa: E731
         print(f"| {r['tokens']} | {r['mode']} | {r['step_ms']:.1f} | {r['held_mb']:,.0f}{plan('plan_held_mb')} | "
+              f"{r['blocks_held_mb']:,.0f} | "
               f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r['pinned_mb']:,.0f} | {r['loss']:.5f} | {versus('loss')} | "
               f"{versus('grad_norm')} |")
     if args.out:
