@@ -13,7 +13,7 @@ B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
-T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-110} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
+T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-200} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60} T_PROFILE=${T_PROFILE:-60} T_ACTIVATION=${T_ACTIVATION:-240}
 STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}
 BENCH_MODES=${BENCH_MODES:-cublas/cublas fused/fused}
