@@ -219,6 +219,70 @@ abi_structs! {
         token_scale: DevPtr = "float*",
         scalars: DevPtr = "float*",
     }
+
+    /// flce_slice_targets (shared/phases.cu): a vocabulary slice's effective targets.
+    struct SliceTargetsParams {
+        /// The slice's constants: v = its rows.
+        k: LossConstants = "LossConstants",
+        targets: DevPtr = "const long long*",
+        out: DevPtr = "int*",
+        status: DevPtr = "int*",
+        /// The slice's first row and the whole vocabulary's size.
+        offset: i32 = "int",
+        total: i32 = "int",
+        /// A target on another rank: TARGET_IGNORED when negative, else this + the token's index.
+        elsewhere_base: i32 = "int",
+    }
+
+    /// flce_export_partials: a slice's split partials as f64 [N, 6] rows, and its Σ w_j.
+    struct ExportParams {
+        k: LossConstants = "LossConstants",
+        partials: DevPtr = "const float4*",
+        target_logit: DevPtr = "const float*",
+        targets: DevPtr = "const int*",
+        class_w: DevPtr = "const float*",
+        splits: i32 = "int",
+        partials_ld: i32 = "int",
+        offset: i32 = "int",
+        out: DevPtr = "double*",
+        class_weight_sum: DevPtr = "double*",
+    }
+
+    /// flce_finish_ranks: P ranks' rows merged in rank order, then the forward's outputs.
+    struct RanksFinishParams {
+        /// The whole vocabulary's constants.
+        k: LossConstants = "LossConstants",
+        /// [P, N, 6] f64, rank order.
+        parts: DevPtr = "const double*",
+        /// [P] f64: each rank's Σ w_j.
+        class_weight_sums: DevPtr = "const double*",
+        ranks: i32 = "int",
+        /// Global effective targets (flce_prep_targets over the whole vocabulary).
+        targets: DevPtr = "const int*",
+        lse: DevPtr = "float*",
+        per_token_loss: DevPtr = "float*",
+        out_scalars: DevPtr = "float*",
+        /// [N, 6] f64: the merged rows, for the backward.
+        merged: DevPtr = "double*",
+    }
+
+    /// flce_slice_scales: a slice backward's token scales, W and extended class weights.
+    struct SliceScalesParams {
+        k: LossConstants = "LossConstants",
+        /// The slice's backward targets (flce_slice_targets with elsewhere_base = its rows).
+        targets: DevPtr = "const int*",
+        merged: DevPtr = "const double*",
+        class_weight_sums: DevPtr = "const double*",
+        ranks: i32 = "int",
+        v_slice: i32 = "int",
+        /// The slice's class weights [v_slice], or null.
+        class_w: DevPtr = "const float*",
+        /// [v_slice + N] written when class_w is given.
+        class_w_ext: DevPtr = "float*",
+        grad_output: DevPtr = "const float*",
+        token_scale: DevPtr = "float*",
+        scalars: DevPtr = "float*",
+    }
 }
 
 impl LossConstants {

@@ -63,28 +63,7 @@ impl CudaLoss {
         self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
-        let de_acc = match (plan.de_acc, grads.de, grads.dc) {
-            (DeAccumulator::NotWanted, ..) => None,
-            (DeAccumulator::InPlace, de, _) => de,
-            (DeAccumulator::Workspace(r), ..) => Some(ws.at(r)),
-            (DeAccumulator::DcTail(tail), _, Some(dc)) => {
-                if dc % 16 != 0 {
-                    return Err(Error::InvalidOption {
-                        name: "grads.dc",
-                        value: format!("{dc:#x}"),
-                        reason: "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
-                    });
-                }
-                Some(dc + tail.byte_offset as u64)
-            }
-            (DeAccumulator::DcTail(_), _, None) => {
-                return Err(Error::InvalidOption {
-                    name: "plan",
-                    value: "de_acc: DcTail".into(),
-                    reason: "dE's accumulator is in dC's tail, but dC is not given",
-                })
-            }
-        };
+        let de_acc = de_accumulator(plan, grads, &ws)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given = [("lse", Some(lse)), ("grad_output", Some(grad_output.ptr())), ws.pointer()];
@@ -99,11 +78,28 @@ impl CudaLoss {
             scalars: ws.at(plan.scalars),
         };
         self.kernels.launch(x.dtype, &scale, stream)?;
+        self.passes(&call, plan, grads, de_acc, lse)
+    }
 
+    /// The plan's passes once targets, token scales and scalars are in the workspace: every
+    /// vocabulary chunk (G by the family, dE / dC / db by cuBLAS and the accumulators), dE rounded
+    /// (unless it accumulates in place), the tail pass, db rounded.
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::backward`]; `de_acc` from [`de_accumulator`] for this plan and `grads`.
+    pub(crate) unsafe fn passes(
+        &self,
+        call: &Call<'_>,
+        plan: &BackwardPlan,
+        grads: &DeviceGrads,
+        de_acc: Option<DevPtr>,
+        lse: DevPtr,
+    ) -> Result<()> {
+        let (x, ws, stream) = (call.x, call.ws, call.stream);
         let dst = Targets { grads: *grads, de_acc, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
         for vc in 0..plan.vocab_chunks() {
-            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, Pass::Main)?;
+            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
         }
         if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
             self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
@@ -113,7 +109,7 @@ impl CudaLoss {
         // there, before the recomputes overwrite G.
         for vc in plan.tail_chunks().rev() {
             let pass = if vc + 1 == plan.vocab_chunks() { Pass::TailKeptG } else { Pass::Tail };
-            self.vocab_chunk(&call, &blas, plan, &dst, lse, vc, pass)?;
+            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, pass)?;
         }
         drop(blas);
         if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
@@ -199,4 +195,30 @@ impl CudaLoss {
         }
         Ok(())
     }
+}
+
+/// Where dE's f32 accumulator is for `plan` and `grads` (None when dE is not wanted).
+pub(crate) fn de_accumulator(plan: &BackwardPlan, grads: &DeviceGrads, ws: &Workspace) -> Result<Option<DevPtr>> {
+    Ok(match (plan.de_acc, grads.de, grads.dc) {
+        (DeAccumulator::NotWanted, ..) => None,
+        (DeAccumulator::InPlace, de, _) => de,
+        (DeAccumulator::Workspace(r), ..) => Some(ws.at(r)),
+        (DeAccumulator::DcTail(tail), _, Some(dc)) => {
+            if dc % 16 != 0 {
+                return Err(Error::InvalidOption {
+                    name: "grads.dc",
+                    value: format!("{dc:#x}"),
+                    reason: "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
+                });
+            }
+            Some(dc + tail.byte_offset as u64)
+        }
+        (DeAccumulator::DcTail(_), _, None) => {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: "de_acc: DcTail".into(),
+                reason: "dE's accumulator is in dC's tail, but dC is not given",
+            })
+        }
+    })
 }

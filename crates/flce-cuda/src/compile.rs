@@ -37,10 +37,12 @@ pub enum KernelFile {
     Sm90Forward,
     /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
     Sm90Grad,
+    /// shared/phases.cu: the vocabulary-parallel loss phases.
+    Phases,
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 9] = [
+    pub const ALL: [KernelFile; 10] = [
         KernelFile::Prep,
         KernelFile::Finish,
         KernelFile::Accumulate,
@@ -50,6 +52,7 @@ impl KernelFile {
         KernelFile::Sm80Grad,
         KernelFile::Sm90Forward,
         KernelFile::Sm90Grad,
+        KernelFile::Phases,
     ];
 
     /// Path below kernels/.
@@ -64,6 +67,7 @@ impl KernelFile {
             KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
             KernelFile::Sm90Forward => "sm90/forward.cu",
             KernelFile::Sm90Grad => "sm90/grad.cu",
+            KernelFile::Phases => "shared/phases.cu",
         }
     }
 
@@ -78,12 +82,13 @@ impl KernelFile {
             KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
             KernelFile::Sm90Forward => include_str!("../kernels/sm90/forward.cu"),
             KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
+            KernelFile::Phases => include_str!("../kernels/shared/phases.cu"),
         }
     }
 
     /// Whether the file's kernels touch no input-dtype data (then one module serves every dtype).
     pub fn dtype_independent(self) -> bool {
-        matches!(self, KernelFile::Prep | KernelFile::Finish)
+        matches!(self, KernelFile::Prep | KernelFile::Finish | KernelFile::Phases)
     }
 
     /// Whether the file is built for this target and element type: the sm90 family's files use

@@ -35,14 +35,23 @@ impl CudaLoss {
         let call = self.call(x, opts, targets, ws, stream)?;
         self.check_pointers(x.pointers().into_iter().chain(out.pointers()).chain([ws.pointer()]))?;
         self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
-        match plan.family {
-            Family::Cublas => family::cublas::forward_partials(&call, plan)?,
-            Family::Sm80 => family::sm80::forward_partials(&call, plan)?,
-            // TMA needs 16-byte aligned rows: other pointers take the portable kernel, same layout
-            Family::Sm90 if !x.rows_aligned() => family::sm80::forward_partials(&call, plan)?,
-            Family::Sm90 => family::sm90::forward_partials(&call, plan)?,
-        }
+        self.family_partials(&call, plan)?;
         self.finish(&call, ws.at(plan.partials), ws.at(plan.target_logit), plan.splits, out)
+    }
+
+    /// The plan's family writes each token's partial statistics (splits × N) and target logits
+    /// into the workspace.
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward`], with the call's targets prepared.
+    pub(crate) unsafe fn family_partials(&self, call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
+        match plan.family {
+            Family::Cublas => family::cublas::forward_partials(call, plan),
+            Family::Sm80 => family::sm80::forward_partials(call, plan),
+            // TMA needs 16-byte aligned rows: other pointers take the portable kernel, same layout
+            Family::Sm90 if !call.x.rows_aligned() => family::sm80::forward_partials(call, plan),
+            Family::Sm90 => family::sm90::forward_partials(call, plan),
+        }
     }
 
     /// The shared finish step over all N tokens: merge `splits` partials per token (stride N)

@@ -37,6 +37,7 @@ pub mod geometry;
 mod host;
 pub mod library;
 mod loss;
+pub mod phases;
 pub mod plan;
 mod runtime;
 mod step;

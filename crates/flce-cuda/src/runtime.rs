@@ -35,10 +35,14 @@ pub enum Kernel {
     ScaleGrads,
     Sm90Forward,
     Sm90Grad,
+    SliceTargets,
+    ExportPartials,
+    FinishRanks,
+    SliceScales,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 12] = [
+    pub const ALL: [Kernel; 16] = [
         Kernel::PrepTargets,
         Kernel::TokenScale,
         Kernel::ForwardFinish,
@@ -51,6 +55,10 @@ impl Kernel {
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
         Kernel::Sm90Grad,
+        Kernel::SliceTargets,
+        Kernel::ExportPartials,
+        Kernel::FinishRanks,
+        Kernel::SliceScales,
     ];
 
     pub fn file(self) -> KernelFile {
@@ -64,6 +72,9 @@ impl Kernel {
             Kernel::GradTiles => KernelFile::Sm80Grad,
             Kernel::Sm90Forward => KernelFile::Sm90Forward,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
+            Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
+                KernelFile::Phases
+            }
         }
     }
 
@@ -82,12 +93,20 @@ impl Kernel {
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
             Kernel::Sm90Grad => "flce_sm90_grad",
+            Kernel::SliceTargets => "flce_slice_targets",
+            Kernel::ExportPartials => "flce_export_partials",
+            Kernel::FinishRanks => "flce_finish_ranks",
+            Kernel::SliceScales => "flce_slice_scales",
         }
     }
 
     pub fn block(self) -> u32 {
         match self {
-            Kernel::TokenScale | Kernel::ForwardFinish => REDUCE_THREADS,
+            Kernel::TokenScale
+            | Kernel::ForwardFinish
+            | Kernel::ExportPartials
+            | Kernel::FinishRanks
+            | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
             Kernel::Sm90Forward | Kernel::Sm90Grad => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
@@ -128,6 +147,30 @@ impl KernelArgs for PrepParams {
 }
 impl KernelArgs for ScaleParams {
     const KERNEL: Kernel = Kernel::TokenScale;
+    fn grid(&self) -> (u32, u32, u32) {
+        (1, 1, 1)
+    }
+}
+impl KernelArgs for SliceTargetsParams {
+    const KERNEL: Kernel = Kernel::SliceTargets;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.k.n as usize, ELEMENTWISE_THREADS as usize), 1, 1)
+    }
+}
+impl KernelArgs for ExportParams {
+    const KERNEL: Kernel = Kernel::ExportPartials;
+    fn grid(&self) -> (u32, u32, u32) {
+        (1, 1, 1)
+    }
+}
+impl KernelArgs for RanksFinishParams {
+    const KERNEL: Kernel = Kernel::FinishRanks;
+    fn grid(&self) -> (u32, u32, u32) {
+        (1, 1, 1)
+    }
+}
+impl KernelArgs for SliceScalesParams {
+    const KERNEL: Kernel = Kernel::SliceScales;
     fn grid(&self) -> (u32, u32, u32) {
         (1, 1, 1)
     }

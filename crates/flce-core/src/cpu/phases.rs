@@ -41,7 +41,7 @@ impl VocabSlice {
     }
 
     /// The slice holds rows [offset, offset + rows) of the vocabulary.
-    pub(crate) fn check(&self, rows: usize) -> Result<()> {
+    pub fn check(&self, rows: usize) -> Result<()> {
         if self.total > i32::MAX as usize || self.offset.checked_add(rows).map_or(true, |end| end > self.total) {
             return Err(Error::InvalidOption {
                 name: "vocab_slice",

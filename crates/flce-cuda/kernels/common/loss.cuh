@@ -77,6 +77,17 @@ __device__ __forceinline__ RowStats row_stats_merge(RowStats a, RowStats b) {
   return r;
 }
 
+// The loss of one active token (spec.rs): its lse, its target's logit and class weight w_t,
+// Σ_j w_j z_j over the vocabulary (wsum), W = Σ_j w_j and the vocabulary size v. In f64, rounded
+// once. Shared by the forward's finish and the vocabulary-parallel finish (shared/phases.cu).
+__device__ __forceinline__ float token_loss(float lse, float target_logit, float w_t, float wsum, double W, int v,
+                                            float eps, float z_loss) {
+  double l = (1.0 - eps) * (double)w_t * ((double)lse - (double)target_logit);
+  if (eps > 0.0f) l += (double)eps / v * (W * (double)lse - (double)wsum);
+  if (z_loss > 0.0f) l += (double)z_loss * (double)lse * (double)lse;
+  return (float)l;
+}
+
 // The per-row coefficients of ∂L/∂z (spec.rs GradCoeffs): p_scale, target, smooth, lse.
 __device__ __forceinline__ float4 row_coeffs(int tgt, const float* class_w, int v, float lse, float g, float W,
                                              float eps, float z_loss) {

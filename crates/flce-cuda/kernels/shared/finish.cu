@@ -29,10 +29,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish
     float loss = 0.0f;
     if (t >= 0) {
       const float w_t = class_weight(fp.class_w, t);
-      double l = (1.0 - eps) * (double)w_t * ((double)lse - (double)fp.target_logit[i]);
-      if (eps > 0.0f) l += (double)eps / v * (W * (double)lse - (double)st.wsum);
-      if (fp.k.z_loss > 0.0f) l += (double)fp.k.z_loss * (double)lse * (double)lse;
-      loss = (float)l;
+      loss = token_loss(lse, fp.target_logit[i], w_t, st.wsum, W, v, eps, fp.k.z_loss);
       weight_sum += w_t;
       active += 1.0;
       correct += st.argmax == t ? 1.0 : 0.0;

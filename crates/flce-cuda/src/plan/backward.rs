@@ -253,6 +253,22 @@ pub fn backward_plan(
     Ok(plan)
 }
 
+/// The backward plan of one rank's vocabulary slice (shared/phases.cu, `CudaLoss::backward_slice`):
+/// cuBLAS logits (the tile kernels bound C's rows by the loss constants' vocabulary, which a
+/// slice sets to the whole vocabulary's size), no tail pass, and dE's f32 share accumulated in the
+/// caller's f32 buffer ([`DeAccumulator::InPlace`]), to be summed over the ranks and rounded once.
+/// `shape` has V = the slice's rows.
+pub fn slice_backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>) -> Result<BackwardPlan> {
+    // planned without dE, so without its accumulator (and so without a tail pass), then dE in place
+    let without_de = Wanted { de: false, ..wanted };
+    let mut plan = backward_plan(shape, dtype, without_de, budget, BackwardMode::CublasLogits, Family::Cublas)?;
+    plan.wanted = wanted;
+    if wanted.de {
+        plan.de_acc = DeAccumulator::InPlace;
+    }
+    Ok(plan)
+}
+
 fn backward_layout_plan(
     shape: Shape,
     dtype: DType,

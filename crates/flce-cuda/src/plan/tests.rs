@@ -292,3 +292,17 @@ fn auto_backward_is_the_hopper_fused_family_for_plain_calls_and_cublas_otherwise
     let ampere = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm80).unwrap();
     assert_eq!((ampere.family, ampere.logits.is_some()), (Family::Cublas, true));
 }
+
+#[test]
+fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
+    use crate::plan::{slice_backward_plan, DeAccumulator};
+    let slice = Shape::new(8192, 4096, 64_128); // Llama 3's vocabulary over two ranks
+    let both = Wanted { de: true, dc: true, dbias: false };
+    let p = slice_backward_plan(slice, DType::BF16, both, None).unwrap();
+    assert_eq!(p.de_acc, DeAccumulator::InPlace);
+    assert_eq!(p.family, Family::Cublas);
+    assert!(p.dc_tail().is_none() && p.tail_chunks().is_empty());
+    assert_eq!(p.wanted, both);
+    let only_dc = slice_backward_plan(slice, DType::BF16, Wanted { de: false, ..both }, None).unwrap();
+    assert_eq!(only_dc.de_acc, DeAccumulator::NotWanted);
+}

@@ -10,6 +10,7 @@
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
 
 mod oracle;
+mod phases;
 mod pointers;
 mod sampled;
 mod step;
@@ -21,6 +22,7 @@ use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
 use oracle::run_oracle;
+use phases::run_phases;
 use pointers::run_bad_pointers;
 use sampled::{run_bad_target, run_context_restored, run_sampled};
 
@@ -37,6 +39,30 @@ pub(crate) struct Case {
     pub big: bool,
     /// Large cases: run the fused families (the GPU's fastest) instead of the default cuBLAS ones.
     pub fused: bool,
+}
+
+/// The vocabulary-parallel phases on one GPU (tests/gpu/phases.rs): (name, dtype, shape,
+/// options, bias, class weights).
+fn phase_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> {
+    let all = Options {
+        label_smoothing: 0.2,
+        z_loss: 1e-4,
+        softcap: Some(15.0),
+        return_accuracy: true,
+        ..Options::default()
+    };
+    let none = Options { reduction: Reduction::None, ..Options::default() };
+    let mut out = vec![];
+    for (dtype, shape, opts, bias, weights, what) in [
+        (DType::F32, Shape::new(257, 64, 1000), all.clone(), true, true, "all"),
+        (DType::BF16, Shape::new(300, 128, 2049), all, true, true, "all"),
+        (DType::BF16, Shape::new(300, 128, 2049), Options::default(), false, false, "plain"),
+        (DType::BF16, Shape::new(1, 64, 1000), none, false, false, "none"),
+    ] {
+        let name = format!("phases {dtype} {what} ({},{},{})", shape.n, shape.d, shape.v);
+        out.push((name, dtype, shape, opts, bias, weights));
+    }
+    out
 }
 
 fn cases() -> Vec<Case> {
@@ -156,6 +182,11 @@ fn main() {
         .collect();
     let include_bad_target =
         filters.is_empty() || filters.iter().any(|f| "bad-target context-restored bad-pointers".contains(f.as_str()));
+    let phase_cases = phase_cases();
+    let phase_cases: Vec<_> = phase_cases
+        .into_iter()
+        .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
 
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
@@ -175,6 +206,10 @@ fn main() {
                 println!("test context-restored ... skipped ({why})");
                 println!("test bad-pointers ... skipped ({why})");
                 skipped += 3;
+            }
+            for (name, ..) in &phase_cases {
+                println!("test {name} ... skipped ({why})");
+                skipped += 1;
             }
         }
         Ok(be) => {
@@ -226,6 +261,14 @@ fn main() {
                 run("bad-target".into(), &|| run_bad_target(be));
                 run("context-restored".into(), &|| run_context_restored(be));
                 run("bad-pointers".into(), &|| run_bad_pointers(be));
+            }
+            for (name, dtype, shape, opts, bias, weights) in &phase_cases {
+                let f = || match dtype {
+                    DType::BF16 => run_phases::<bf16>(be, *shape, opts, *bias, *weights),
+                    DType::F16 => run_phases::<f16>(be, *shape, opts, *bias, *weights),
+                    DType::F32 => run_phases::<f32>(be, *shape, opts, *bias, *weights),
+                };
+                run(name.clone(), &f);
             }
         }
     }

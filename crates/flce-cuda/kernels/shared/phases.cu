@@ -1,0 +1,155 @@
+// flce shared kernels: the loss phases for vocabulary-parallel callers (issue 14). Rank k holds
+// rows [offset, offset + V_k) of the classifier; every rank has all N tokens and the given
+// (global) targets. A rank's partials travel as f64 [N, 6] rows — max, Σexp, Σw·z, argmax (a
+// global index), target logit, target weight (the last two from the rank that owns the target,
+// 0 elsewhere) — as flce-core's cpu/phases.rs encodes them.
+//
+// flce_slice_targets — one thread per token: shift and ignore_index as flce_prep_targets, the
+//   range check against the whole vocabulary (status word as there; out of range:
+//   TARGET_OUT_OF_RANGE), then a target inside the slice becomes its local index; a valid target
+//   on another rank becomes `elsewhere_base < 0 ? TARGET_IGNORED : elsewhere_base + i` — inactive
+//   in the forward's statistics, and in the backward an index past the slice (no column matches
+//   it) whose class weight is the token's own (the extended weights of flce_slice_scales).
+//
+// flce_export_partials — one block of REDUCE_THREADS: merges a family's split partials per token
+//   (as flce_forward_finish) into the f64 rows above, and Σ_j w_j of the slice.
+//
+// flce_finish_ranks — one block of REDUCE_THREADS: merges P ranks' rows per token in rank order,
+//   then lse, the per-token loss (token_loss, the forward finish's formula), the scalars and the
+//   merged rows (for the backward). Targets are the global prepared ones (flce_prep_targets over
+//   the whole vocabulary). Deterministic.
+//
+// flce_slice_scales — one block of REDUCE_THREADS: the backward's per-token scales and W from
+//   the merged rows (Σ w_t over active tokens, W = Σ_k W_k), and the extended class weights
+//   [V_k + N] (the slice's, then each token's target weight) when class weights are given.
+//
+// Host side: src/phases.rs; tests: tests/gpu/phases.rs (slices of one GPU merged = the whole).
+#include "common/loss.cuh"
+
+#define PARTIAL_FIELDS 6
+
+extern "C" __global__ void flce_slice_targets(const SliceTargetsParams p) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.k.n) return;
+  const long long raw = p.targets[i];
+  if (raw != p.k.ignore_index && (raw < 0 || raw >= p.total)) atomicMin(p.status, i);
+  int src = i;
+  if (p.k.shift > 0) src = ((i + 1) % p.k.shift == 0) ? -1 : i + 1;
+  int t = TARGET_IGNORED;
+  if (src >= 0) {
+    const long long x = p.targets[src];
+    if (x != p.k.ignore_index) {
+      if (x < 0 || x >= p.total)
+        t = TARGET_OUT_OF_RANGE;
+      else if (x >= p.offset && x < (long long)p.offset + p.k.v)
+        t = (int)(x - p.offset);
+      else
+        t = p.elsewhere_base < 0 ? TARGET_IGNORED : p.elsewhere_base + i;
+    }
+  }
+  p.out[i] = t;
+}
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_export_partials(const ExportParams p) {
+  __shared__ double s_red[REDUCE_THREADS];
+  const int tid = threadIdx.x;
+  double w_all = 0.0;
+  for (int j = tid; j < p.k.v; j += REDUCE_THREADS) w_all += p.class_w ? (double)p.class_w[j] : 1.0;
+  w_all = block_sum<REDUCE_THREADS>(w_all, s_red);
+  if (tid == 0) p.class_weight_sum[0] = w_all;
+  for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
+    RowStats st = row_stats_empty();
+    for (int k = 0; k < p.splits; ++k)
+      st = row_stats_merge(st, row_stats_unpack(p.partials[(size_t)k * p.partials_ld + i]));
+    const int t = p.targets[i];
+    double* row = p.out + (size_t)i * PARTIAL_FIELDS;
+    row[0] = st.max;
+    row[1] = st.sum_exp;
+    row[2] = st.wsum;
+    row[3] = st.argmax == 0x7fffffff ? (double)st.argmax : (double)st.argmax + p.offset;  // none: stays none
+    row[4] = t >= 0 ? (double)p.target_logit[i] : 0.0;
+    row[5] = t >= 0 ? (double)class_weight(p.class_w, t) : 0.0;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_finish_ranks(const RanksFinishParams p) {
+  __shared__ double s_red[REDUCE_THREADS];
+  const int tid = threadIdx.x;
+  const int n = p.k.n;
+  double W = 0.0;
+  for (int r = 0; r < p.ranks; ++r) W += p.class_weight_sums[r];  // rank order
+  double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
+  for (int i = tid; i < n; i += REDUCE_THREADS) {
+    RowStats st = row_stats_empty();
+    double target_logit = 0.0, w_t = 0.0;
+    for (int r = 0; r < p.ranks; ++r) {
+      const double* row = p.parts + ((size_t)r * n + i) * PARTIAL_FIELDS;
+      RowStats b;
+      b.max = (float)row[0];
+      b.sum_exp = (float)row[1];
+      b.wsum = (float)row[2];
+      b.argmax = (int)row[3];
+      st = row_stats_merge(st, b);
+      target_logit += row[4];  // one rank owns the target, the others add 0
+      w_t += row[5];
+    }
+    const float lse = st.max + logf(st.sum_exp);
+    p.lse[i] = lse;
+    const int t = p.targets[i];
+    float loss = 0.0f;
+    if (t >= 0) {
+      loss = token_loss(lse, (float)target_logit, (float)w_t, st.wsum, W, p.k.v, p.k.label_smoothing, p.k.z_loss);
+      weight_sum += w_t;
+      active += 1.0;
+      correct += st.argmax == t ? 1.0 : 0.0;
+    }
+    if (t == TARGET_OUT_OF_RANGE) loss = FLCE_NAN;
+    if (p.per_token_loss) p.per_token_loss[i] = loss;
+    loss_sum += loss;
+    double* m = p.merged + (size_t)i * PARTIAL_FIELDS;
+    m[0] = st.max;
+    m[1] = st.sum_exp;
+    m[2] = st.wsum;
+    m[3] = (double)st.argmax;
+    m[4] = target_logit;
+    m[5] = w_t;
+  }
+  loss_sum = block_sum<REDUCE_THREADS>(loss_sum, s_red);
+  weight_sum = block_sum<REDUCE_THREADS>(weight_sum, s_red);
+  correct = block_sum<REDUCE_THREADS>(correct, s_red);
+  active = block_sum<REDUCE_THREADS>(active, s_red);
+  if (tid == 0) {
+    p.out_scalars[0] = (float)(p.k.reduction == REDUCTION_MEAN ? loss_sum / weight_sum : loss_sum);
+    p.out_scalars[1] = (float)(correct / active);
+    p.out_scalars[2] = (float)weight_sum;
+    p.out_scalars[3] = (float)W;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_slice_scales(const SliceScalesParams p) {
+  __shared__ double s_red[REDUCE_THREADS];
+  const int tid = threadIdx.x;
+  const int n = p.k.n;
+  double W = 0.0;
+  for (int r = 0; r < p.ranks; ++r) W += p.class_weight_sums[r];  // rank order, as flce_finish_ranks
+  double w_tok = 0.0;
+  for (int i = tid; i < n; i += REDUCE_THREADS)
+    if (p.targets[i] >= 0) w_tok += p.merged[(size_t)i * PARTIAL_FIELDS + 5];
+  w_tok = block_sum<REDUCE_THREADS>(w_tok, s_red);
+  if (tid == 0) {
+    p.scalars[0] = (float)W;
+    p.scalars[1] = (float)w_tok;
+  }
+  const float uniform = p.k.reduction == REDUCTION_MEAN
+                            ? (w_tok == 0.0 ? 0.0f : (float)((double)p.grad_output[0] / w_tok))
+                            : p.grad_output[0];
+  for (int i = tid; i < n; i += REDUCE_THREADS) {
+    const int t = p.targets[i];
+    p.token_scale[i] = t == TARGET_OUT_OF_RANGE ? FLCE_NAN
+                       : t < 0                   ? 0.0f
+                                                 : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
+    if (p.class_w_ext) p.class_w_ext[p.v_slice + i] = (float)p.merged[(size_t)i * PARTIAL_FIELDS + 5];
+  }
+  if (p.class_w_ext)
+    for (int j = tid; j < p.v_slice; j += REDUCE_THREADS) p.class_w_ext[j] = p.class_w[j];
+}
