@@ -12,6 +12,7 @@ use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostI
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+mod cuda_phases;
 mod memory;
 mod phases;
 mod plans;
@@ -39,9 +40,9 @@ pub struct Problem {
 }
 
 /// Device pointers of the forward's outputs: (lse, per-token loss or None, scalars, status).
-type ForwardPtrs = (u64, Option<u64>, u64, u64);
+pub(crate) type ForwardPtrs = (u64, Option<u64>, u64, u64);
 
-fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> DeviceForwardOutputs {
+pub(crate) fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> DeviceForwardOutputs {
     DeviceForwardOutputs { lse, per_token_loss, scalars, status }
 }
 
@@ -161,11 +162,11 @@ impl Problem {
         Ok((r.loss, self.opts.return_accuracy.then_some(r.accuracy)))
     }
 
-    fn device_inputs(&self, (e, c, bias, targets, class_weights): DevicePtrs) -> DeviceInputs {
+    pub(crate) fn device_inputs(&self, (e, c, bias, targets, class_weights): DevicePtrs) -> DeviceInputs {
         DeviceInputs { shape: self.shape, dtype: self.dtype, e, c, bias, targets, class_weights }
     }
 
-    fn no_f64_on_cuda(&self) -> PyResult<()> {
+    pub(crate) fn no_f64_on_cuda(&self) -> PyResult<()> {
         if self.f64 {
             return Err(PyTypeError::new_err("float64 runs on CPU tensors only (flce's f64 oracle)"));
         }
@@ -438,6 +439,7 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(memory::memory_plan, m)?)?;
     phases::register(m)?;
+    cuda_phases::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

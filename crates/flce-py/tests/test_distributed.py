@@ -1,6 +1,8 @@
-"""flce.distributed on two CPU processes (gloo): the vocabulary split unevenly between the ranks,
-the loss and gradients equal the single-process result within one reordering of f32 sums, the
-same bits on every rank and run to run, and ranks that disagree on the problem fail together."""
+"""flce.distributed on two CPU processes (gloo) and, where there are GPUs, on CUDA (NCCL: one
+process per GPU; one rank on one GPU, two on two): the vocabulary split unevenly between the
+ranks, the loss and gradients equal the single-process result within one reordering of f32 sums,
+the same bits on every rank and run to run, and ranks that disagree on the problem fail
+together."""
 
 import os
 import tempfile
@@ -32,17 +34,33 @@ def problem(dtype, bias, weights, ignore=-100):
 def grads(fn, e, c, b):
     xs = [x.clone().requires_grad_(True) if x is not None else None for x in (e, c, b)]
     out = fn(*xs)
-    (out * torch.linspace(0.5, 1.5, out.numel()).reshape(out.shape).to(out.dtype)).sum().backward()
+    scale = torch.linspace(0.5, 1.5, out.numel(), device=out.device).reshape(out.shape).to(out.dtype)
+    (out * scale).sum().backward()
     return out.detach(), [x.grad if x is not None else None for x in xs]
 
 
-def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch):
-    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size)
+CUDA = torch.cuda.is_available() and flce.cuda_device_count() > 0
+GPUS = torch.cuda.device_count() if CUDA else 0
+
+
+def on(device, *xs):
+    return [None if x is None else x.to(device) for x in xs]
+
+
+def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch, device="cpu"):
+    # NVLink multicast stays off (the GPU machines require it)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    if device == "cuda":
+        torch.cuda.set_device(rank)
+        device = f"cuda:{rank}"
+    dist.init_process_group("nccl" if device != "cpu" else "gloo", init_method=init, rank=rank, world_size=size)
     try:
-        e, c, t, b, w = problem(dtype, bias, weights, opts.get("ignore_index", -100))
+        e, c, t, b, w = on(device, *problem(dtype, bias, weights, opts.get("ignore_index", -100)))
         if mismatch and rank == 1:
             e, t = e[:, 1:], t[:, 1:]
-        lo, hi = sum(SIZES[:rank]), sum(SIZES[:rank + 1])
+        sizes = SIZES if size == 2 else (sum(SIZES),)
+        lo, hi = sum(sizes[:rank]), sum(sizes[:rank + 1])
         shard = lambda x: None if x is None else x[lo:hi].clone()  # noqa: E731
 
         def run(e, c_shard, b_shard):
@@ -53,30 +71,40 @@ def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch):
         except ValueError as err:
             results[rank] = ("error", str(err))
             return
-        results[rank] = ("ok", outs)
+        results[rank] = ("ok", [(loss.cpu(), [None if g is None else g.cpu() for g in gs]) for loss, gs in outs])
     finally:
         dist.destroy_process_group()
 
 
-def run_ranks(dtype, opts, bias=False, weights=False, mismatch=False):
+def run_ranks(dtype, opts, bias=False, weights=False, mismatch=False, device="cpu", ranks=2):
     with tempfile.TemporaryDirectory() as tmp:
         results = mp.Manager().dict()
         init = "file://" + os.path.join(tmp, "rendezvous")
-        mp.spawn(worker, args=(2, init, results, dtype, opts, bias, weights, mismatch), nprocs=2, join=True)
+        mp.spawn(worker, args=(ranks, init, results, dtype, opts, bias, weights, mismatch, device), nprocs=ranks,
+                 join=True)
         return dict(results)
 
 
+PLACES = [("cpu", 2),
+          pytest.param("cuda", 1, marks=pytest.mark.skipif(GPUS < 1, reason="no CUDA device")),
+          pytest.param("cuda", 2, marks=pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs"))]
+
+
+@pytest.mark.parametrize("device,ranks", PLACES, ids=lambda x: str(x))
 @pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "plain")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_two_ranks_equal_one(opts, dtype):
+def test_ranks_equal_one(opts, dtype, device, ranks):
     bias = weights = "reduction" in opts and opts["reduction"] == "sum"
-    res = run_ranks(dtype, opts, bias, weights)
-    e, c, t, b, w = problem(dtype, bias, weights, opts.get("ignore_index", -100))
-    want, (de_w, dc_w, db_w) = grads(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
+    res = run_ranks(dtype, opts, bias, weights, device=device, ranks=ranks)
+    # the reference: the single-process call on the same kind of device
+    ref_device = "cuda:0" if device == "cuda" else "cpu"
+    e, c, t, b, w = on(ref_device, *problem(dtype, bias, weights, opts.get("ignore_index", -100)))
+    want, grads_w = grads(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
+    want, (de_w, dc_w, db_w) = want.cpu(), [None if g is None else g.cpu() for g in grads_w]
     tol = 1e-5 if dtype == torch.float32 else 8e-3
     rel = lambda a, b: ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()  # noqa: E731
     dcs, dbs = [], []
-    for rank in (0, 1):
+    for rank in range(ranks):
         status, outs = res[rank]
         assert status == "ok", outs
         (loss, (de, dc, db)), (loss2, (de2, dc2, db2)) = outs
@@ -86,14 +114,20 @@ def test_two_ranks_equal_one(opts, dtype):
         dcs.append(dc)
         dbs.append(db)
     # every rank the same loss and dE, bit for bit
-    assert torch.equal(res[0][1][0][0], res[1][1][0][0]) and torch.equal(res[0][1][0][1][0], res[1][1][0][1][0])
+    for rank in range(1, ranks):
+        (loss0, (de0, *_)), (loss_k, (de_k, *_)) = res[0][1][0], res[rank][1][0]
+        assert torch.equal(loss0, loss_k) and torch.equal(de0, de_k)
     assert rel(torch.cat(dcs), dc_w) <= tol
     if bias:
         assert rel(torch.cat(dbs), db_w) <= tol
 
 
-def test_ranks_that_disagree_fail_together():
-    res = run_ranks(torch.float32, {}, mismatch=True)
+TWO_GPUS = pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs")
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS)])
+def test_ranks_that_disagree_fail_together(device):
+    res = run_ranks(torch.float32, {}, mismatch=True, device=device)
     for rank in (0, 1):
         status, msg = res[rank]
         assert status == "error" and "disagree" in msg, (rank, status, msg)

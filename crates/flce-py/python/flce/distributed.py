@@ -10,19 +10,21 @@ them and merges them in rank order (the same bits on every rank, and for a fixed
 ranks), then finishes the loss. Backward: each rank computes its shard's dC (and db) and its share
 of dE in f32; the shares are all-gathered and summed in rank order, then rounded once.
 
-CPU tensors (gloo) for now: on the GPU the kernels still take the whole vocabulary; giving them a
-vocabulary offset is the next step (issue 14).
+CPU tensors run flce's CPU phases (gloo); CUDA tensors the CUDA phases (kernels/shared/phases.cu,
+NCCL): the partials, the merge and dE's shares stay on the GPU, on the caller's stream.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import _DTYPES, _REDUCTIONS, LossOptions, _problem
+from ._common import (_DTYPES, _REDUCTIONS, LossOptions, _device_index, _forward_plan, _problem,
+                      raise_bad_target)
 
 _FIELDS = 6  # per token: max, Σexp, Σw·z, argmax, target logit, target weight (float64)
 
@@ -76,21 +78,93 @@ class _VocabParallel(torch.autograd.Function):
                                    merged.data_ptr(), ctx.w_all, go.data_ptr(),
                                    (de_part.data_ptr(), None if dc is None else dc.data_ptr(),
                                     None if db is None else db.data_ptr()))
-        de = None
         shares = _gather(de_part, ctx.group)
-        if want_de:
-            total = shares[0].clone()
-            for s in shares[1:]:
-                total += s  # rank order: the same bits on every rank
-            de = total.to(e.dtype)
+        de = _sum_in_rank_order(shares).to(e.dtype) if want_de else None
         return de, dc, db, None, None, None, None, None, None
+
+
+def _sum_in_rank_order(shares: list) -> Tensor:
+    total = shares[0].clone()
+    for s in shares[1:]:
+        total += s  # rank order: the same bits on every rank
+    return total
+
+
+class _VocabParallelCuda(torch.autograd.Function):
+    """The CUDA phases (flce::cuda::phases): partials of this rank's rows, all-gathered [P, N, 6]
+    f64 rows and [P] Σ w_j, the merge in rank order on the device; in the backward this rank's
+    dC / db and its f32 share of dE, all-gathered and summed in rank order, rounded once."""
+
+    @staticmethod
+    def forward(ctx, e, c, b, t, w, group, offset, total, o, check):
+        n, d = e.shape
+        dt = _DTYPES[e.dtype]
+        local, whole = _problem(n, d, c.shape[0], dt, o), _problem(n, d, total, dt, o)
+        dev = _device_index(e)
+        cuda = (dev, torch.cuda.current_stream(e.device).cuda_stream)
+        f64 = dict(dtype=torch.float64, device=e.device)
+        f32 = dict(dtype=torch.float32, device=e.device)
+        plan = _forward_plan(local, dev, o.forward_mode, max(o.workspace_budget, 0), b is not None)
+        ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
+        part, wsum = torch.empty(n, _FIELDS, **f64), torch.empty(1, **f64)
+        status = torch.empty(1, dtype=torch.int32, device=e.device)
+        _flce.cuda_phase_forward_partials(local, cuda, _inputs(e, c, b, t, w), offset, total,
+                                          (part.data_ptr(), wsum.data_ptr(), status.data_ptr()),
+                                          (ws.data_ptr(), ws.numel()), plan)
+        parts = torch.stack(_gather(part, group)).contiguous()
+        sums = torch.cat(_gather(wsum, group)).contiguous()
+        lse, scalars = torch.empty(n, **f32), torch.empty(4, **f32)
+        per_token = torch.empty(n if o.reduction == "none" else 0, **f32)
+        merged = torch.empty(n, _FIELDS, **f64)
+        fws = torch.empty(4 * n, dtype=torch.uint8, device=e.device)
+        outputs = (lse.data_ptr(), per_token.data_ptr() if o.reduction == "none" else None, scalars.data_ptr(),
+                   status.data_ptr())
+        _flce.cuda_phase_finish(whole, cuda, t.data_ptr(), (parts.data_ptr(), sums.data_ptr(), parts.shape[0]),
+                                outputs, merged.data_ptr(), (fws.data_ptr(), fws.numel()))
+        if check:
+            raise_bad_target(int(status.item()), t, total, o.ignore_index)
+        ctx.save_for_backward(e, c, b, t, w, lse, merged, sums)
+        ctx.group, ctx.offset, ctx.total, ctx.o = group, offset, total, o
+        ctx.mark_non_differentiable(lse)
+        return (per_token if o.reduction == "none" else scalars[0].clone()), lse
+
+    @staticmethod
+    def backward(ctx, g_out, g_lse):
+        e, c, b, t, w, lse, merged, sums = ctx.saved_tensors
+        n, d = e.shape
+        o = ctx.o
+        local = _problem(n, d, c.shape[0], _DTYPES[e.dtype], o)
+        dev = _device_index(e)
+        cuda = (dev, torch.cuda.current_stream(e.device).cuda_stream)
+        go = g_out if g_out is not None else torch.zeros(n if o.reduction == "none" else 1, device=e.device)
+        go = go.to(torch.float32).reshape(-1).contiguous()
+        want_de, want_dc = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        want_db = b is not None and ctx.needs_input_grad[2]
+        # every rank computes its dE share: every rank takes part in the gather below
+        plan, ws_bytes = _slice_backward_plan(local, dev, (True, want_dc, want_db), w is not None)
+        ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=e.device)
+        de_part = torch.empty(n, d, dtype=torch.float32, device=e.device)
+        dc = torch.empty_like(c) if want_dc else None
+        db = torch.empty_like(b) if want_db else None
+        _flce.cuda_phase_backward_slice(local, cuda, _inputs(e, c, b, t, w), ctx.offset, ctx.total, lse.data_ptr(),
+                                        merged.data_ptr(), (0, sums.data_ptr(), sums.shape[0]), go.data_ptr(),
+                                        (de_part.data_ptr(), None if dc is None else dc.data_ptr(),
+                                         None if db is None else db.data_ptr()), (ws.data_ptr(), ws.numel()), plan)
+        shares = _gather(de_part, ctx.group)
+        de = _sum_in_rank_order(shares).to(e.dtype) if want_de else None
+        return de, dc, db, None, None, None, None, None, None, None
+
+
+@functools.lru_cache(maxsize=64)
+def _slice_backward_plan(problem, device: int, wants, class_weights: bool):
+    return _flce.cuda_slice_backward_plan(problem, device, wants, class_weights)
 
 
 def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Tensor,
                          linear_bias_shard: Optional[Tensor] = None, *, process_group=None,
                          weight_shard: Optional[Tensor] = None, reduction: str = "mean", ignore_index: int = -100,
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
-                         shift: bool = False, return_lse: bool = False):
+                         shift: bool = False, return_lse: bool = False, check_targets: bool = True):
     """:func:`flce.linear_cross_entropy` with the classifier sharded by vocabulary rows across
     ``process_group`` (default: the world): rank k passes its rows (``linear_weight_shard``
     [V_k, D], in rank order; the V_k may differ), the matching rows of the bias and of the class
@@ -101,14 +175,15 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
     group = process_group if process_group is not None else dist.group.WORLD
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    if input.device.type != "cpu" or linear_weight_shard.device.type != "cpu":
-        raise NotImplementedError("flce.distributed runs on CPU tensors for now; the CUDA kernels do not yet take a "
-                                  "vocabulary offset (issue 14)")
+    devices = {x.device for x in (input, linear_weight_shard, target, linear_bias_shard, weight_shard) if x is not None}
+    if len(devices) != 1 or next(iter(devices)).type not in ("cpu", "cuda"):
+        raise ValueError(f"all tensors must be on one CPU or CUDA device, got {sorted(str(x) for x in devices)}")
     d = input.shape[-1]
     e = input.reshape(-1, d).contiguous()
     n = e.shape[0]
     rows = linear_weight_shard.shape[0]
-    meta = torch.tensor([n, d, rows, linear_weight_shard.shape[1]], dtype=torch.int64)
+    # on the input's device: NCCL gathers CUDA tensors only
+    meta = torch.tensor([n, d, rows, linear_weight_shard.shape[1]], dtype=torch.int64, device=input.device)
     seen = [m.tolist() for m in _gather(meta, group)]
     if any(m[0] != n or m[1] != d or m[3] != d for m in seen):
         raise ValueError(f"ranks disagree on the problem: (N, D, rows, classifier D) per rank = {seen}")
@@ -122,6 +197,10 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
     b = linear_bias_shard.contiguous() if linear_bias_shard is not None else None
     w = weight_shard.to(torch.float32).contiguous() if weight_shard is not None else None
     t = target.reshape(-1).to(torch.int64).contiguous()
-    loss, lse = _VocabParallel.apply(e, c, b, t, w, group, offset, total, o)
+    if e.is_cuda:
+        eager = not torch.compiler.is_compiling() and not torch.cuda.is_current_stream_capturing()
+        loss, lse = _VocabParallelCuda.apply(e, c, b, t, w, group, offset, total, o, check_targets and eager)
+    else:
+        loss, lse = _VocabParallel.apply(e, c, b, t, w, group, offset, total, o)
     loss = (loss.reshape(input.shape[:-1]) if reduction == "none" else loss).to(input.dtype)
     return (loss, lse.reshape(input.shape[:-1])) if return_lse else loss
