@@ -14,6 +14,7 @@ mod phases;
 mod pointers;
 mod sampled;
 mod step;
+mod threads;
 
 use std::time::Instant;
 
@@ -25,6 +26,7 @@ use oracle::run_oracle;
 use phases::run_phases;
 use pointers::run_bad_pointers;
 use sampled::{run_bad_target, run_context_restored, run_sampled};
+use threads::run_two_threads;
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -180,8 +182,8 @@ fn main() {
         .filter(|c| !(small_only && c.big))
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-    let include_bad_target =
-        filters.is_empty() || filters.iter().any(|f| "bad-target context-restored bad-pointers".contains(f.as_str()));
+    let include_bad_target = filters.is_empty()
+        || filters.iter().any(|f| "bad-target context-restored bad-pointers two-threads".contains(f.as_str()));
     let phase_cases = phase_cases();
     let phase_cases: Vec<_> = phase_cases
         .into_iter()
@@ -205,7 +207,8 @@ fn main() {
                 println!("test bad-target ... skipped ({why})");
                 println!("test context-restored ... skipped ({why})");
                 println!("test bad-pointers ... skipped ({why})");
-                skipped += 3;
+                println!("test two-threads ... skipped ({why})");
+                skipped += 4;
             }
             for (name, ..) in &phase_cases {
                 println!("test {name} ... skipped ({why})");
@@ -261,6 +264,7 @@ fn main() {
                 run("bad-target".into(), &|| run_bad_target(be));
                 run("context-restored".into(), &|| run_context_restored(be));
                 run("bad-pointers".into(), &|| run_bad_pointers(be));
+                run("two-threads".into(), &|| run_two_threads(be));
             }
             for (name, dtype, shape, opts, bias, weights) in &phase_cases {
                 let f = || match dtype {

@@ -61,6 +61,19 @@ pub(crate) fn gpu_run<T: Element>(
     fconfig: ForwardConfig,
     config: BackwardConfig,
 ) -> Result<GpuRun<T>, String> {
+    gpu_run_on(be, up, opts, go, fconfig, config, std::ptr::null_mut())
+}
+
+/// [`gpu_run`] on `stream` (the calling thread must have the backend's context current).
+pub(crate) fn gpu_run_on<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    opts: &Options,
+    go: &[f32],
+    fconfig: ForwardConfig,
+    config: BackwardConfig,
+    stream: flce_cuda::Stream,
+) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let e = |x: flce_core::Error| x.to_string();
     let buf = poisoned;
@@ -76,7 +89,7 @@ pub(crate) fn gpu_run<T: Element>(
         scalars: scalars.ptr(),
         status: status.ptr(),
     };
-    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), &fplan, std::ptr::null_mut()) }.map_err(e)?;
+    unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), &fplan, stream) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("forward: {x:?}"))?;
     let st: Vec<i32> = status.to_vec(1).map_err(|x| x.to_string())?;
     if st[0] != i32::MAX {
@@ -95,8 +108,7 @@ pub(crate) fn gpu_run<T: Element>(
     } else {
         DeviceGradOutput::Scalar(go_d.ptr())
     };
-    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, std::ptr::null_mut()) }
-        .map_err(e)?;
+    unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, stream) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
 }
