@@ -334,6 +334,20 @@ def test_expandable_segments_pass_the_pointer_check():
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+@pytest.mark.skipif(not CUDA or torch.cuda.device_count() < 2, reason="fewer than two GPUs")
+def test_a_second_gpu_gives_the_first_ones_bits_and_keeps_the_current_device():
+    e, c, t, _, _ = make(300, 128, 2049, torch.bfloat16, "cuda:0", seed=6)
+    runs = []
+    for dev in ("cuda:0", "cuda:1"):
+        torch.cuda.set_device(0)
+        x, w, y = e.to(dev).requires_grad_(True), c.to(dev).requires_grad_(True), t.to(dev)
+        loss = flce.linear_cross_entropy(x, w, y)
+        loss.backward()
+        assert torch.cuda.current_device() == 0, "the call changed torch's current device"
+        runs.append([r.detach().cpu() for r in (loss, x.grad, w.grad)])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
 @cuda_only
 def test_memory_stays_below_gradients_plus_ten_percent():
     n, d, v = 8192, 2304, 256000  # Gemma 2

@@ -26,7 +26,7 @@ use oracle::run_oracle;
 use phases::run_phases;
 use pointers::run_bad_pointers;
 use sampled::{run_bad_target, run_context_restored, run_sampled};
-use threads::run_two_threads;
+use threads::{run_device_one, run_two_threads};
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -183,7 +183,7 @@ fn main() {
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     let include_bad_target = filters.is_empty()
-        || filters.iter().any(|f| "bad-target context-restored bad-pointers two-threads".contains(f.as_str()));
+        || filters.iter().any(|f| "bad-target context-restored bad-pointers two-threads device-1".contains(f.as_str()));
     let phase_cases = phase_cases();
     let phase_cases: Vec<_> = phase_cases
         .into_iter()
@@ -208,7 +208,8 @@ fn main() {
                 println!("test context-restored ... skipped ({why})");
                 println!("test bad-pointers ... skipped ({why})");
                 println!("test two-threads ... skipped ({why})");
-                skipped += 4;
+                println!("test device-1 ... skipped ({why})");
+                skipped += 5;
             }
             for (name, ..) in &phase_cases {
                 println!("test {name} ... skipped ({why})");
@@ -265,6 +266,7 @@ fn main() {
                 run("context-restored".into(), &|| run_context_restored(be));
                 run("bad-pointers".into(), &|| run_bad_pointers(be));
                 run("two-threads".into(), &|| run_two_threads(be));
+                run("device-1".into(), &|| run_device_one(be));
             }
             for (name, dtype, shape, opts, bias, weights) in &phase_cases {
                 let f = || match dtype {

@@ -49,3 +49,34 @@ pub(crate) fn run_two_threads(be: &CudaLoss) -> Result<String, String> {
     }
     Ok("3 rounds of two concurrent threads, each bitwise equal to its run alone".into())
 }
+
+/// Where a second GPU exists: the same call on device 1 gives device 0's bits, and leaves the
+/// calling thread's context as it found it.
+pub(crate) fn run_device_one(be: &CudaLoss) -> Result<String, String> {
+    use cudarc::driver::result::ctx;
+    if CudaLoss::device_count() < 2 {
+        return Ok("one GPU: nothing to compare (runs on the two-GPU machine)".into());
+    }
+    let opts = Options::default();
+    let p = RandomProblem::<bf16>::new(Shape::new(300, 128, 2049), 41, DataKind::Peaky, 0.1, &opts, false, false);
+    let go = go_for(&opts, 1);
+    let (fconfig, config) = (ForwardConfig::default(), BackwardConfig::default());
+    be.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
+    let up0 = be.upload(&p.inputs(), &opts).map_err(|e| e.to_string())?;
+    let zero: GpuRun<bf16> = gpu_run(be, &up0, &opts, &go, fconfig, config)?;
+    let other = CudaLoss::new(1).map_err(|e| e.to_string())?;
+    other.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
+    let up1 = other.upload(&p.inputs(), &opts).map_err(|e| e.to_string())?;
+    let before = ctx::get_current().map_err(|e| format!("{e:?}"))?;
+    let one: GpuRun<bf16> = gpu_run(&other, &up1, &opts, &go, fconfig, config)?;
+    let after = ctx::get_current().map_err(|e| format!("{e:?}"))?;
+    drop(up1);
+    be.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
+    if before != after {
+        return Err("the calls on device 1 changed the thread's current context".into());
+    }
+    if bits(&zero) != bits(&one) {
+        return Err("device 1's results differ from device 0's".into());
+    }
+    Ok("device 1 bitwise equal to device 0, context unchanged".into())
+}
