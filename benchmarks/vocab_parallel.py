@@ -110,7 +110,8 @@ def main():
     rows = [r for p in sorted(results.keys()) for r in results[p]]
     most = max(results.keys(), default=0)
     print(f"# {torch.cuda.get_device_name()} × up to {most}, Llama 3 (D {D}, V {V}), bf16")
-    print("| mode | P | tokens | fwd+bwd ms | forward gathers ms (MB in) | backward gather ms (MB in) | single GPU ms |")
+    print("| mode | P | tokens | fwd+bwd ms | forward gathers ms (MB in) | backward gather ms (MB in) "
+          "| single GPU ms |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         single = f"{r['single_gpu_ms']:.2f}" if "single_gpu_ms" in r else "—"
