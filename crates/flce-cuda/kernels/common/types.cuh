@@ -90,3 +90,55 @@ __device__ double block_sum(double x, double* s) {
   __syncthreads();
   return r;
 }
+
+// The effective target of token i (spec.rs effective_targets), for flce_prep_targets and, over a
+// vocabulary slice, flce_slice_targets: shift (position k takes target k+1 within its sequence;
+// the last position is ignored) and ignore_index; a given target outside [0, total) records its
+// position in *status (atomicMin) and, as an effective target, is TARGET_OUT_OF_RANGE; one inside
+// the slice [offset, offset + rows) becomes its index there, any other `elsewhere`.
+__device__ __forceinline__ int effective_target(const long long* targets, int i, const LossConstants& k, int* status,
+                                                long long total, int offset, int rows, int elsewhere) {
+  const long long raw = targets[i];
+  if (raw != k.ignore_index && (raw < 0 || raw >= total)) atomicMin(status, i);
+  int src = i;
+  if (k.shift > 0) src = ((i + 1) % k.shift == 0) ? -1 : i + 1;
+  if (src < 0) return TARGET_IGNORED;
+  const long long x = targets[src];
+  if (x == k.ignore_index) return TARGET_IGNORED;
+  if (x < 0 || x >= total) return TARGET_OUT_OF_RANGE;
+  if (x >= offset && x < (long long)offset + rows) return (int)(x - offset);
+  return elsewhere;
+}
+
+// g = ∂L/∂loss_i shared by the tokens of a mean or sum: grad_output / Σ w_t for mean (0 when no
+// token counts: PyTorch's gradient of a mean over nothing), grad_output for sum.
+__device__ __forceinline__ float uniform_token_scale(const LossConstants& k, const float* grad_output, double w_tok) {
+  if (k.reduction != REDUCTION_MEAN) return grad_output[0];
+  return w_tok == 0.0 ? 0.0f : (float)((double)grad_output[0] / w_tok);
+}
+
+// Token i's g_i (effective target t): NaN at an out-of-range target, 0 at an ignored one, else
+// its own grad_output (reduction none) or `uniform`.
+__device__ __forceinline__ float token_scale_of(const LossConstants& k, int t, const float* grad_output, int i,
+                                                float uniform) {
+  if (t == TARGET_OUT_OF_RANGE) return FLCE_NAN;
+  if (t < 0) return 0.0f;
+  return k.reduction == REDUCTION_NONE ? grad_output[i] : uniform;
+}
+
+// The forward's scalars {loss (mean or sum), accuracy, Σ w_t, W} from every thread's partial sums,
+// reduced in a fixed tree order; every thread of the block calls it, thread 0 writes.
+template <int BLOCK>
+__device__ void write_forward_scalars(const LossConstants& k, double loss_sum, double weight_sum, double correct,
+                                      double active, double W, double* s, float* out) {
+  loss_sum = block_sum<BLOCK>(loss_sum, s);
+  weight_sum = block_sum<BLOCK>(weight_sum, s);
+  correct = block_sum<BLOCK>(correct, s);
+  active = block_sum<BLOCK>(active, s);
+  if (threadIdx.x == 0) {
+    out[0] = (float)(k.reduction == REDUCTION_MEAN ? loss_sum / weight_sum : loss_sum);
+    out[1] = (float)(correct / active);
+    out[2] = (float)weight_sum;
+    out[3] = (float)W;
+  }
+}

@@ -38,14 +38,5 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish
     if (fp.per_token_loss) fp.per_token_loss[i] = loss;
     loss_sum += loss;
   }
-  loss_sum = block_sum<REDUCE_THREADS>(loss_sum, s_red);
-  weight_sum = block_sum<REDUCE_THREADS>(weight_sum, s_red);
-  correct = block_sum<REDUCE_THREADS>(correct, s_red);
-  active = block_sum<REDUCE_THREADS>(active, s_red);
-  if (tid == 0) {
-    fp.out_scalars[0] = (float)(fp.k.reduction == REDUCTION_MEAN ? loss_sum / weight_sum : loss_sum);
-    fp.out_scalars[1] = (float)(correct / active);
-    fp.out_scalars[2] = (float)weight_sum;
-    fp.out_scalars[3] = (float)W;
-  }
+  write_forward_scalars<REDUCE_THREADS>(fp.k, loss_sum, weight_sum, correct, active, W, s_red, fp.out_scalars);
 }

@@ -31,23 +31,15 @@
 extern "C" __global__ void flce_slice_targets(const SliceTargetsParams p) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.k.n) return;
-  const long long raw = p.targets[i];
-  if (raw != p.k.ignore_index && (raw < 0 || raw >= p.total)) atomicMin(p.status, i);
-  int src = i;
-  if (p.k.shift > 0) src = ((i + 1) % p.k.shift == 0) ? -1 : i + 1;
-  int t = TARGET_IGNORED;
-  if (src >= 0) {
-    const long long x = p.targets[src];
-    if (x != p.k.ignore_index) {
-      if (x < 0 || x >= p.total)
-        t = TARGET_OUT_OF_RANGE;
-      else if (x >= p.offset && x < (long long)p.offset + p.k.v)
-        t = (int)(x - p.offset);
-      else
-        t = p.elsewhere_base < 0 ? TARGET_IGNORED : p.elsewhere_base + i;
-    }
-  }
-  p.out[i] = t;
+  const int elsewhere = p.elsewhere_base < 0 ? TARGET_IGNORED : p.elsewhere_base + i;
+  p.out[i] = effective_target(p.targets, i, p.k, p.status, p.total, p.offset, p.k.v, elsewhere);
+}
+
+// W = Σ_k W_k over the ranks, in rank order (flce_finish_ranks and flce_slice_scales alike).
+__device__ __forceinline__ double ranks_class_weight_sum(const double* sums, int ranks) {
+  double W = 0.0;
+  for (int r = 0; r < ranks; ++r) W += sums[r];
+  return W;
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_export_partials(const ExportParams p) {
@@ -76,8 +68,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_finish_ranks(c
   __shared__ double s_red[REDUCE_THREADS];
   const int tid = threadIdx.x;
   const int n = p.k.n;
-  double W = 0.0;
-  for (int r = 0; r < p.ranks; ++r) W += p.class_weight_sums[r];  // rank order
+  const double W = ranks_class_weight_sum(p.class_weight_sums, p.ranks);
   double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
   for (int i = tid; i < n; i += REDUCE_THREADS) {
     RowStats st = row_stats_empty();
@@ -114,24 +105,14 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_finish_ranks(c
     m[4] = target_logit;
     m[5] = w_t;
   }
-  loss_sum = block_sum<REDUCE_THREADS>(loss_sum, s_red);
-  weight_sum = block_sum<REDUCE_THREADS>(weight_sum, s_red);
-  correct = block_sum<REDUCE_THREADS>(correct, s_red);
-  active = block_sum<REDUCE_THREADS>(active, s_red);
-  if (tid == 0) {
-    p.out_scalars[0] = (float)(p.k.reduction == REDUCTION_MEAN ? loss_sum / weight_sum : loss_sum);
-    p.out_scalars[1] = (float)(correct / active);
-    p.out_scalars[2] = (float)weight_sum;
-    p.out_scalars[3] = (float)W;
-  }
+  write_forward_scalars<REDUCE_THREADS>(p.k, loss_sum, weight_sum, correct, active, W, s_red, p.out_scalars);
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_slice_scales(const SliceScalesParams p) {
   __shared__ double s_red[REDUCE_THREADS];
   const int tid = threadIdx.x;
   const int n = p.k.n;
-  double W = 0.0;
-  for (int r = 0; r < p.ranks; ++r) W += p.class_weight_sums[r];  // rank order, as flce_finish_ranks
+  const double W = ranks_class_weight_sum(p.class_weight_sums, p.ranks);
   double w_tok = 0.0;
   for (int i = tid; i < n; i += REDUCE_THREADS)
     if (p.targets[i] >= 0) w_tok += p.merged[(size_t)i * PARTIAL_FIELDS + 5];
@@ -140,14 +121,9 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_slice_scales(c
     p.scalars[0] = (float)W;
     p.scalars[1] = (float)w_tok;
   }
-  const float uniform = p.k.reduction == REDUCTION_MEAN
-                            ? (w_tok == 0.0 ? 0.0f : (float)((double)p.grad_output[0] / w_tok))
-                            : p.grad_output[0];
+  const float uniform = uniform_token_scale(p.k, p.grad_output, w_tok);
   for (int i = tid; i < n; i += REDUCE_THREADS) {
-    const int t = p.targets[i];
-    p.token_scale[i] = t == TARGET_OUT_OF_RANGE ? FLCE_NAN
-                       : t < 0                   ? 0.0f
-                                                 : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
+    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i, uniform);
     if (p.class_w_ext) p.class_w_ext[p.v_slice + i] = (float)p.merged[(size_t)i * PARTIAL_FIELDS + 5];
   }
   if (p.class_w_ext)

@@ -21,16 +21,7 @@
 extern "C" __global__ void flce_prep_targets(const PrepParams p) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.k.n) return;
-  const long long raw = p.targets[i];
-  if (raw != p.k.ignore_index && (raw < 0 || raw >= p.k.v)) atomicMin(p.status, i);
-  int src = i;
-  if (p.k.shift > 0) src = ((i + 1) % p.k.shift == 0) ? -1 : i + 1;
-  int t = TARGET_IGNORED;
-  if (src >= 0) {
-    const long long x = p.targets[src];
-    if (x != p.k.ignore_index) t = (x >= 0 && x < p.k.v) ? (int)x : TARGET_OUT_OF_RANGE;
-  }
-  p.out[i] = t;
+  p.out[i] = effective_target(p.targets, i, p.k, p.status, p.k.v, 0, p.k.v, TARGET_IGNORED);
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(const ScaleParams p) {
@@ -48,14 +39,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(co
     p.scalars[0] = (float)w_all;
     p.scalars[1] = (float)w_tok;
   }
-  // mean over no tokens: PyTorch's gradient is zero
-  const float uniform = p.k.reduction == REDUCTION_MEAN
-                            ? (w_tok == 0.0 ? 0.0f : (float)((double)p.grad_output[0] / w_tok))
-                            : p.grad_output[0];
-  for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
-    const int t = p.targets[i];
-    p.token_scale[i] = t == TARGET_OUT_OF_RANGE ? FLCE_NAN
-                       : t < 0                   ? 0.0f
-                                                 : (p.k.reduction == REDUCTION_NONE ? p.grad_output[i] : uniform);
-  }
+  const float uniform = uniform_token_scale(p.k, p.grad_output, w_tok);
+  for (int i = tid; i < p.k.n; i += REDUCE_THREADS)
+    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i, uniform);
 }
