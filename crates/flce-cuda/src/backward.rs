@@ -55,13 +55,9 @@ impl CudaLoss {
         plan: &BackwardPlan,
         stream: Stream,
     ) -> Result<()> {
-        x.validate(opts)?;
-        check_grad_output(opts.reduction, x.shape.n, grad_output.per_token_len(x.shape.n))?;
-        if !grads.wanted().any() {
+        if !self.check_backward(x, opts, &grad_output, grads, plan)? {
             return Ok(());
         }
-        self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
-        grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         let de_acc = de_accumulator(plan, grads, &ws)?;
         let targets = ws.at(plan.targets);
@@ -79,6 +75,27 @@ impl CudaLoss {
         };
         self.kernels.launch(x.dtype, &scale, stream)?;
         self.passes(&call, plan, grads, de_acc, lse)
+    }
+
+    /// What every backward entry point checks before any work: the inputs and options,
+    /// grad_output's length, the plan against the call and the gradients asked for. False when no
+    /// gradient is wanted (nothing to do).
+    pub(crate) fn check_backward(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        grad_output: &DeviceGradOutput,
+        grads: &DeviceGrads,
+        plan: &BackwardPlan,
+    ) -> Result<bool> {
+        x.validate(opts)?;
+        check_grad_output(opts.reduction, x.shape.n, grad_output.per_token_len(x.shape.n))?;
+        if !grads.wanted().any() {
+            return Ok(false);
+        }
+        self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
+        grads.check_plan(plan.wanted)?;
+        Ok(true)
     }
 
     /// The plan's passes once targets, token scales and scalars are in the workspace: every

@@ -191,10 +191,13 @@ impl Workspace {
 /// (a host pointer, a freed or made-up one), host memory, or another GPU's memory is an error that
 /// names the argument, before any work is queued. Managed memory passes (it migrates on access).
 /// One driver query per pointer (cuPointerGetAttributes: memory type, device ordinal, managed).
-pub(crate) fn check_device_pointers(ordinal: usize, args: &[(&'static str, Option<DevPtr>)]) -> Result<()> {
+pub(crate) fn check_device_pointers(
+    ordinal: usize,
+    args: impl IntoIterator<Item = (&'static str, Option<DevPtr>)>,
+) -> Result<()> {
     use cudarc::driver::sys as cu;
     use std::ffi::c_void;
-    for &(name, ptr) in args {
+    for (name, ptr) in args {
         let Some(ptr) = ptr else { continue };
         let (mut kind, mut device, mut managed) = (0u32, -1i32, 0u32);
         let mut attrs = [

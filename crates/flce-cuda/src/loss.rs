@@ -137,8 +137,7 @@ impl CudaLoss {
     /// [`check_device_pointers`](crate::device::check_device_pointers) on this backend's GPU, for
     /// the pointer arguments of an entry point (after [`CudaLoss::call`] bound the context).
     pub(crate) fn check_pointers(&self, args: impl IntoIterator<Item = (&'static str, Option<DevPtr>)>) -> Result<()> {
-        let args: Vec<_> = args.into_iter().collect();
-        crate::device::check_device_pointers(self.ctx.ordinal(), &args)
+        crate::device::check_device_pointers(self.ctx.ordinal(), args)
     }
     pub fn context(&self) -> &Arc<CudaContext> {
         &self.ctx

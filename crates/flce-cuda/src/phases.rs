@@ -14,7 +14,7 @@
 //! Nothing synchronises; every call runs on the caller's stream.
 
 use flce_core::cpu::phases::VocabSlice;
-use flce_core::{check_grad_output, DType, Error, Options, Result, Shape};
+use flce_core::{DType, Error, Options, Result, Shape};
 
 use crate::abi::{
     DevPtr, ExportParams, LossConstants, PrepParams, RanksFinishParams, SliceScalesParams, SliceTargetsParams,
@@ -49,18 +49,18 @@ pub struct RankPartials {
     pub ranks: usize,
 }
 
-/// Bytes [`CudaLoss::backward_slice`] needs past its plan's workspace: the class weights
-/// extended by each token's target weight, when class weights are given.
-pub fn slice_backward_extra_bytes(shape: Shape, class_weights: bool) -> usize {
-    if class_weights {
-        4 * (shape.v + shape.n)
-    } else {
-        0
-    }
+/// Where [`CudaLoss::backward_slice`] keeps the class weights extended by each token's target
+/// weight (when class weights are given): past the plan's workspace, 256-byte aligned.
+fn extended_weights_offset(plan: &BackwardPlan) -> usize {
+    plan.workspace_bytes.div_ceil(256) * 256
 }
 
-fn aligned(bytes: usize) -> usize {
-    bytes.div_ceil(256) * 256
+/// The workspace bytes [`CudaLoss::backward_slice`] needs with `plan` (from
+/// [`crate::plan::slice_backward_plan`]): the plan's, and the extended class weights [V_k + N]
+/// when class weights are given.
+pub fn slice_backward_workspace_bytes(plan: &BackwardPlan, class_weights: bool) -> usize {
+    let Shape { n, v, .. } = plan.shape;
+    extended_weights_offset(plan) + if class_weights { 4 * (v + n) } else { 0 }
 }
 
 impl CudaLoss {
@@ -160,7 +160,7 @@ impl CudaLoss {
     /// Phase 4 on this rank's slice, from the whole vocabulary's `lse`, the merged rows and the
     /// ranks' Σ w_j: dC and db of the slice's rows, and dE's f32 share at `grads.de` (f32 [N, D],
     /// not rounded). `plan` from [`crate::plan::slice_backward_plan`]; `ws` holds its workspace
-    /// plus [`slice_backward_extra_bytes`] (after the plan's bytes rounded up to 256).
+    /// of [`slice_backward_workspace_bytes`].
     ///
     /// # Safety
     /// As for [`CudaLoss::backward`]; `merged` from [`CudaLoss::finish_ranks`] of this step.
@@ -179,14 +179,10 @@ impl CudaLoss {
         plan: &BackwardPlan,
         stream: Stream,
     ) -> Result<()> {
-        x.validate(opts)?;
         slice.check(x.shape.v)?;
-        check_grad_output(opts.reduction, x.shape.n, grad_output.per_token_len(x.shape.n))?;
-        if !grads.wanted().any() {
+        if !self.check_backward(x, opts, &grad_output, grads, plan)? {
             return Ok(());
         }
-        self.check_plan(x, plan.shape, plan.dtype, plan.family)?;
-        grads.check_plan(plan.wanted)?;
         if !matches!(plan.de_acc, DeAccumulator::InPlace | DeAccumulator::NotWanted) || plan.dc_tail().is_some() {
             return Err(Error::InvalidOption {
                 name: "plan",
@@ -194,8 +190,7 @@ impl CudaLoss {
                 reason: "a slice's backward takes a plan from slice_backward_plan (dE's f32 share in place)",
             });
         }
-        let ext_at = aligned(plan.workspace_bytes);
-        ws.check(ext_at + slice_backward_extra_bytes(x.shape, x.class_weights.is_some()))?;
+        ws.check(slice_backward_workspace_bytes(plan, x.class_weights.is_some()))?;
         let de_acc = de_accumulator(plan, grads, &ws)?;
         let targets = ws.at(plan.targets);
         let mut call = self.call(x, opts, targets, ws, stream)?;
@@ -206,7 +201,7 @@ impl CudaLoss {
         // a target on another rank: an index past the slice (no column is it) whose extended
         // class weight is the token's own
         self.slice_targets(&call, slice, ws.at(plan.status), x.shape.v as i32)?;
-        let ext = x.class_weights.map(|_| ws.ptr + ext_at as u64);
+        let ext = x.class_weights.map(|_| ws.ptr + extended_weights_offset(plan) as u64);
         let scales = SliceScalesParams {
             k: call.lp.k,
             targets,

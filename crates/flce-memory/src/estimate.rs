@@ -213,12 +213,8 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // never all of both. Gradients are allocated as the backward makes them (zero_grad sets them
     // to None), so at most max(held, layer gradients) of the two per-layer terms coexist.
     let layer_grads = if setup.lora_rank.is_some() { gradients } else { BF16 * model.layers * model.layer_params() };
-    let layer_held = match setup.activations {
-        Activations::Kept => model.layers * kept_per_layer,
-        Activations::Checkpointed => model.layers * layer_input,
-        Activations::Offloaded => 2 * layer_input,
-    };
-    let overlap = layer_grads.min(layer_held);
+    // what the layers hold: every held activation but the head's
+    let overlap = layer_grads.min(activations - head);
     let optimizer_step = setup.optimizer.step_bytes_per_param() * trainable;
     let backward = gradients + activations + transient - overlap;
     let allocated = weights + optimizer + backward.max(gradients + optimizer_step);

@@ -4,13 +4,12 @@
 //! gather them with torch.distributed without a host round trip.
 
 use flce::cpu::phases::VocabSlice;
-use flce::cuda::phases::{slice_backward_extra_bytes, RankPartials, SlicePartials};
-use flce::cuda::{plan::slice_backward_plan, DeviceGradOutput, DeviceGrads, Stream, Wanted, Workspace};
-use flce::Reduction;
+use flce::cuda::phases::{slice_backward_workspace_bytes, RankPartials, SlicePartials};
+use flce::cuda::{plan::slice_backward_plan, Stream, Wanted};
 use pyo3::prelude::*;
 
 use crate::plans::{Plan, PlanKind};
-use crate::{forward_outputs, to_py, DevicePtrs, ForwardPtrs, Problem};
+use crate::{device_grads, forward_outputs, to_py, to_workspace, DevicePtrs, ForwardPtrs, GradPtrs, Problem};
 
 /// The backward plan of a vocabulary slice (`problem` has V = its rows) on `device`, and the
 /// workspace bytes `cuda_phase_backward_slice` needs with it (more than the plan's own when class
@@ -26,7 +25,7 @@ fn cuda_slice_backward_plan(
     let _ = flce::cuda_backend(device).map_err(to_py)?;
     let wanted = Wanted { de: wants.0, dc: wants.1, dbias: wants.2 };
     let plan = slice_backward_plan(problem.shape, problem.dtype, wanted, None).map_err(to_py)?;
-    let bytes = plan.workspace_bytes.div_ceil(256) * 256 + slice_backward_extra_bytes(problem.shape, class_weights);
+    let bytes = slice_backward_workspace_bytes(&plan, class_weights);
     Ok((Plan { device, plan: PlanKind::Backward(plan) }, bytes))
 }
 
@@ -49,7 +48,7 @@ fn cuda_phase_forward_partials(
     let plan = plan.forward(device)?;
     let x = problem.device_inputs(inputs);
     let out = SlicePartials { rows: out.0, class_weight_sum: out.1, status: out.2 };
-    let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+    let ws = to_workspace(workspace);
     let slice = VocabSlice { offset, total };
     let opts = &problem.opts;
     py.detach(move || {
@@ -80,7 +79,7 @@ fn cuda_phase_finish(
     let (device, stream) = cuda;
     let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
     let out = forward_outputs(outputs);
-    let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+    let ws = to_workspace(workspace);
     let (shape, opts) = (problem.shape, &problem.opts);
     py.detach(move || {
         let be = flce::cuda_backend(device)?;
@@ -106,7 +105,7 @@ fn cuda_phase_backward_slice(
     merged: u64,
     parts: (u64, u64, usize),
     grad_output: u64,
-    grads: (Option<u64>, Option<u64>, Option<u64>),
+    grads: GradPtrs,
     workspace: (u64, usize),
     plan: &Plan,
 ) -> PyResult<()> {
@@ -114,13 +113,9 @@ fn cuda_phase_backward_slice(
     let plan = plan.backward(device)?;
     let x = problem.device_inputs(inputs);
     let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
-    let go = if problem.opts.reduction == Reduction::None {
-        DeviceGradOutput::PerToken(grad_output)
-    } else {
-        DeviceGradOutput::Scalar(grad_output)
-    };
-    let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
-    let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+    let go = problem.grad_output(grad_output);
+    let grads = device_grads(grads);
+    let ws = to_workspace(workspace);
     let slice = VocabSlice { offset, total };
     let opts = &problem.opts;
     py.detach(move || {

@@ -46,6 +46,18 @@ pub(crate) fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtr
     DeviceForwardOutputs { lse, per_token_loss, scalars, status }
 }
 
+/// Device pointers of the gradients: (dE, dC, db), None where not wanted.
+pub(crate) type GradPtrs = (Option<u64>, Option<u64>, Option<u64>);
+
+pub(crate) fn device_grads((de, dc, dbias): GradPtrs) -> DeviceGrads {
+    DeviceGrads { de, dc, dbias }
+}
+
+/// A workspace as Python passes it: (pointer, bytes).
+pub(crate) fn to_workspace((ptr, bytes): (u64, usize)) -> Workspace {
+    Workspace { ptr, bytes }
+}
+
 /// Host pointers of the inputs (CPU tensors' data_ptr()).
 pub(crate) struct HostPtrs {
     e: usize,
@@ -166,6 +178,15 @@ impl Problem {
         DeviceInputs { shape: self.shape, dtype: self.dtype, e, c, bias, targets, class_weights }
     }
 
+    /// grad_output as the loss's reduction takes it: one value per token for none, a scalar else.
+    pub(crate) fn grad_output(&self, ptr: u64) -> DeviceGradOutput {
+        if self.opts.reduction == Reduction::None {
+            DeviceGradOutput::PerToken(ptr)
+        } else {
+            DeviceGradOutput::Scalar(ptr)
+        }
+    }
+
     pub(crate) fn no_f64_on_cuda(&self) -> PyResult<()> {
         if self.f64 {
             return Err(PyTypeError::new_err("float64 runs on CPU tensors only (flce's f64 oracle)"));
@@ -258,7 +279,7 @@ impl Problem {
         let plan = plan.forward(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
-        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let ws = to_workspace(workspace);
         let opts = &self.opts;
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
@@ -280,20 +301,16 @@ impl Problem {
         inputs: DevicePtrs,
         lse: u64,
         grad_output: u64,
-        grads: (Option<u64>, Option<u64>, Option<u64>),
+        grads: GradPtrs,
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
         let (device, stream) = cuda;
         let plan = plan.backward(device)?;
         let x = self.device_inputs(inputs);
-        let go = if self.opts.reduction == Reduction::None {
-            DeviceGradOutput::PerToken(grad_output)
-        } else {
-            DeviceGradOutput::Scalar(grad_output)
-        };
-        let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
-        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let go = self.grad_output(grad_output);
+        let grads = device_grads(grads);
+        let ws = to_workspace(workspace);
         let opts = &self.opts;
         py.detach(move || {
             let be = flce::cuda_backend(device)?;
@@ -324,7 +341,7 @@ impl Problem {
         cuda: (usize, u64),
         inputs: DevicePtrs,
         outputs: ForwardPtrs,
-        grads: (Option<u64>, Option<u64>, Option<u64>),
+        grads: GradPtrs,
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
@@ -332,8 +349,8 @@ impl Problem {
         let plan = plan.step(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
-        let grads = DeviceGrads { de: grads.0, dc: grads.1, dbias: grads.2 };
-        let ws = Workspace { ptr: workspace.0, bytes: workspace.1 };
+        let grads = device_grads(grads);
+        let ws = to_workspace(workspace);
         let opts = &self.opts;
         py.detach(move || {
             let be = flce::cuda_backend(device)?;

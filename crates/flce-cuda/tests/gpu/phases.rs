@@ -7,7 +7,7 @@
 use flce_core::cpu::phases::VocabSlice;
 use flce_core::testing::{rel_err, to_f64, DataKind, RandomProblem};
 use flce_core::{DType, Element, Options, Reduction, Shape};
-use flce_cuda::phases::{slice_backward_extra_bytes, RankPartials, SlicePartials, PARTIAL_FIELDS};
+use flce_cuda::phases::{slice_backward_workspace_bytes, RankPartials, SlicePartials, PARTIAL_FIELDS};
 use flce_cuda::plan::slice_backward_plan;
 use flce_cuda::{
     BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
@@ -107,8 +107,7 @@ pub(crate) fn run_phases<T: Element>(
             dbias: db.as_ref().map(|b| b.ptr() + (offset * es) as u64),
         };
         let plan = slice_backward_plan(x.shape, x.dtype, grads.wanted(), None).map_err(s)?;
-        let extra = slice_backward_extra_bytes(x.shape, weights);
-        let ws = poisoned(plan.workspace_bytes.div_ceil(256) * 256 + extra)?;
+        let ws = poisoned(slice_backward_workspace_bytes(&plan, weights))?;
         let slice = VocabSlice { offset, total: v };
         unsafe {
             be.backward_slice(
