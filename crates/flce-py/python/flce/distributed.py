@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import (_DTYPES, _REDUCTIONS, LossOptions, _device_index, _forward_plan, _problem,
+from ._common import (_DTYPES, _REDUCTIONS, LossOptions, _device_index, _forward_plan, _inputs, _problem, _ptr,
                       raise_bad_target)
 
 _FIELDS = 6  # per token: max, Σexp, Σw·z, argmax, target logit, target weight (float64)
@@ -33,11 +33,6 @@ def _gather(t: Tensor, group) -> list:
     out = [torch.empty_like(t) for _ in range(torch.distributed.get_world_size(group))]
     torch.distributed.all_gather(out, t.contiguous(), group=group)
     return out
-
-
-def _inputs(e, c, b, t, w):
-    return (e.data_ptr(), c.data_ptr(), None if b is None else b.data_ptr(), t.data_ptr(),
-            None if w is None else w.data_ptr())
 
 
 class _VocabParallel(torch.autograd.Function):
@@ -67,20 +62,31 @@ class _VocabParallel(torch.autograd.Function):
         n, d = e.shape
         o = ctx.o
         local = _problem(n, d, c.shape[0], _DTYPES[e.dtype], o)
-        go = (g_out if g_out is not None else torch.zeros(n if o.reduction == "none" else 1))
-        go = go.to(torch.float32).reshape(-1).contiguous()
-        want_de, want_dc = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        want_db = b is not None and ctx.needs_input_grad[2]
-        de_part = torch.empty(n, d, dtype=torch.float32)  # every rank takes part in the gather below
-        dc = torch.empty_like(c) if want_dc else None
-        db = torch.empty_like(b) if want_db else None
+        go, de_part, dc, db = _slice_backward_buffers(ctx, e, c, b, g_out)
         _flce.phase_backward_slice(local, _inputs(e, c, b, t, w), ctx.offset, ctx.total, lse.data_ptr(),
                                    merged.data_ptr(), ctx.w_all, go.data_ptr(),
-                                   (de_part.data_ptr(), None if dc is None else dc.data_ptr(),
-                                    None if db is None else db.data_ptr()))
-        shares = _gather(de_part, ctx.group)
-        de = _sum_in_rank_order(shares).to(e.dtype) if want_de else None
-        return de, dc, db, None, None, None, None, None, None
+                                   (de_part.data_ptr(), _ptr(dc), _ptr(db)))
+        return (_whole_de(ctx, de_part, e), dc, db) + (None,) * 6
+
+
+def _slice_backward_buffers(ctx, e, c, b, g_out):
+    """grad_output as f32 ([N] for none, [1] else), dE's f32 share (every rank computes it: every
+    rank takes part in the gather of the shares) and this rank's dC / db where wanted."""
+    n, d = e.shape
+    none = ctx.o.reduction == "none"
+    go = g_out if g_out is not None else torch.zeros(n if none else 1, device=e.device)
+    go = go.to(torch.float32).reshape(-1).contiguous()
+    de_part = torch.empty(n, d, dtype=torch.float32, device=e.device)
+    dc = torch.empty_like(c) if ctx.needs_input_grad[1] else None
+    db = torch.empty_like(b) if b is not None and ctx.needs_input_grad[2] else None
+    return go, de_part, dc, db
+
+
+def _whole_de(ctx, de_part, e):
+    """dE: every rank's f32 share gathered and summed in rank order, rounded once (None when not
+    wanted; the gather runs either way, as on every other rank)."""
+    shares = _gather(de_part, ctx.group)
+    return _sum_in_rank_order(shares).to(e.dtype) if ctx.needs_input_grad[0] else None
 
 
 def _sum_in_rank_order(shares: list) -> Tensor:
@@ -136,23 +142,13 @@ class _VocabParallelCuda(torch.autograd.Function):
         local = _problem(n, d, c.shape[0], _DTYPES[e.dtype], o)
         dev = _device_index(e)
         cuda = (dev, torch.cuda.current_stream(e.device).cuda_stream)
-        go = g_out if g_out is not None else torch.zeros(n if o.reduction == "none" else 1, device=e.device)
-        go = go.to(torch.float32).reshape(-1).contiguous()
-        want_de, want_dc = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        want_db = b is not None and ctx.needs_input_grad[2]
-        # every rank computes its dE share: every rank takes part in the gather below
-        plan, ws_bytes = _slice_backward_plan(local, dev, (True, want_dc, want_db), w is not None)
+        go, de_part, dc, db = _slice_backward_buffers(ctx, e, c, b, g_out)
+        plan, ws_bytes = _slice_backward_plan(local, dev, (True, dc is not None, db is not None), w is not None)
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=e.device)
-        de_part = torch.empty(n, d, dtype=torch.float32, device=e.device)
-        dc = torch.empty_like(c) if want_dc else None
-        db = torch.empty_like(b) if want_db else None
         _flce.cuda_phase_backward_slice(local, cuda, _inputs(e, c, b, t, w), ctx.offset, ctx.total, lse.data_ptr(),
                                         merged.data_ptr(), (0, sums.data_ptr(), sums.shape[0]), go.data_ptr(),
-                                        (de_part.data_ptr(), None if dc is None else dc.data_ptr(),
-                                         None if db is None else db.data_ptr()), (ws.data_ptr(), ws.numel()), plan)
-        shares = _gather(de_part, ctx.group)
-        de = _sum_in_rank_order(shares).to(e.dtype) if want_de else None
-        return de, dc, db, None, None, None, None, None, None, None
+                                        (de_part.data_ptr(), _ptr(dc), _ptr(db)), (ws.data_ptr(), ws.numel()), plan)
+        return (_whole_de(ctx, de_part, e), dc, db) + (None,) * 7
 
 
 @functools.lru_cache(maxsize=64)

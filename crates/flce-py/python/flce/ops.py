@@ -221,10 +221,14 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     # where it does not, the recomputing plans below take the budget (a "fast" call, the default's).
     # Under torch.compile the planner cannot be asked here: the op falls back by itself.
     trades = o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)
-    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants) and (
-            not e.is_cuda or torch.compiler.is_compiling() or step.step_plan_for(e, c, o, wants) is not None):
+    o_step = o
+    if trades and e.is_cuda and not torch.compiler.is_compiling():
+        # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
+        o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
+        trades = step.step_plan_for(e, c, o_step, wants) is not None
+    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants):
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
-                                                                                   *o.astuple())
+                                                                                   *o_step.astuple())
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if check_targets and eager and not defer_check:

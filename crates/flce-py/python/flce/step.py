@@ -38,14 +38,18 @@ def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, b
     return problem.step_plan(device, *wants, budget)
 
 
+def budget_bytes(e: Tensor, o: LossOptions) -> int:
+    """The call's workspace budget in bytes: "fast" is half the free device memory."""
+    return _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
+
+
 def step_plan_for(e: Tensor, c: Tensor, o: LossOptions,
                   wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
     """The three-product plan of this call within its budget ("fast" or bytes), where it pays;
     None elsewhere (then the recomputing plans run, the budget passed on to them)."""
     if not e.is_cuda:
         return None
-    budget = _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
-    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget)
+    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
 
 
 @torch.library.custom_op(
