@@ -47,7 +47,15 @@ def on(device, *xs):
     return [None if x is None else x.to(device) for x in xs]
 
 
-def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch, device="cpu"):
+CASES = [(dtype, i) for dtype in (torch.float32, torch.bfloat16) for i in range(len(OPTIONS))]
+
+
+def case_inputs(dtype, opts):
+    bias = weights = opts.get("reduction") == "sum"
+    return bias, weights, problem(dtype, bias, weights, opts.get("ignore_index", -100))
+
+
+def worker(rank, size, init, results, cases, mismatch, device="cpu"):
     # NVLink multicast stays off (the GPU machines require it)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
@@ -56,33 +64,47 @@ def worker(rank, size, init, results, dtype, opts, bias, weights, mismatch, devi
         device = f"cuda:{rank}"
     dist.init_process_group("nccl" if device != "cpu" else "gloo", init_method=init, rank=rank, world_size=size)
     try:
-        e, c, t, b, w = on(device, *problem(dtype, bias, weights, opts.get("ignore_index", -100)))
-        if mismatch and rank == 1:
-            e, t = e[:, 1:], t[:, 1:]
-        sizes = SIZES if size == 2 else (sum(SIZES),)
-        lo, hi = sum(sizes[:rank]), sum(sizes[:rank + 1])
-        shard = lambda x: None if x is None else x[lo:hi].clone()  # noqa: E731
+        # every case in one process group: spawning a group per case cost seconds each
+        for dtype, index in cases:
+            opts = OPTIONS[index]
+            _, _, inputs = case_inputs(dtype, opts)
+            e, c, t, b, w = on(device, *inputs)
+            if mismatch and rank == 1:
+                e, t = e[:, 1:], t[:, 1:]
+            sizes = SIZES if size == 2 else (sum(SIZES),)
+            lo, hi = sum(sizes[:rank]), sum(sizes[:rank + 1])
+            shard = lambda x: None if x is None else x[lo:hi].clone()  # noqa: E731
 
-        def run(e, c_shard, b_shard):
-            return flce.distributed.linear_cross_entropy(e, c_shard, t, b_shard, weight_shard=shard(w), **opts)
+            def run(e, c_shard, b_shard):
+                return flce.distributed.linear_cross_entropy(e, c_shard, t, b_shard, weight_shard=shard(w), **opts)
 
-        try:
-            outs = [grads(run, e, shard(c), shard(b)) for _ in range(2)]
-        except ValueError as err:
-            results[rank] = ("error", str(err))
-            return
-        results[rank] = ("ok", [(loss.cpu(), [None if g is None else g.cpu() for g in gs]) for loss, gs in outs])
+            key = (rank, str(dtype), index)
+            try:
+                outs = [grads(run, e, shard(c), shard(b)) for _ in range(2)]
+            except ValueError as err:
+                results[key] = ("error", str(err))
+                continue
+            results[key] = ("ok", [(loss.cpu(), [None if g is None else g.cpu() for g in gs]) for loss, gs in outs])
     finally:
         dist.destroy_process_group()
 
 
-def run_ranks(dtype, opts, bias=False, weights=False, mismatch=False, device="cpu", ranks=2):
+def run_ranks(cases, mismatch=False, device="cpu", ranks=2):
     with tempfile.TemporaryDirectory() as tmp:
         results = mp.Manager().dict()
         init = "file://" + os.path.join(tmp, "rendezvous")
-        mp.spawn(worker, args=(ranks, init, results, dtype, opts, bias, weights, mismatch, device), nprocs=ranks,
-                 join=True)
+        mp.spawn(worker, args=(ranks, init, results, cases, mismatch, device), nprocs=ranks, join=True)
         return dict(results)
+
+
+_RUNS = {}
+
+
+def ranks_results(device, ranks):
+    """Every case of test_ranks_equal_one on `ranks` processes, run once per place and kept."""
+    if (device, ranks) not in _RUNS:
+        _RUNS[(device, ranks)] = run_ranks(CASES, device=device, ranks=ranks)
+    return _RUNS[(device, ranks)]
 
 
 PLACES = [("cpu", 2),
@@ -94,18 +116,19 @@ PLACES = [("cpu", 2),
 @pytest.mark.parametrize("opts", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()) or "plain")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_ranks_equal_one(opts, dtype, device, ranks):
-    bias = weights = "reduction" in opts and opts["reduction"] == "sum"
-    res = run_ranks(dtype, opts, bias, weights, device=device, ranks=ranks)
+    index = OPTIONS.index(opts)
+    res = ranks_results(device, ranks)
+    bias, _, inputs = case_inputs(dtype, opts)
     # the reference: the single-process call on the same kind of device
     ref_device = "cuda:0" if device == "cuda" else "cpu"
-    e, c, t, b, w = on(ref_device, *problem(dtype, bias, weights, opts.get("ignore_index", -100)))
+    e, c, t, b, w = on(ref_device, *inputs)
     want, grads_w = grads(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
     want, (de_w, dc_w, db_w) = want.cpu(), [None if g is None else g.cpu() for g in grads_w]
     tol = 1e-5 if dtype == torch.float32 else 8e-3
     rel = lambda a, b: ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()  # noqa: E731
     dcs, dbs = [], []
     for rank in range(ranks):
-        status, outs = res[rank]
+        status, outs = res[(rank, str(dtype), index)]
         assert status == "ok", outs
         (loss, (de, dc, db)), (loss2, (de2, dc2, db2)) = outs
         assert torch.equal(loss, loss2) and torch.equal(de, de2) and torch.equal(dc, dc2), "not reproducible"
@@ -115,7 +138,7 @@ def test_ranks_equal_one(opts, dtype, device, ranks):
         dbs.append(db)
     # every rank the same loss and dE, bit for bit
     for rank in range(1, ranks):
-        (loss0, (de0, *_)), (loss_k, (de_k, *_)) = res[0][1][0], res[rank][1][0]
+        (loss0, (de0, *_)), (loss_k, (de_k, *_)) = res[(0, str(dtype), index)][1][0], res[(rank, str(dtype), index)][1][0]
         assert torch.equal(loss0, loss_k) and torch.equal(de0, de_k)
     assert rel(torch.cat(dcs), dc_w) <= tol
     if bias:
@@ -127,7 +150,7 @@ TWO_GPUS = pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs")
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS)])
 def test_ranks_that_disagree_fail_together(device):
-    res = run_ranks(torch.float32, {}, mismatch=True, device=device)
+    res = run_ranks([(torch.float32, 0)], mismatch=True, device=device)
     for rank in (0, 1):
-        status, msg = res[rank]
+        status, msg = res[(rank, str(torch.float32), 0)]
         assert status == "error" and "disagree" in msg, (rank, status, msg)
