@@ -77,8 +77,51 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
     pipeline_bytes(dtype) + TILE_M * 4 + TILE_M * 16 + 2 * TILE_N * 4
 }
 
+/// Main-loop variants of the sm90 consumers, measured against each other on the device before one
+/// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=1"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
+/// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
+/// for the next stage (the stage is released one step later).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sm90Mainloop {
+    pub skew: usize,
+    pub inflight: usize,
+}
+
+impl Sm90Mainloop {
+    /// Parses `skew=S,inflight=I` (either part may be left out; unknown parts are an error).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut m = Self::default();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part.split_once('=').ok_or_else(|| format!("{part:?}: expected key=value"))?;
+            let value: usize = value.trim().parse().map_err(|_| format!("{part:?}: not a number"))?;
+            match key.trim() {
+                "skew" if value <= SM90_STAGES => m.skew = value,
+                "inflight" if value <= 1 => m.inflight = value,
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
+            }
+        }
+        Ok(m)
+    }
+
+    /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:
+    /// the default, with a warning for the latter).
+    pub fn current() -> Self {
+        static CURRENT: std::sync::OnceLock<Sm90Mainloop> = std::sync::OnceLock::new();
+        *CURRENT.get_or_init(|| match std::env::var("FLCE_SM90_MAINLOOP") {
+            Ok(v) => Self::parse(&v).unwrap_or_else(|e| {
+                eprintln!("flce: ignoring FLCE_SM90_MAINLOOP: {e}");
+                Self::default()
+            }),
+            Err(_) => Self::default(),
+        })
+    }
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
+    let mainloop = Sm90Mainloop::current();
     vec![
         ("TILE_M", TILE_M),
         ("TILE_N", TILE_N),
@@ -104,12 +147,24 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
         ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
+        ("SM90_CONSUMER_SKEW", mainloop.skew),
+        ("SM90_MMA_INFLIGHT", mainloop.inflight),
     ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mainloop_variants_parse() {
+        assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=1"), Ok(Sm90Mainloop { skew: 0, inflight: 1 }));
+        assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
+        assert!(Sm90Mainloop::parse("inflight=2").is_err());
+        assert!(Sm90Mainloop::parse("fast").is_err());
+    }
 
     #[test]
     fn shared_memory_is_the_same_for_every_dtype_and_fits_sm86() {

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Interleaved timing of kernel variants on the GPU machine, in one call: `flce bench` once per
+# variant per round (V1 V2 … V1 V2 …, so clock drift and neighbours hit all alike), then each
+# shape's median forward and forward+backward per variant and its ratio to the first, last.
+# A variant is LABEL=BINARY[:ENV=VALUE[,ENV=VALUE…]] — a bundle's flce and the environment it runs
+# under (e.g. the profiling knob FLCE_SM90_MAINLOOP, src/geometry.rs):
+#   bash scripts/gpu-variants.sh 2 "old=old-bundle/flce" "new=gpu-bundle/flce" \
+#     "skew2=gpu-bundle/flce:FLCE_SM90_MAINLOOP=skew=2"
+# BENCH_ARGS adds flce bench options (default: the three model shapes, no three-product runs).
+# Logs under $OUT (or ./gpu-logs), one file per variant and round.
+set -uo pipefail
+rounds=${1:?rounds}; shift
+OUT=${OUT:-gpu-logs}
+mkdir -p "$OUT"
+export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
+labels=()
+for r in $(seq 1 "$rounds"); do
+  for v in "$@"; do
+    label=${v%%=*}; rest=${v#*=}; bin=${rest%%:*}; envs=""
+    [[ "$rest" == *:* ]] && envs=${rest#*:}
+    [ "$r" = 1 ] && labels+=("$label")
+    # ENV=VALUE pairs split on the commas that start a new NAME= (a value may hold commas)
+    pairs=()
+    [ -n "$envs" ] && mapfile -t pairs < <(python3 -c 'import re,sys; print("\n".join(p for p in re.split(r",(?=[A-Z_][A-Z0-9_]*=)", sys.argv[1]) if p))' "$envs")
+    env "${pairs[@]}" "$bin" bench --shapes ${SHAPES:-gemma2,llama3,qwen25} ${BENCH_ARGS:---step-budget-mb 0} \
+      --json "$OUT/var-$label-$r.jsonl" > "$OUT/var-$label-$r.log" 2>&1 \
+      || { echo "bench $label round $r failed"; tail -n 5 "$OUT/var-$label-$r.log"; }
+  done
+done
+python3 - "$OUT" "$rounds" "${labels[@]}" <<'PY'
+import json, statistics, sys
+out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows = {}
+for label in labels:
+    for r in range(1, rounds + 1):
+        try:
+            lines = open(f"{out}/var-{label}-{r}.jsonl").read().split("\n")
+        except OSError:
+            continue
+        for line in filter(None, lines):
+            j = json.loads(line)
+            rows.setdefault(j["shape"], {}).setdefault(label, []).append((j["fwd_ms"], j["fb_ms"], j["cublas_ms"]))
+print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | cuBLAS ms | runs |")
+print("|---|---|---|---|---|---|---|---|")
+for shape, by in rows.items():
+    med = {l: tuple(statistics.median(x[k] for x in v) for k in range(3)) for l, v in by.items()}
+    base = med.get(labels[0])
+    for label in labels:
+        if label not in med:
+            continue
+        m = med[label]
+        rel = (f"{m[0] / base[0]:.3f}", f"{m[1] / base[1]:.3f}") if base else ("-", "-")
+        print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {m[2]:.2f} | {len(by[label])} |")
+PY
