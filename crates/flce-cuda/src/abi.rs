@@ -155,10 +155,10 @@ abi_structs! {
         lp: LogitParams = "LogitParams",
         /// Blocks per cluster along the token tiles (1 or 2: C's box multicast to both).
         cluster: i32 = "int",
-        /// Runs of the balanced tile schedule (plan/schedule.rs): the grid is clusters × cluster.
-        clusters: i32 = "int",
-        /// Partials per token (every slot written: the last run of a token tile fills the rest).
+        /// Partials per token: grid y (a split left without tiles writes empty statistics).
         splits: i32 = "int",
+        /// 256-column vocabulary tiles per split.
+        tiles_per_split: i32 = "int",
         /// [splits, N] packed RowStats.
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
@@ -172,8 +172,8 @@ abi_structs! {
         chunk: GradChunk = "GradChunk",
         /// Blocks per cluster along the token tiles (1 or 2).
         cluster: i32 = "int",
-        /// Runs of the balanced tile schedule: the grid is clusters × cluster.
-        clusters: i32 = "int",
+        /// 256-column tiles per block along the chunk's vocabulary.
+        tiles_per_cta: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

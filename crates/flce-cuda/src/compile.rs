@@ -111,7 +111,6 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "common/loss.cuh" => include_str!("../kernels/common/loss.cuh").into(),
         "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
         "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
-        "sm90/tile_scheduler.cuh" => include_str!("../kernels/sm90/tile_scheduler.cuh").into(),
         _ => return None,
     })
 }

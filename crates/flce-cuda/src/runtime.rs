@@ -17,7 +17,7 @@ use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
     self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_THREADS,
-    STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -236,7 +236,8 @@ impl KernelArgs for ForwardTilesParams {
 impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
     fn grid(&self) -> (u32, u32, u32) {
-        (self.clusters.max(1) as u32 * self.cluster(), 1, 1)
+        // every split writes its partial, even one left without tiles
+        (round_up(blocks(self.lp.k.n as usize, SM90_TILE_M), self.cluster()), self.splits as u32, 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32
@@ -245,11 +246,18 @@ impl KernelArgs for Sm90ForwardParams {
 impl KernelArgs for Sm90GradParams {
     const KERNEL: Kernel = Kernel::Sm90Grad;
     fn grid(&self) -> (u32, u32, u32) {
-        (self.clusters.max(1) as u32 * self.cluster(), 1, 1)
+        let c = &self.chunk;
+        let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
+        let rows = round_up(blocks((c.n_end - c.n0) as usize, SM90_TILE_M), self.cluster());
+        (rows, blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32
     }
+}
+
+fn round_up(x: u32, multiple: u32) -> u32 {
+    x.div_ceil(multiple) * multiple
 }
 
 pub(crate) struct Module {

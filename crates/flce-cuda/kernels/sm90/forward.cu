@@ -1,17 +1,16 @@
 // flce sm90 family, forward: the TMA + wgmma logits main loop (sm90/mainloop.cuh) with an epilogue
 // that folds each 128 × 256 logit tile into per-token statistics in registers. No logits in memory.
 //
-// flce_sm90_forward — grid (clusters × cluster) 1-D, clusters of 1 or 2, SM90_THREADS (384)
-//   threads, dynamic smem SM90_FORWARD_SMEM_BYTES, one block per SM. Cluster c owns a balanced run
-//   of (token tile, 256-column vocabulary tile) units (sm90/tile_scheduler.cuh). Each consumer
-//   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows; per tile it applies bias
-//   and softcap, takes the row max over its 64 columns and then over the quad (the 4 lanes that
-//   hold the row), rescales its running sum once, adds the tile's exponentials and writes the
-//   target logit when the target column falls in the tile (one writer per token). When the run
-//   leaves a token tile, the row's quad leader writes its packed RowStats to `partials`
-//   [splits, N] at the run's slot (its index among the runs sharing the token tile); the last run
-//   of a token tile fills the slots after its own with empty statistics, so the finish step
-//   (shared/finish.cu) merges exactly `splits` partials per token in slot order.
+// flce_sm90_forward — grid (ceil(N/128) rounded up to the cluster, splits), clusters of 1 or 2, SM90_THREADS (384) threads, dynamic smem
+//   SM90_FORWARD_SMEM_BYTES, one block per SM. Block (x, s) owns tokens [128x, 128x + 128) and the
+//   vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split) of 256 columns. Each consumer
+//   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows in registers; per tile it
+//   applies bias and softcap, takes the row max over its 64 columns and then over the quad (the
+//   4 lanes that hold the row), rescales its running sum once, adds the tile's exponentials and
+//   writes the target logit when the target column falls in the tile (one writer per token). At
+//   the end the consumers write one packed RowStats per (split, token) to `partials` [splits,
+//   N], merged by shared/finish.cu. A split with no tiles writes empty statistics.
+//   Running statistics and targets of the block's rows sit in shared memory (see the epilogue).
 //   Reads E, C (TMA), bias, class weights, targets; writes partials and target_logit. No atomics,
 //   a fixed order everywhere: bitwise reproducible.
 //
@@ -24,48 +23,13 @@
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
-// launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget). A warp's 16
-// rows are its own (rl0 below), so a __syncwarp orders their shared state between token tiles.
+// launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
 struct Sm90ForwardEpilogue {
-  const Sm90ForwardParams& fp;
   const LogitParams& p;
-  const Sm90Schedule& sched;
+  float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
-  int* s_target;    // [SM90_TILE_M]
-  int row0, rl0, t;  // the current token tile's first token, the thread's first row in it, lane % 4
-
-  // The run enters row group g: this block's token tile of it, empty statistics, its targets.
-  __device__ __forceinline__ void begin_rows(int g) {
-    row0 = (g * fp.cluster + (int)cluster_rank()) * SM90_TILE_M;
-    if (t == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int rl = rl0 + 8 * h;
-        s_state[rl] = row_stats_pack(row_stats_empty());
-        s_target[rl] = row0 + rl < p.k.n ? p.targets[row0 + rl] : -1;
-      }
-    }
-    __syncwarp();
-  }
-
-  // The run leaves row group g: each row's partial at the run's slot; the group's last run also
-  // writes empty statistics into the slots after its own.
-  __device__ __forceinline__ void end_rows(int g) {
-    const int c = sm90_cluster_index((u32)fp.cluster);
-    const int slot = c - sched.first_cluster_of_group(g);
-    const bool last = c == sched.last_cluster_of_group(g);
-    if (t == 0) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = row0 + rl0 + 8 * h;
-        if (row >= p.k.n) continue;
-        fp.partials[(size_t)slot * p.k.n + row] = s_state[rl0 + 8 * h];
-        if (last)
-          for (int s = slot + 1; s < fp.splits; ++s) fp.partials[(size_t)s * p.k.n + row] = row_stats_pack(row_stats_empty());
-      }
-    }
-    __syncwarp();  // s_state is reset by the next begin_rows
-  }
+  const int* s_target;  // [SM90_TILE_M]
+  int row0, rl0, t;     // block's first token, the thread's first row in the block, lane % 4
 
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
   // case, every column valid), and the general one.
@@ -153,7 +117,7 @@ struct Sm90ForwardEpilogue {
 #pragma unroll
           for (int q = 0; q < 2; ++q)
             if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
-        fp.target_logit[row0 + rl] = z;
+        target_logit[row0 + rl] = z;
       }
     }
   }
@@ -164,13 +128,19 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = fp.lp;
-  const int groups = (p.k.n + fp.cluster * SM90_TILE_M - 1) / (fp.cluster * SM90_TILE_M);
-  const Sm90Schedule sched = sm90_schedule(groups, (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N, fp.clusters);
+  const int row0 = blockIdx.x * SM90_TILE_M;
+  const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int tile_begin = blockIdx.y * fp.tiles_per_split;
+  const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
 
   float4* s_state = (float4*)pp.scratch;
   int* s_target = (int*)(s_state + SM90_TILE_M);
   sm90_init_barriers(pp);
+  for (int i = threadIdx.x; i < SM90_TILE_M; i += SM90_THREADS) {
+    s_state[i] = row_stats_pack(row_stats_empty());
+    s_target[i] = row0 + i < p.k.n ? p.targets[row0 + i] : -1;
+  }
   // (sm90_run's body written out: through the helper's lambda ptxas allocates this kernel
   // differently — an 8-byte larger stack frame for the general epilogue's spills — so moving it
   // waits for a device run that measures it)
@@ -179,14 +149,17 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, &fp.map_e, &fp.map_c, sched, 0, 0, kt_count);
+    if (threadIdx.x == 0) sm90_produce(pp, &fp.map_e, &fp.map_c, row0, tile_begin * SM90_TILE_N, tiles, kt_count);
   } else {
     consumer_registers();
     const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90ForwardEpilogue epi{fp, p, sched, s_state, s_target, 0};
+    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, row0};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
-    sm90_consume(pp, consumer, sched, 0, kt_count, epi);
+    sm90_consume(pp, consumer, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+    consumers_sync();
+    const int i = threadIdx.x - 128;
+    if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
   }
   sm90_end_sync();
 }

@@ -2,8 +2,7 @@
 // backward kernels.
 //
 // A block of SM90_THREADS (384) threads computes 128 × 256 logit tiles E[rows]·C[cols]ᵀ over
-// K = D for a balanced run of (token tile, vocabulary tile) units (sm90/tile_scheduler.cuh: one
-// wave of one block per SM, runs within one tile of each other), and hands each finished tile, in
+// K = D for one token tile and a run of vocabulary tiles, and hands each finished tile, in
 // registers, to an epilogue. Warp-specialised as in pranjalssh/fast.cu (kernel 11) and CUTLASS's
 // sm90 "warpspecialized cooperative" GEMM:
 //
@@ -35,7 +34,6 @@
 // 16-byte aligned (TMA). Reads E and C only; writes nothing but shared memory.
 #pragma once
 #include "common/loss.cuh"
-#include "sm90/tile_scheduler.cuh"
 
 // SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_THREADS,
 // SM90_A_STAGE_BYTES, SM90_B_STAGE_BYTES and SM90_PIPE_BYTES come from src/geometry.rs.
@@ -228,24 +226,20 @@ __device__ __forceinline__ void sm90_end_sync() {
   if (cluster_size() > 1) cluster_sync();
 }
 
-// The producer thread: every TMA load of the block's run of units (sm90/tile_scheduler.cuh), in
-// the order the consumers use them; token tiles from row_base, vocabulary tiles from col_base.
-// In a cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c
-// then has boxes of 128 rows).
+// The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
+// token tile at row0, in the order the consumers use them. In a cluster of 2 each block loads the
+// half of C's box at its rank, multicast to both (map_c then has boxes of 128 rows).
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                             const Sm90Schedule& sched, int row_base, int col_base, int kt_count) {
+                                             int row0, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   const u32 blocks = cluster_size(), rank = cluster_rank();
   const int c_rows = SM90_TILE_N / (int)blocks;
   const unsigned short all = (unsigned short)((1u << blocks) - 1);
-  const int c = sm90_cluster_index(blocks);
   int stage = 0;
   u32 phase = 0;
-  for (long long u = sched.first(c), end = sched.first(c + 1); u < end; ++u) {
-    const int g = (int)(u / sched.tiles), j = (int)(u % sched.tiles);
-    const int row0 = row_base + (g * (int)blocks + (int)rank) * SM90_TILE_M;
-    const int col0 = col_base + j * SM90_TILE_N;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int col0 = col_first + tile * SM90_TILE_N;
     for (int kt = 0; kt < kt_count; ++kt) {
       // a fresh barrier's "previous phase" (parity 1) counts as complete: the first round
       // passes without waiting
@@ -300,12 +294,11 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
   }
 }
 
-// A consumer warpgroup (`consumer` 0 or 1) over the block's run of units: epi.begin_rows(g) when
-// the run enters row group g, then per unit the k-loop into the accumulators and
-// epi.tile(acc, col0), and epi.end_rows(g) when it leaves the group (or the run ends).
+// A consumer warpgroup (`consumer` 0 or 1): for each tile, the k-loop into the accumulators, then
+// epi.tile(acc, col0).
 template <class Epilogue>
-__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Sm90Schedule& sched, int col_base,
-                                             int kt_count, Epilogue& epi) {
+__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, int col_first, int tiles, int kt_count,
+                                             Epilogue& epi) {
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -317,15 +310,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
   int issued = 0;  // consumer 0's k-steps so far, until the skew is signalled
   if (consumer == 1) skew_wait();
 #endif
-  const int c = sm90_cluster_index(blocks);
-  int group = -1;
-  for (long long u = sched.first(c), end = sched.first(c + 1); u < end; ++u) {
-    const int g = (int)(u / sched.tiles), j = (int)(u % sched.tiles);
-    if (g != group) {
-      if (group >= 0) epi.end_rows(group);
-      epi.begin_rows(g);
-      group = g;
-    }
+  for (int tile = 0; tile < tiles; ++tile) {
 #if SM90_MMA_INFLIGHT
     int pending = -1;  // the stage of the k-step whose wgmma group may still run
 #endif
@@ -366,11 +351,10 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
       skew_arrive();
     }
 #endif
-    epi.tile(acc, col_base + j * SM90_TILE_N);
+    epi.tile(acc, col_first + tile * SM90_TILE_N);
   }
-  if (group >= 0) epi.end_rows(group);
 #if SM90_CONSUMER_SKEW > 0
-  // a run without units: consumer 1 still waits for the signal
+  // a block without tiles: consumer 1 still waits for the signal
   if (consumer == 0 && issued < SM90_CONSUMER_SKEW) skew_arrive();
 #endif
 }
@@ -390,14 +374,13 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
 template <class Consume>
-__device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                         const Sm90Schedule& sched, int row_base, int col_base, int kt_count,
-                                         Consume&& consume) {
+__device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c, int row0,
+                                         int col_first, int tiles, int kt_count, Consume&& consume) {
   sm90_start_sync();
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, sched, row_base, col_base, kt_count);
+    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, row0, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);

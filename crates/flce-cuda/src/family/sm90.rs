@@ -11,7 +11,7 @@ use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap
 use crate::error::Check;
 use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{BackwardPlan, ForwardPlan, Sm90Schedule};
+use crate::plan::{best_split, BackwardPlan, ForwardPlan};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -72,25 +72,23 @@ fn cluster_for(token_tiles: usize) -> usize {
     }
 }
 
-/// Forward: the token tiles × 256-column vocabulary tiles dealt out in balanced runs, one block
-/// (or cluster) per SM, as many runs as keep each token tile's partials within `plan.splits`.
+/// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
+/// the splits.
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    let s = call.x.shape;
-    let cluster = cluster_for(s.n.div_ceil(SM90_TILE_M));
+    let cluster = cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M));
     let (map_e, map_c) = maps(call, cluster)?;
-    let groups = s.n.div_ceil(SM90_TILE_M * cluster);
-    let sched = Sm90Schedule::forward(groups, s.v.div_ceil(SM90_TILE_N), call.be.sm_count() / cluster, plan.splits);
+    let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
     let params = Sm90ForwardParams {
         map_e,
         map_c,
         lp: call.lp,
         cluster: cluster as i32,
-        clusters: sched.clusters as i32,
         splits: plan.splits as i32,
+        tiles_per_split: tiles.div_ceil(plan.splits) as i32,
         partials: call.ws.at(plan.partials),
         target_logit: call.ws.at(plan.target_logit),
     };
@@ -99,8 +97,8 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 }
 
 /// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles; the
-/// chunk's token tiles × 256-column tiles dealt out in balanced runs, one block (or cluster) per
-/// SM.
+/// chunk's 256-column tiles are shared out over as many blocks per token tile as keep the SMs
+/// busiest ([`best_split`]).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
@@ -110,9 +108,15 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     let cluster = cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let sched = Sm90Schedule::balanced(rows.div_ceil(cluster), tiles, call.be.sm_count() / cluster);
-    let params =
-        Sm90GradParams { map_e, map_c, lp: call.lp, chunk, cluster: cluster as i32, clusters: sched.clusters as i32 };
+    let splits = best_split(rows.div_ceil(cluster) * cluster, tiles, call.be.sm_count(), tiles);
+    let params = Sm90GradParams {
+        map_e,
+        map_c,
+        lp: call.lp,
+        chunk,
+        cluster: cluster as i32,
+        tiles_per_cta: tiles.div_ceil(splits) as i32,
+    };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }

@@ -10,13 +10,10 @@ use std::ops::Range;
 
 use flce_core::{DType, Shape};
 
-use super::{chunk_range, gradient_bytes, Layout, Region, Sm90Schedule, Wanted, ALIGN};
+use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
 use crate::family::{Family, ForwardMode};
 use crate::geometry::{TILE_M, TILE_N};
 
-/// At most this many partials per token from the sm90 forward (one token on a whole GPU: one per
-/// SM of the largest GPUs).
-pub const MAX_SM90_SLOTS: usize = 160;
 /// At most this many forward splits.
 pub const MAX_SPLITS: usize = 8;
 /// Forward workspace target of the fused family: 1 MB plus this many bytes per token.
@@ -87,15 +84,12 @@ pub fn forward_plan(
         Family::Sm80 => {
             (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
         }
-        // one block per SM over a balanced run of tiles each (plan/schedule.rs): as many partials
-        // per token as runs share a token tile
-        Family::Sm90 => Sm90Schedule::forward(
-            n.div_ceil(crate::geometry::SM90_TILE_M),
-            shape.v.div_ceil(crate::geometry::SM90_TILE_N),
-            sm_count.max(1),
-            by_memory.min(MAX_SM90_SLOTS),
-        )
-        .slots(),
+        // one block per SM, running start to end: the split count whose grid wastes least of the
+        // last wave (a wave is one block per SM)
+        Family::Sm90 => {
+            let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
+            best_split(token_tiles, shape.v.div_ceil(crate::geometry::SM90_TILE_N), sm_count, cap)
+        }
         Family::Cublas => 1,
     };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
@@ -125,4 +119,25 @@ pub fn forward_plan(
         status,
         workspace_bytes: l.bytes(),
     }
+}
+
+/// How many ways to split `cols` column tiles for `rows` row tiles on `sm_count` SMs running one
+/// block each to the end: the split count in 1..=cap whose grid of rows × splits blocks (each
+/// ceil(cols / splits) tiles long) keeps the largest fraction of the SMs busy over the run; the
+/// smallest such count on ties (longer blocks fill their pipelines fewer times).
+pub fn best_split(rows: usize, cols: usize, sm_count: usize, cap: usize) -> usize {
+    let sm = sm_count.max(1);
+    let busy = |s: usize| {
+        let per_block = cols.div_ceil(s);
+        let blocks = rows * cols.div_ceil(per_block);
+        let waves = blocks.div_ceil(sm);
+        (rows * cols) as f64 / (waves * sm * per_block) as f64
+    };
+    let mut best = 1;
+    for s in 2..=cap.max(1).min(cols.max(1)) {
+        if busy(s) > busy(best) + 1e-9 {
+            best = s;
+        }
+    }
+    best
 }

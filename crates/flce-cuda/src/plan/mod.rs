@@ -7,7 +7,6 @@
 
 mod backward;
 mod forward;
-mod schedule;
 mod step;
 #[cfg(test)]
 mod tests;
@@ -15,8 +14,7 @@ mod tests;
 pub use backward::{
     backward_plan, default_backward_budget, slice_backward_plan, BackwardPlan, DcAccumulator, DcTail, DeAccumulator,
 };
-pub use forward::{default_forward_budget, forward_plan, ForwardPlan, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS};
-pub use schedule::Sm90Schedule;
+pub use forward::{best_split, default_forward_budget, forward_plan, ForwardPlan, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS};
 pub use step::{step_plan, step_plan_if_faster, StepPlan, MIN_STEP_TOKEN_CHUNK};
 
 use std::ops::Range;

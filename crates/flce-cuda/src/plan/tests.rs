@@ -212,32 +212,29 @@ fn regions_do_not_overlap() {
 
 #[test]
 fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
-    use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
-    // the launcher's schedule under the plan's partials (family/sm90.rs forward_partials)
-    let runs = |p: &ForwardPlan| {
-        Sm90Schedule::forward(p.shape.n.div_ceil(SM90_TILE_M), p.shape.v.div_ceil(SM90_TILE_N), 132, p.splits)
-    };
-    // Gemma 2 at 8k tokens: 64 token tiles × 1000 vocabulary tiles in 132 runs of ≤ 485 tiles
-    // (the split grid ran 128 blocks of 500), up to 3 runs per token tile
+    // Gemma 2 at 8k tokens: 64 token tiles; 2 splits make 128 blocks on 132 SMs (one wave)
     let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-    assert_eq!((p.family, p.splits), (Family::Sm90, 3));
-    assert_eq!((runs(&p).clusters, runs(&p).slots()), (132, 3));
-    // one token: the 1000 vocabulary tiles dealt out over 125 SMs (the sm80 fallback's split of
-    // the same plan caps the partials at 125), 8 tiles each
+    assert_eq!((p.family, p.splits), (Family::Sm90, 2));
+    // one token: the 1000 vocabulary tiles shared out over (almost) every SM, 8 tiles each
     let one = forward_plan(Shape::new(1, 2304, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-    assert_eq!((one.splits, runs(&one).clusters, runs(&one).longest_run()), (125, 125, 8));
+    assert_eq!(one.splits, 125);
     // the portable mode keeps the portable family on Hopper
     let portable = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::FusedSm80, None, Family::Sm90);
     assert_eq!(portable.family, Family::Sm80);
     for n in [1usize, 100, 128, 1000, 8192, 32_768, 131_072] {
         let p = forward_plan(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
         assert!(p.partials.bytes <= (1 << 20) + 16 * n, "n {n}: {} bytes of partials", p.partials.bytes);
-        let r = runs(&p);
-        assert!(r.slots() <= p.splits, "n {n}: the schedule needs more partials than the plan holds");
-        // every SM busy where there are tiles for them, bar the memory cap at the longest inputs
-        // and the sm80 fallback's split of a one-token plan (126 partials)
-        assert!(r.clusters >= 126.min(r.units()), "n {n}: {} runs", r.clusters);
     }
+}
+
+#[test]
+fn best_split_prefers_full_waves_and_the_fewest_splits_on_ties() {
+    assert_eq!(best_split(64, 1000, 132, 8), 2);
+    assert_eq!(best_split(256, 1000, 132, 8), 1);
+    assert_eq!(best_split(1, 10, 132, 132), 10);
+    // 28 column tiles for 64 row tiles: 14 tiles per block, 128 blocks (4 blocks of 7 per row
+    // tile fill two waves as well: the longer blocks win)
+    assert_eq!(best_split(64, 28, 132, 28), 2);
 }
 
 #[test]
