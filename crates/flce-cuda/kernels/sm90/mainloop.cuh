@@ -12,7 +12,9 @@
 //   by a `full` mbarrier (TMA transaction bytes) and an `empty` one (both consumers released it).
 // - warpgroups 1 and 2, the consumers: registers raised to 232; consumer c owns rows 64c..64c+63
 //   of the token tile and all 256 columns: per k-step four wgmma.m64n256k16 (f32 accumulation)
-//   from shared-memory descriptors, then the stage is released. After a tile's last k-step the
+//   from shared-memory descriptors; the stage of the step before is released once that step's
+//   wgmma group has completed (one group stays in flight while the next stage is awaited: see
+//   SM90_MMA_INFLIGHT below). After a tile's last k-step the
 //   128 f32 accumulators of each thread go to the epilogue while the producer already fills the
 //   ring with the next tile's stages.
 //
@@ -261,7 +263,7 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
   }
 }
 
-// Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; 0 and 0 by default):
+// Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
 // SM90_CONSUMER_SKEW S — consumer 1 starts only after consumer 0 has issued its first S k-steps
 // (named barrier 2), so that later one consumer's epilogue runs while the other still issues
 // wgmma instead of both epilogues leaving the tensor cores idle together. Consumer 0 cannot run
@@ -273,7 +275,7 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
 #define SM90_CONSUMER_SKEW 0
 #endif
 #ifndef SM90_MMA_INFLIGHT
-#define SM90_MMA_INFLIGHT 0
+#define SM90_MMA_INFLIGHT 1
 #endif
 static_assert(SM90_CONSUMER_SKEW <= SM90_STAGES, "consumer 0 may lead by at most the ring's stages");
 
