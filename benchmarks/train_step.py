@@ -1,6 +1,6 @@
 """One training step of a Llama-style Hugging Face model, end to end, with each loss a user would
-pick: the plain HF loss, flce.patch (default, workspace_budget="fast", and with flce.offload's
-checkpointing: flce_offload), Liger's patch and
+pick: the plain HF loss, flce.patch (default, workspace_budget="fast", a byte budget as
+"flce@1G", and with flce.offload's checkpointing: flce_offload), Liger's patch and
 CCE's patch (where they import). Step time (CUDA events, median of --repeats after a warm-up)
 and peak memory beyond the weights and optimizer states (the weights' gradients, the same for every
 method, are inside it), and the losses, which must agree. The model is built from a config with random weights (no download).
@@ -50,6 +50,11 @@ def apply(method, model):
         return flce.patch(model)
     if method == "flce_fast":
         return flce.patch(model, workspace_budget="fast")
+    if method.startswith("flce@"):
+        # a workspace budget in bytes: "flce@1G", "flce@512M" (what a user with that much to spare sets)
+        size = method[5:]
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:].upper(), 1)
+        return flce.patch(model, workspace_budget=int(float(size.rstrip("KMGkmg")) * scale))
     if method == "flce_offload":
         # flce's own checkpointing with the layer inputs in pinned host memory (flce.offload)
         return flce.patch(model, checkpoint=True, offload=True)
