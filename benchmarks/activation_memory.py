@@ -58,7 +58,15 @@ def build(args, device, tokens):
     cfg._attn_implementation = "sdpa"
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    model = cls(cfg).to(device=device, dtype=dtype)
+    # initialised on the device in its dtype (seconds per mode on the CPU; an f32 copy would not fit
+    # the --gpu-gb cap)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = cls(cfg)
+    finally:
+        torch.set_default_dtype(default)
     if args.lora:
         from peft import LoraConfig, get_peft_model
 
