@@ -206,7 +206,15 @@ abi_structs! {
         k: LossConstants = "LossConstants",
         targets: DevPtr = "const long long*",
         out: DevPtr = "int*",
-        /// First bad index, INT_MAX if none.
+        /// The status word (common/types.cuh): INT_MAX, a bad target's index, or a bad class weight.
+        status: DevPtr = "int*",
+    }
+
+    /// flce_check_class_weights: the status word's bad-class-weight code.
+    struct WeightCheckParams {
+        class_w: DevPtr = "const float*",
+        v: i32 = "int",
+        /// The status word (common/types.cuh).
         status: DevPtr = "int*",
     }
 

@@ -77,8 +77,11 @@ pub struct DeviceForwardOutputs {
     pub per_token_loss: Option<DevPtr>,
     /// f32 [4]: loss (mean or sum; the sum for none), accuracy, Σ w_t over non-ignored tokens, W.
     pub scalars: DevPtr,
-    /// i32 [1]: the first token whose target is outside [0, V) and not ignore_index, or i32::MAX.
-    /// Such tokens get a NaN loss and NaN gradient rows; read this to report them.
+    /// i32 [1], the status word: i32::MAX when the input is good; else the first token whose
+    /// target is outside [0, V) and not ignore_index (>= 0; such tokens get a NaN loss and NaN
+    /// gradient rows), or i32::MIN + j for the first class j whose weight is negative or not
+    /// finite (then every token's loss and gradient row is NaN). Read it to report them:
+    /// [`crate::CudaError::from_status`].
     pub status: DevPtr,
 }
 

@@ -140,8 +140,8 @@ impl CudaLoss {
         unsafe { self.forward(&up.inputs, opts, &out, ws.workspace(), &plan, std::ptr::null_mut())? };
         self.sync()?;
         let st: Vec<i32> = status.to_vec(1)?;
-        if st[0] != i32::MAX {
-            return Err(CudaError::BadTarget { index: st[0] as usize, vocab: up.inputs.shape.v }.into());
+        if let Some(bad) = CudaError::from_status(st[0], up.inputs.shape.v) {
+            return Err(bad.into());
         }
         let sc: Vec<f32> = scalars.to_vec(4)?;
         Ok(ForwardOutput {

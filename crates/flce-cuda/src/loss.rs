@@ -8,7 +8,7 @@ use cudarc::driver::sys as cu;
 use cudarc::driver::CudaContext;
 use flce_core::{DType, Error, Options, Result, Shape};
 
-use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams, ToElemParams};
+use crate::abi::{DevPtr, LogitParams, LossConstants, PrepParams, ToElemParams, WeightCheckParams};
 use crate::blas::Blas;
 use crate::compile::{Arch, KernelFile};
 use crate::context::BoundContext;
@@ -205,7 +205,8 @@ impl CudaLoss {
     }
 
     /// Effective targets (shift, ignore_index) into `out` [N] i32, with the status word reset and
-    /// then set to the first out-of-range target.
+    /// then set to the first bad class weight or, failing that, the first out-of-range target
+    /// (common/types.cuh; bad class weights make every target TARGET_OUT_OF_RANGE).
     ///
     /// # Safety
     /// `out` holds N i32 and `status` one, on `stream`; `x` as for [`CudaLoss::forward`].
@@ -218,6 +219,9 @@ impl CudaLoss {
         stream: Stream,
     ) -> Result<()> {
         self.kernels.fill_i32(status, i32::MAX, 1, stream)?;
+        if let Some(class_w) = x.class_weights {
+            self.kernels.launch(x.dtype, &WeightCheckParams { class_w, v: k.v, status }, stream)?;
+        }
         self.kernels.launch(x.dtype, &PrepParams { k, targets: x.targets, out, status }, stream)?;
         Ok(())
     }

@@ -23,6 +23,7 @@ use crate::geometry::{
 /// Every kernel flce launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kernel {
+    CheckClassWeights,
     PrepTargets,
     TokenScale,
     ForwardFinish,
@@ -42,7 +43,8 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 17] = [
+        Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
         Kernel::ForwardFinish,
@@ -63,7 +65,7 @@ impl Kernel {
 
     pub fn file(self) -> KernelFile {
         match self {
-            Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
+            Kernel::CheckClassWeights | Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
             Kernel::ForwardFinish => KernelFile::Finish,
             Kernel::DbReduce | Kernel::ToElem | Kernel::ScaleGrads => KernelFile::Accumulate,
             Kernel::StatsFromLogits => KernelFile::CublasStats,
@@ -81,6 +83,7 @@ impl Kernel {
     /// The `extern "C"` name in its file.
     pub fn name(self) -> &'static str {
         match self {
+            Kernel::CheckClassWeights => "flce_check_class_weights",
             Kernel::PrepTargets => "flce_prep_targets",
             Kernel::TokenScale => "flce_token_scale",
             Kernel::ForwardFinish => "flce_forward_finish",
@@ -139,6 +142,12 @@ fn blocks(count: usize, per_block: usize) -> u32 {
     count.div_ceil(per_block) as u32
 }
 
+impl KernelArgs for WeightCheckParams {
+    const KERNEL: Kernel = Kernel::CheckClassWeights;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.v as usize, ELEMENTWISE_THREADS as usize), 1, 1)
+    }
+}
 impl KernelArgs for PrepParams {
     const KERNEL: Kernel = Kernel::PrepTargets;
     fn grid(&self) -> (u32, u32, u32) {

@@ -317,6 +317,44 @@ def test_out_of_range_target_is_nan_where_no_host_checks():
     assert torch.isnan(out)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf")])
+def test_bad_class_weights_raise(device, bad):
+    """A class weight that is negative or not finite is an error on every device: from the call
+    without gradients, and on CUDA from the backward of a call with them (the deferred check)."""
+    e, c, t, _, w = make(64, 32, 100, torch.float32, device, seed=5, weights=True)
+    w[7] = bad
+    with torch.no_grad(), pytest.raises(ValueError, match="weight"):
+        flce.linear_cross_entropy(e, c, t, weight=w)
+    e1 = e.clone().requires_grad_(True)
+    with pytest.raises(ValueError, match="weight"):
+        flce.linear_cross_entropy(e1, c, t, weight=w).backward()
+
+
+@cuda_only
+def test_bad_class_weights_are_nan_where_no_host_checks():
+    """Where no host reads the status word (check_targets=False, torch.compile), a bad class weight
+    makes every token's loss and every gradient row NaN — as an out-of-range target does for its
+    own token."""
+    e, c, t, _, w = make(64, 32, 100, torch.float32, "cuda", seed=6, weights=True)
+    bad = w.clone()
+    bad[99] = -1.0  # a class no token needs to target: still caught
+    for reduction in ("mean", "sum", "none"):
+        out = flce.linear_cross_entropy(e, c, t, weight=bad, reduction=reduction, check_targets=False)
+        active = (t != -100) if reduction == "none" else slice(None)
+        assert torch.isnan(out[active]).all() if reduction == "none" else torch.isnan(out), reduction
+        assert torch.isfinite(flce.linear_cross_entropy(e, c, t, weight=w, reduction=reduction)).all()
+    e1 = e.clone().requires_grad_(True)
+    flce.linear_cross_entropy(e1, c, t, weight=bad, check_targets=False).backward()
+    assert torch.isnan(e1.grad[t != -100]).all()
+
+    @torch.compile(fullgraph=True)
+    def compiled(e, c, t, w):
+        return flce.linear_cross_entropy(e, c, t, weight=w)
+
+    assert torch.isfinite(compiled(e, c, t, w)) and torch.isnan(compiled(e, c, t, bad))
+
+
 @cuda_only
 def test_expandable_segments_pass_the_pointer_check():
     """torch's expandable segments map memory with cuMemMap: the entry points' pointer check

@@ -63,6 +63,11 @@ __device__ __forceinline__ elem_t from_f32(float x) {
 // statistic (t < 0); a target out of range also makes its token's loss and gradient row NaN.
 #define TARGET_IGNORED (-1)
 #define TARGET_OUT_OF_RANGE (-2)
+// The status word (one int, INT_MAX when the input is good): the first out-of-range target's token
+// index (>= 0), or STATUS_BAD_CLASS_WEIGHT + j for the first class j whose weight is negative or
+// not finite (< 0: ahead of any target error under atomicMin). Decoded by src/error.rs
+// (CudaError::from_status) and flce/_common.py.
+#define STATUS_BAD_CLASS_WEIGHT (-2147483647 - 1)
 
 // NaN-propagating max (fmaxf drops NaN; the loss must not).
 __device__ __forceinline__ float nan_max(float a, float b) {

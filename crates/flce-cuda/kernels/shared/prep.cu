@@ -10,6 +10,12 @@
 //   status[0] with atomicMin (status starts at INT_MAX), so an eager host check can name the
 //   first bad token instead of a device-side assert.
 //
+// flce_check_class_weights — one thread per class, before flce_prep_targets when class weights are
+//   given: a weight that is negative, NaN or infinite records STATUS_BAD_CLASS_WEIGHT + j in
+//   status[0] (atomicMin: the first bad class). flce_prep_targets then makes every token's
+//   target TARGET_OUT_OF_RANGE — the loss NaN under every reduction, every gradient row NaN — so
+//   bad weights cannot pass unnoticed where no host reads the status word either.
+//
 // flce_token_scale — one block of REDUCE_THREADS: W = Σ_j w_j, Σ w_t over active tokens (fixed
 //   tree order), then g_i = ∂L/∂loss_i from grad_output (a device scalar, or [N] for reduction
 //   none), 0 at ignored tokens, NaN at out-of-range ones. Writes token_scale [N] and scalars
@@ -18,10 +24,21 @@
 // Host side: src/forward.rs and src/backward.rs.
 #include "common/types.cuh"
 
+extern "C" __global__ void flce_check_class_weights(const WeightCheckParams p) {
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (j >= p.v) return;
+  const float w = p.class_w[j];
+  if (!(w >= 0.0f) || isinf(w)) atomicMin(p.status, STATUS_BAD_CLASS_WEIGHT + j);  // !(w >= 0): NaN too
+}
+
 extern "C" __global__ void flce_prep_targets(const PrepParams p) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= p.k.n) return;
-  p.out[i] = effective_target(p.targets, i, p.k, p.status, p.k.v, 0, p.k.v, TARGET_IGNORED);
+  // bad class weights (flce_check_class_weights, earlier on the stream): every token is poisoned.
+  // The sign of the status word cannot change during this kernel (its atomicMins write indices
+  // >= 0), so a plain read is enough.
+  const int t = effective_target(p.targets, i, p.k, p.status, p.k.v, 0, p.k.v, TARGET_IGNORED);
+  p.out[i] = *p.status < 0 ? TARGET_OUT_OF_RANGE : t;
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(const ScaleParams p) {

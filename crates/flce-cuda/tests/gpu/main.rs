@@ -15,6 +15,7 @@ mod pointers;
 mod sampled;
 mod step;
 mod threads;
+mod weights;
 
 use std::time::Instant;
 
@@ -27,6 +28,7 @@ use phases::run_phases;
 use pointers::run_bad_pointers;
 use sampled::{run_bad_target, run_context_restored, run_sampled};
 use threads::{run_device_one, run_two_threads};
+use weights::run_bad_weights;
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -183,7 +185,9 @@ fn main() {
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
     let include_bad_target = filters.is_empty()
-        || filters.iter().any(|f| "bad-target context-restored bad-pointers two-threads device-1".contains(f.as_str()));
+        || filters
+            .iter()
+            .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
     let phase_cases = phase_cases();
     let phase_cases: Vec<_> = phase_cases
         .into_iter()
@@ -205,11 +209,12 @@ fn main() {
             }
             if include_bad_target {
                 println!("test bad-target ... skipped ({why})");
+                println!("test bad-weights ... skipped ({why})");
                 println!("test context-restored ... skipped ({why})");
                 println!("test bad-pointers ... skipped ({why})");
                 println!("test two-threads ... skipped ({why})");
                 println!("test device-1 ... skipped ({why})");
-                skipped += 5;
+                skipped += 6;
             }
             for (name, ..) in &phase_cases {
                 println!("test {name} ... skipped ({why})");
@@ -263,6 +268,7 @@ fn main() {
             }
             if include_bad_target {
                 run("bad-target".into(), &|| run_bad_target(be));
+                run("bad-weights".into(), &|| run_bad_weights(be));
                 run("context-restored".into(), &|| run_context_restored(be));
                 run("bad-pointers".into(), &|| run_bad_pointers(be));
                 run("two-threads".into(), &|| run_two_threads(be));

@@ -15,6 +15,7 @@ from . import _flce
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32", torch.float64: "f64"}
 _REDUCTIONS = ("mean", "sum", "none")
 _STATUS_OK = 2**31 - 1
+_STATUS_BAD_CLASS_WEIGHT = -2**31
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,11 +66,16 @@ _OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
 
 
 def raise_bad_target(bad: int, target: Tensor, v: int, ignore_index: int, where: str = "") -> None:
-    """The ValueError of an out-of-range target, from the status word's value (the first bad
-    token's index, or _STATUS_OK)."""
-    if bad != _STATUS_OK:
-        raise ValueError(f"target[{bad}] = {int(target.reshape(-1)[bad])} is outside [0, {v}) and is not "
-                         f"ignore_index ({ignore_index}){where}")
+    """The ValueError of bad input, from the status word's value (kernels/common/types.cuh):
+    _STATUS_OK, the first out-of-range target's token index, or _STATUS_BAD_CLASS_WEIGHT + j for
+    the first class j whose weight is negative or not finite."""
+    if bad == _STATUS_OK:
+        return
+    if bad < 0:
+        raise ValueError(f"weight[{bad - _STATUS_BAD_CLASS_WEIGHT}] (a class weight) is negative or not finite: "
+                         f"class weights must be finite and >= 0{where}")
+    raise ValueError(f"target[{bad}] = {int(target.reshape(-1)[bad])} is outside [0, {v}) and is not "
+                     f"ignore_index ({ignore_index}){where}")
 
 
 class TargetCheck:
