@@ -69,14 +69,20 @@ def worker(rank, size, init, results, cases, mismatch, device="cpu"):
             opts = OPTIONS[index]
             _, _, inputs = case_inputs(dtype, opts)
             e, c, t, b, w = on(device, *inputs)
-            if mismatch and rank == 1:
+            if mismatch == "shape" and rank == 1:
                 e, t = e[:, 1:], t[:, 1:]
             sizes = SIZES if size == 2 else (sum(SIZES),)
             lo, hi = sum(sizes[:rank]), sum(sizes[:rank + 1])
             shard = lambda x: None if x is None else x[lo:hi].clone()  # noqa: E731
 
+            w_shard = shard(w)
+            if mismatch == "weight_nan" and rank == 1:
+                w_shard[3] = float("nan")
+            if mismatch == "weight_len" and rank == 1:
+                w_shard = w_shard[1:]
+
             def run(e, c_shard, b_shard):
-                return flce.distributed.linear_cross_entropy(e, c_shard, t, b_shard, weight_shard=shard(w), **opts)
+                return flce.distributed.linear_cross_entropy(e, c_shard, t, b_shard, weight_shard=w_shard, **opts)
 
             key = (rank, str(dtype), index)
             try:
@@ -89,7 +95,7 @@ def worker(rank, size, init, results, cases, mismatch, device="cpu"):
         dist.destroy_process_group()
 
 
-def run_ranks(cases, mismatch=False, device="cpu", ranks=2):
+def run_ranks(cases, mismatch=None, device="cpu", ranks=2):
     with tempfile.TemporaryDirectory() as tmp:
         results = mp.Manager().dict()
         init = "file://" + os.path.join(tmp, "rendezvous")
@@ -149,8 +155,14 @@ TWO_GPUS = pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs")
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS)])
-def test_ranks_that_disagree_fail_together(device):
-    res = run_ranks([(torch.float32, 0)], mismatch=True, device=device)
+@pytest.mark.parametrize("fault,message", [("shape", "disagree"), ("weight_nan", "rank 1: weight_shard[3]"),
+                                           ("weight_len", "rank 1: the bias shard")])
+def test_ranks_that_disagree_fail_together(device, fault, message):
+    """What differs on one rank (its shapes, its shard lengths, a bad class weight in its shard)
+    raises on every rank before any collective of the loss — none is left waiting."""
+    # the class-weighted case (OPTIONS[1]: sum, smoothing, ...) for the weight faults
+    index = 0 if fault == "shape" else 1
+    res = run_ranks([(torch.float32, index)], mismatch=fault, device=device)
     for rank in (0, 1):
-        status, msg = res[(rank, str(torch.float32), 0)]
-        assert status == "error" and "disagree" in msg, (rank, status, msg)
+        status, msg = res[(rank, str(torch.float32), index)]
+        assert status == "error" and message in msg, (rank, status, msg)

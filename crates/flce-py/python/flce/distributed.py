@@ -166,7 +166,8 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
     [V_k, D], in rank order; the V_k may differ), the matching rows of the bias and of the class
     weights, and the same ``input`` [..., D] and ``target`` (indices into the whole vocabulary)
     as every other rank. Every rank gets the same loss; gradients are the rank's dC / db rows
-    and the whole dE. Ranks that disagree on N or D raise ValueError together, before any work."""
+    and the whole dE. Ranks that disagree on N or D, shards of the wrong length and bad class
+    weights raise ValueError on every rank together, before any work."""
     dist = torch.distributed
     group = process_group if process_group is not None else dist.group.WORLD
     if reduction not in _REDUCTIONS:
@@ -178,11 +179,32 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
     e = input.reshape(-1, d).contiguous()
     n = e.shape[0]
     rows = linear_weight_shard.shape[0]
-    # on the input's device: NCCL gathers CUDA tensors only
-    meta = torch.tensor([n, d, rows, linear_weight_shard.shape[1]], dtype=torch.int64, device=input.device)
-    seen = [m.tolist() for m in _gather(meta, group)]
+    # Every check that can differ between ranks travels in one all-gather and raises on every rank
+    # together (a rank that raised alone would leave the others waiting in a collective): the
+    # shapes, the shard lengths of the bias and class weights, and the first class weight of the
+    # shard that is negative or not finite (-1: none; found on the device, read with the gather).
+    # On the input's device: NCCL gathers CUDA tensors only.
+    dev = input.device
+    lengths = [linear_weight_shard.shape[1],
+               linear_bias_shard.numel() if linear_bias_shard is not None else rows,
+               weight_shard.numel() if weight_shard is not None else rows]
+    meta = torch.tensor([n, d, rows] + lengths, dtype=torch.int64, device=dev)
+    first_bad = torch.full((1,), -1, dtype=torch.int64, device=dev)
+    if weight_shard is not None and weight_shard.numel() > 0:
+        wf = weight_shard.detach().reshape(-1).to(torch.float32)
+        bad = ~(torch.isfinite(wf) & (wf >= 0))
+        first_bad = torch.where(bad.any(), bad.to(torch.int64).argmax(), first_bad[0]).reshape(1)
+    seen = [m.tolist() for m in _gather(torch.cat([meta, first_bad]), group)]
     if any(m[0] != n or m[1] != d or m[3] != d for m in seen):
-        raise ValueError(f"ranks disagree on the problem: (N, D, rows, classifier D) per rank = {seen}")
+        raise ValueError(f"ranks disagree on the problem: (N, D, rows, classifier D) per rank = "
+                         f"{[m[:4] for m in seen]}")
+    for k, m in enumerate(seen):
+        if m[4] != m[2] or m[5] != m[2]:
+            raise ValueError(f"rank {k}: the bias shard ({m[4]}) and class-weight shard ({m[5]}) must have the "
+                             f"classifier shard's {m[2]} rows")
+        if m[6] >= 0:
+            raise ValueError(f"rank {k}: weight_shard[{m[6]}] (a class weight) is negative or not finite: class "
+                             f"weights must be finite and >= 0")
     sizes = [m[2] for m in seen]
     rank = dist.get_rank(group)
     offset, total = sum(sizes[:rank]), sum(sizes)
