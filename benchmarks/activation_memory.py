@@ -16,6 +16,8 @@ download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
     python3 benchmarks/activation_memory.py --model Llama-3.2-1B --tokens 16384,32768,65536
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 65536
     python3 benchmarks/activation_memory.py --tiny --device cpu --tokens 128 --repeats 1   # smoke test
+    # why a run runs out of memory: its row gets the largest live allocations and their sources
+    python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 16384 --oom-report
 
 Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4).
 """
@@ -138,6 +140,37 @@ def run(mode, args, device, tokens):
                 pinned_mb=stats.get("pinned_bytes", 0) / 2**20, **measured)
 
 
+def _where(frames, keep=("transformers", "flce", "peft", "activation_memory"), depth=3):
+    """The innermost `depth` frames of a stack that belong to the model's code (else the
+    innermost ones), as file:line:function."""
+    mine = [f for f in frames if any(k in f.get("filename", "") for k in keep)] or frames
+    return " < ".join(f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']}:{f['name']}" for f in mine[:depth])
+
+
+def oom_report(device, err, top=12):
+    """What the memory held when an allocation failed: the failing call's frames in the model's
+    code and the largest live allocations with the frames that made them (from the allocator's
+    history, recorded with --oom-report)."""
+    import traceback
+
+    tb = [dict(filename=f.filename, line=f.lineno, name=f.name) for f in traceback.extract_tb(err.__traceback__)]
+    report = dict(failed_at=_where(list(reversed(tb))), allocated_mb=torch.cuda.memory_allocated(device) / 2**20)
+    try:
+        snap = torch.cuda.memory._snapshot(device)
+    except Exception as e:  # noqa: BLE001 (a report of a report: never hide the OOM itself)
+        report["snapshot_error"] = repr(e)
+        return report
+    blocks = [(b["size"], _where(b.get("frames", []))) for seg in snap.get("segments", []) for b in seg.get("blocks", [])
+              if b.get("state") == "active_allocated"]
+    blocks.sort(key=lambda x: -x[0])
+    report["largest"] = [dict(mb=round(size / 2**20, 1), at=where) for size, where in blocks[:top]]
+    by_site = {}
+    for size, where in blocks:
+        by_site[where] = by_site.get(where, 0) + size
+    report["by_site_mb"] = {k: round(v / 2**20, 1) for k, v in sorted(by_site.items(), key=lambda x: -x[1])[:top]}
+    return report
+
+
 def predicted(args, tokens, mode):
     if args.tiny:
         return {}
@@ -164,6 +197,9 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="a tiny Llama (smoke test)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--oom-report", action="store_true",
+                    help="record the allocator's history (python stacks) and, when a run runs out of memory, put "
+                         "the largest live allocations and where they were made into its row")
     args = ap.parse_args()
     device = torch.device(args.device)
     if args.gpu_gb and device.type == "cuda":
@@ -175,11 +211,21 @@ def main():
     rows = []
     for tokens in [int(x) for x in args.tokens.split(",")]:
         for mode in args.modes.split(","):
+            history = args.oom_report and device.type == "cuda"
+            if history:
+                torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
             try:
                 row = run(mode, args, device, tokens)
-            except torch.cuda.OutOfMemoryError:
+            except torch.cuda.OutOfMemoryError as err:
                 row = dict(mode=mode, tokens=tokens, error="out of memory")
+                if history:
+                    row["oom"] = oom_report(device, err)
+                del err
+                gc.collect()
                 torch.cuda.empty_cache()
+            finally:
+                if history:
+                    torch.cuda.memory._record_memory_history(enabled=None)
             row.update(predicted(args, tokens, mode))
             rows.append(row)
             print(json.dumps(row), flush=True)
