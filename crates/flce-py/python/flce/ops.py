@@ -158,8 +158,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
-    is not ``ignore_index`` raises ValueError (``check_targets``; eager mode only: it reads one
-    status word from the device) — on CUDA, when gradients will be computed, from the backward
+    is not ``ignore_index``, or a class weight that is negative or not finite, raises ValueError
+    (``check_targets``; eager mode only: it reads one status word from the device; elsewhere the
+    loss and gradients are NaN) — on CUDA, when gradients will be computed, from the backward
     (``loss.backward()``), which reads the word after its own kernels are queued so that the GPU
     never waits for the host; otherwise from this call.
     """
