@@ -228,24 +228,35 @@ __device__ __forceinline__ void sm90_end_sync() {
   if (cluster_size() > 1) cluster_sync();
 }
 
+// The ring position a producer or consumer has reached: it carries over from one run of tiles to
+// the next when a block walks several (the forward's lanes schedule, below).
+struct Sm90Ring {
+  int stage = 0;
+  u32 phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == SM90_STAGES) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
 // The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
-// token tile at row0, in the order the consumers use them. In a cluster of 2 each block loads the
-// half of C's box at its rank, multicast to both (map_c then has boxes of 128 rows).
-__device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                             int row0, int col_first, int tiles, int kt_count) {
-  tma_prefetch_map(map_e);
-  tma_prefetch_map(map_c);
+// token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
+// cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c then has
+// boxes of 128 rows).
+__device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
+                                                 int row0, int col_first, int tiles, int kt_count, Sm90Ring& ring) {
   const u32 blocks = cluster_size(), rank = cluster_rank();
   const int c_rows = SM90_TILE_N / (int)blocks;
   const unsigned short all = (unsigned short)((1u << blocks) - 1);
-  int stage = 0;
-  u32 phase = 0;
   for (int tile = 0; tile < tiles; ++tile) {
     const int col0 = col_first + tile * SM90_TILE_N;
     for (int kt = 0; kt < kt_count; ++kt) {
+      const int stage = ring.stage;
       // a fresh barrier's "previous phase" (parity 1) counts as complete: the first round
       // passes without waiting
-      mbar_wait(&pp.empty[stage], phase ^ 1);
+      mbar_wait(&pp.empty[stage], ring.phase ^ 1);
       mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
       tma_load_2d(pp.a + stage * SM90_A_STAGE_BYTES, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
       unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
@@ -255,12 +266,18 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
         tma_load_2d_multicast(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
                               col0 + (int)rank * c_rows, all);
       }
-      if (++stage == SM90_STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
+      ring.advance();
     }
   }
+}
+
+// The producer of a block with one run of tiles.
+__device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
+                                             int row0, int col_first, int tiles, int kt_count) {
+  tma_prefetch_map(map_e);
+  tma_prefetch_map(map_c);
+  Sm90Ring ring;
+  sm90_produce_run(pp, map_e, map_c, row0, col_first, tiles, kt_count, ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -296,28 +313,22 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
   }
 }
 
-// A consumer warpgroup (`consumer` 0 or 1): for each tile, the k-loop into the accumulators, then
-// epi.tile(acc, col0).
+// A consumer warpgroup (`consumer` 0 or 1) over one run of tiles, from ring position `ring` on:
+// for each tile, the k-loop into the accumulators, then epi.tile(acc, col0). `issued` counts
+// consumer 0's k-steps until the skew is signalled (SM90_CONSUMER_SKEW).
 template <class Epilogue>
-__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, int col_first, int tiles, int kt_count,
-                                             Epilogue& epi) {
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+__device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consumer, int col_first, int tiles,
+                                                 int kt_count, Epilogue& epi, float (&acc)[128], Sm90Ring& ring,
+                                                 int& issued) {
   const bool releaser = (threadIdx.x & 127) == 0;
   const u32 blocks = cluster_size();
-  int stage = 0;
-  u32 phase = 0;
-#if SM90_CONSUMER_SKEW > 0
-  int issued = 0;  // consumer 0's k-steps so far, until the skew is signalled
-  if (consumer == 1) skew_wait();
-#endif
   for (int tile = 0; tile < tiles; ++tile) {
 #if SM90_MMA_INFLIGHT
     int pending = -1;  // the stage of the k-step whose wgmma group may still run
 #endif
     for (int kt = 0; kt < kt_count; ++kt) {
-      mbar_wait(&pp.full[stage], phase);
+      const int stage = ring.stage;
+      mbar_wait(&pp.full[stage], ring.phase);
       const u32 a = smem_u32(pp.a + stage * SM90_A_STAGE_BYTES + consumer * (SM90_A_STAGE_BYTES / 2));
       const u32 b = smem_u32(pp.b + stage * SM90_B_STAGE_BYTES);
       wgmma_fence();
@@ -336,10 +347,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, i
 #if SM90_CONSUMER_SKEW > 0
       if (consumer == 0 && issued < SM90_CONSUMER_SKEW && ++issued == SM90_CONSUMER_SKEW) skew_arrive();
 #endif
-      if (++stage == SM90_STAGES) {
-        stage = 0;
-        phase ^= 1;
-      }
+      ring.advance();
     }
 #if SM90_MMA_INFLIGHT
     wgmma_wait_all();
@@ -355,6 +363,21 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, i
 #endif
     epi.tile(acc, col_first + tile * SM90_TILE_N);
   }
+}
+
+// The consumer of a block with one run of tiles.
+template <class Epilogue>
+__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, int col_first, int tiles, int kt_count,
+                                             Epilogue& epi) {
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  Sm90Ring ring;
+  int issued = 0;
+#if SM90_CONSUMER_SKEW > 0
+  if (consumer == 1) skew_wait();
+#endif
+  sm90_consume_run(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
 #if SM90_CONSUMER_SKEW > 0
   // a block without tiles: consumer 1 still waits for the signal
   if (consumer == 0 && issued < SM90_CONSUMER_SKEW) skew_arrive();
