@@ -162,6 +162,12 @@ abi_structs! {
         /// [splits, N] packed RowStats.
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
+        /// The lanes-and-helpers schedule (plan::Sm90Lanes; all 0 for the split grid): lanes per
+        /// token tile, 256-column tiles per lane, tiles a lane's own block runs, helper blocks.
+        lane_splits: i32 = "int",
+        lane_tiles: i32 = "int",
+        main_tiles: i32 = "int",
+        helpers: i32 = "int",
     }
 
     /// sm90 family: flce_sm90_grad recomputes one backward chunk's logits.

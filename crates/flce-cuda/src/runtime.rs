@@ -245,8 +245,13 @@ impl KernelArgs for ForwardTilesParams {
 impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
     fn grid(&self) -> (u32, u32, u32) {
+        let token_tiles = blocks(self.lp.k.n as usize, SM90_TILE_M);
+        if self.lane_splits > 0 {
+            // lanes and helpers, one dimension
+            return (token_tiles * self.lane_splits as u32 + self.helpers as u32, 1, 1);
+        }
         // every split writes its partial, even one left without tiles
-        (round_up(blocks(self.lp.k.n as usize, SM90_TILE_M), self.cluster()), self.splits as u32, 1)
+        (round_up(token_tiles, self.cluster()), self.splits as u32, 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32

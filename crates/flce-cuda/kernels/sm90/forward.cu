@@ -28,8 +28,34 @@ struct Sm90ForwardEpilogue {
   const LogitParams& p;
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
-  const int* s_target;  // [SM90_TILE_M]
-  int row0, rl0, t;     // block's first token, the thread's first row in the block, lane % 4
+  int* s_target;    // [SM90_TILE_M]
+  int row0, rl0, t;  // block's first token, the thread's first row in the block, lane % 4
+
+  // The lanes schedule (flce_sm90_forward_lanes below) moves a block between token tiles: the
+  // warp's rows (rl0, rl0 + 8: a warp's 16 rows are its own) start empty at each, and leave
+  // their statistics at the segment's slot. The split grid initialises and writes them once.
+  __device__ __forceinline__ void begin_rows(int token_tile) {
+    row0 = token_tile * SM90_TILE_M;
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int rl = rl0 + 8 * h;
+        s_state[rl] = row_stats_pack(row_stats_empty());
+        s_target[rl] = row0 + rl < p.k.n ? p.targets[row0 + rl] : -1;
+      }
+    }
+    __syncwarp();
+  }
+  __device__ __forceinline__ void end_rows(float4* partials, int slot) {
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int rl = rl0 + 8 * h;
+        if (row0 + rl < p.k.n) partials[(size_t)slot * p.k.n + row0 + rl] = s_state[rl];
+      }
+    }
+    __syncwarp();  // s_state is reset by the next begin_rows
+  }
 
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
   // case, every column valid), and the general one.
@@ -123,10 +149,87 @@ struct Sm90ForwardEpilogue {
   }
 };
 
+#ifndef SM90_FORWARD_LANES
+#define SM90_FORWARD_LANES 0
+#endif
+#if SM90_FORWARD_LANES
+static_assert(SM90_CONSUMER_SKEW == 0, "the lanes schedule runs without the consumer skew");
+
+// The lanes-and-helpers schedule (src/plan/forward.rs Sm90Lanes; a variant measured against the
+// split grid, compiled instead of it with FLCE_SM90_MAINLOOP=lanes=1): grid lanes + helpers, one
+// dimension, no clusters; with no helpers it is the split grid (every lane runs all its tiles). Block b < lanes runs lane b —
+// token tile b % T, vocabulary split b / T (T token tiles), `lane_tiles` 256-column tiles from
+// split·lane_tiles — for its first `main_tiles` tiles, its partial at slot split; helper h runs
+// the rest of lanes [h·lanes/helpers, (h+1)·lanes/helpers) one after another, each lane's
+// partial at slot lane_splits + split (written even when the rest is empty). The ring, the
+// accumulators and the consumers' state carry over from one lane to the next.
+__device__ __forceinline__ void flce_sm90_forward_lanes(const Sm90ForwardParams& fp, const Sm90Pipe& pp) {
+  const LogitParams& p = fp.lp;
+  const int token_tiles = (p.k.n + SM90_TILE_M - 1) / SM90_TILE_M;
+  const int tiles = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
+  const int lanes = token_tiles * fp.lane_splits, b = blockIdx.x;
+  const bool helper = b >= lanes;
+  const int first_lane = helper ? (int)((long long)(b - lanes) * lanes / fp.helpers) : b;
+  const int end_lane = helper ? (int)((long long)(b - lanes + 1) * lanes / fp.helpers) : b + 1;
+  // lane → (token tile, first tile, tile count, slot) of this block's part of it
+  auto part = [&](int lane, int& token_tile, int& t0, int& count, int& slot) {
+    const int split = lane / token_tiles;
+    token_tile = lane % token_tiles;
+    const int begin = split * fp.lane_tiles, end = min(begin + fp.lane_tiles, tiles);
+    const int cut = min(begin + fp.main_tiles, end);
+    t0 = helper ? cut : begin;
+    count = max(0, (helper ? end : cut) - t0);
+    slot = helper ? fp.lane_splits + split : split;
+  };
+
+  float4* s_state = (float4*)pp.scratch;
+  int* s_target = (int*)(s_state + SM90_TILE_M);
+  sm90_init_barriers(pp);
+  sm90_start_sync();
+  const int wg = threadIdx.x / 128;
+  if (wg == 0) {
+    producer_registers();
+    if (threadIdx.x == 0) {
+      tma_prefetch_map(&fp.map_e);
+      tma_prefetch_map(&fp.map_c);
+      Sm90Ring ring;
+      for (int lane = first_lane; lane < end_lane; ++lane) {
+        int x, t0, count, slot;
+        part(lane, x, t0, count, slot);
+        sm90_produce_run(pp, &fp.map_e, &fp.map_c, x * SM90_TILE_M, t0 * SM90_TILE_N, count, kt_count, ring);
+      }
+    }
+  } else {
+    consumer_registers();
+    const int consumer = wg - 1, lane_id = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, 0};
+    epi.rl0 = consumer * 64 + warp * 16 + (lane_id >> 2);
+    epi.t = lane_id & 3;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    Sm90Ring ring;
+    int issued = 0;
+    for (int lane = first_lane; lane < end_lane; ++lane) {
+      int x, t0, count, slot;
+      part(lane, x, t0, count, slot);
+      epi.begin_rows(x);
+      sm90_consume_run(pp, consumer, t0 * SM90_TILE_N, count, kt_count, epi, acc, ring, issued);
+      epi.end_rows(fp.partials, slot);
+    }
+  }
+  sm90_end_sync();
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
+#if SM90_FORWARD_LANES
+  flce_sm90_forward_lanes(fp, pp);
+#else
   const LogitParams& p = fp.lp;
   const int row0 = blockIdx.x * SM90_TILE_M;
   const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
@@ -162,4 +265,5 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
   }
   sm90_end_sync();
+#endif
 }

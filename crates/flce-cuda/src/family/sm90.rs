@@ -9,9 +9,10 @@ use flce_core::{DType, Result};
 
 use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap};
 use crate::error::Check;
+use crate::geometry::Sm90Mainloop;
 use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{best_split, BackwardPlan, ForwardPlan};
+use crate::plan::{best_split, BackwardPlan, ForwardPlan, Sm90Lanes};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -79,9 +80,19 @@ fn cluster_for(token_tiles: usize) -> usize {
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    let cluster = cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M));
-    let (map_e, map_c) = maps(call, cluster)?;
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
+    // The lanes-and-helpers variant (compiled instead of the split grid when on): the plan's
+    // schedule where it pays, else the split grid as lanes without helpers; no clusters.
+    let lanes = (Sm90Mainloop::current().lanes == 1).then(|| {
+        plan.sm90_lanes.unwrap_or(Sm90Lanes {
+            lane_splits: plan.splits,
+            lane_tiles: tiles.div_ceil(plan.splits),
+            main_tiles: tiles.div_ceil(plan.splits),
+            helpers: 0,
+        })
+    });
+    let cluster = if lanes.is_some() { 1 } else { cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M)) };
+    let (map_e, map_c) = maps(call, cluster)?;
     let params = Sm90ForwardParams {
         map_e,
         map_c,
@@ -91,6 +102,10 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         tiles_per_split: tiles.div_ceil(plan.splits) as i32,
         partials: call.ws.at(plan.partials),
         target_logit: call.ws.at(plan.target_logit),
+        lane_splits: lanes.map_or(0, |l| l.lane_splits as i32),
+        lane_tiles: lanes.map_or(0, |l| l.lane_tiles as i32),
+        main_tiles: lanes.map_or(0, |l| l.main_tiles as i32),
+        helpers: lanes.map_or(0, |l| l.helpers as i32),
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())

@@ -306,3 +306,58 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
     let only_dc = slice_backward_plan(slice, DType::BF16, Wanted { de: false, ..both }, None).unwrap();
     assert_eq!(only_dc.de_acc, DeAccumulator::NotWanted);
 }
+
+#[test]
+fn lanes_and_helpers_shorten_the_longest_run_at_the_model_shapes() {
+    // Gemma 2 / Llama 3 / Qwen 2.5 at 8k tokens: 64 token tiles × 2 lanes on 132 SMs
+    for (tiles, main, longest_before) in [(1000, 485, 500), (501, 244, 251), (594, 288, 297)] {
+        let s = Sm90Lanes::plan(64, tiles, 2, 132).expect("lanes pay here");
+        assert_eq!((s.lane_tiles, s.main_tiles, s.helpers), (longest_before, main, 4));
+        assert!(s.longest_run(64) < longest_before, "{s:?}");
+        // every lane's tiles are covered once: main part plus leftover
+        assert!(s.main_tiles <= s.lane_tiles);
+    }
+    // no spare SMs, or no leftover worth a helper: the plain split grid
+    assert_eq!(Sm90Lanes::plan(66, 1000, 2, 132), None);
+    assert_eq!(Sm90Lanes::plan(64, 2, 2, 132), None);
+    assert_eq!(Sm90Lanes::plan(0, 1000, 2, 132), None);
+}
+
+#[test]
+fn lanes_and_helpers_cover_every_tile_once_and_fill_every_slot() {
+    let degenerate = |splits: usize, tiles: usize| Sm90Lanes {
+        lane_splits: splits,
+        lane_tiles: tiles.div_ceil(splits),
+        main_tiles: tiles.div_ceil(splits),
+        helpers: 0,
+    };
+    let cases = [
+        (64, 1000, Sm90Lanes::plan(64, 1000, 2, 132).unwrap()),
+        (64, 501, Sm90Lanes::plan(64, 501, 2, 132).unwrap()),
+        (3, 7, Sm90Lanes::plan(3, 7, 2, 8).unwrap()),
+        (5, 3, degenerate(2, 3)),
+        (1, 1000, degenerate(125, 1000)),
+    ];
+    for (token_tiles, vocab_tiles, s) in cases {
+        let blocks = token_tiles * s.lane_splits + s.helpers;
+        let slots = if s.helpers > 0 { 2 * s.lane_splits } else { s.lane_splits };
+        let mut tile_seen = vec![0u8; token_tiles * vocab_tiles];
+        let mut slot_seen = vec![0u8; token_tiles * slots];
+        let mut longest = 0;
+        for b in 0..blocks {
+            let parts = s.parts(token_tiles, vocab_tiles, b);
+            longest = longest.max(parts.iter().map(|p| p.2).sum::<usize>());
+            for (x, t0, count, slot) in parts {
+                for j in t0..t0 + count {
+                    tile_seen[x * vocab_tiles + j] += 1;
+                }
+                slot_seen[x * slots + slot] += 1;
+            }
+        }
+        assert!(tile_seen.iter().all(|&c| c == 1), "{s:?}: a tile run twice or never");
+        assert!(slot_seen.iter().all(|&c| c == 1), "{s:?}: a partial written twice or never");
+        if s.helpers > 0 {
+            assert_eq!(longest, s.longest_run(token_tiles), "{s:?}");
+        }
+    }
+}
