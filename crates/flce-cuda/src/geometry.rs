@@ -113,6 +113,9 @@ impl Sm90Mainloop {
                 _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1 or lanes=0|1")),
             }
         }
+        if m.lanes == 1 && m.skew > 0 {
+            return Err("the lanes schedule runs without the consumer skew".into());
+        }
         Ok(m)
     }
 
@@ -175,6 +178,7 @@ mod tests {
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0, lanes: 0 }));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1, lanes: 0 }));
         assert_eq!(Sm90Mainloop::parse("lanes=1"), Ok(Sm90Mainloop { skew: 0, inflight: 1, lanes: 1 }));
+        assert!(Sm90Mainloop::parse("lanes=1,skew=2").is_err(), "the kernel would not compile");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());
         assert!(Sm90Mainloop::parse("fast").is_err());
