@@ -157,12 +157,14 @@ static_assert(SM90_CONSUMER_SKEW == 0, "the lanes schedule runs without the cons
 
 // The lanes-and-helpers schedule (src/plan/forward.rs Sm90Lanes; a variant measured against the
 // split grid, compiled instead of it with FLCE_SM90_MAINLOOP=lanes=1): grid lanes + helpers, one
-// dimension, no clusters; with no helpers it is the split grid (every lane runs all its tiles). Block b < lanes runs lane b —
-// token tile b % T, vocabulary split b / T (T token tiles), `lane_tiles` 256-column tiles from
-// split·lane_tiles — for its first `main_tiles` tiles, its partial at slot split; helper h runs
-// the rest of lanes [h·lanes/helpers, (h+1)·lanes/helpers) one after another, each lane's
-// partial at slot lane_splits + split (written even when the rest is empty). The ring, the
-// accumulators and the consumers' state carry over from one lane to the next.
+// dimension, no clusters; with no helpers it is the split grid (each lane runs all its tiles).
+// Block b < lanes runs lane b — token tile b % T, vocabulary split b / T (T token tiles),
+// `lane_tiles` 256-column tiles from split·lane_tiles — for its first `main_tiles` tiles, its
+// partial at slot split; helper h runs the rest of lanes [h·lanes/helpers, (h+1)·lanes/helpers)
+// one after another, each lane's partial at slot lane_splits + split (written even when the rest
+// is empty). The ring, the accumulators and the consumers' state carry over from lane to lane.
+// Sm90Lanes::parts computes the same parts on the host (its tests: every tile once, every slot
+// once).
 __device__ __forceinline__ void flce_sm90_forward_lanes(const Sm90ForwardParams& fp, const Sm90Pipe& pp) {
   const LogitParams& p = fp.lp;
   const int token_tiles = (p.k.n + SM90_TILE_M - 1) / SM90_TILE_M;
