@@ -9,13 +9,13 @@
 //! A custom harness, so that a machine without a GPU reports every case as skipped instead of
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
 
+mod bad_input;
 mod oracle;
 mod phases;
 mod pointers;
 mod sampled;
 mod step;
 mod threads;
-mod weights;
 
 use std::time::Instant;
 
@@ -23,12 +23,12 @@ use flce_core::testing::DataKind;
 use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
+use bad_input::{run_bad_target, run_bad_weights};
 use oracle::run_oracle;
 use phases::run_phases;
 use pointers::run_bad_pointers;
-use sampled::{run_bad_target, run_context_restored, run_sampled};
+use sampled::{run_context_restored, run_sampled};
 use threads::{run_device_one, run_two_threads};
-use weights::run_bad_weights;
 
 #[derive(Clone)]
 pub(crate) struct Case {

@@ -1,4 +1,4 @@
-//! Large shapes against sampled f64 rows, and the bad-target status word.
+//! Large shapes against sampled f64 rows, and the caller's context around the entry points.
 
 use std::time::Instant;
 
@@ -133,83 +133,6 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
         step.token_chunks(),
         t0.elapsed().as_secs_f64()
     ))
-}
-
-/// A target outside [0, V) is reported through the status word, the token is treated as
-/// ignored, and the context stays usable.
-pub(crate) fn run_bad_target(be: &CudaLoss) -> Result<String, String> {
-    use flce_core::Reduction;
-    use flce_cuda::{DeviceGradOutput, DeviceGrads, Wanted};
-    let c = |e: flce_cuda::CudaError| e.to_string();
-    let s = |e: flce_core::Error| e.to_string();
-    let (n, d, v) = (40, 64, 300);
-    let opts = Options::default();
-    let p = RandomProblem::<bf16>::new(Shape::new(n, d, v), 3, DataKind::Planted, 0.0, &opts, false, false);
-    let up = be.upload(&p.inputs(), &opts).map_err(s)?;
-    let mut bad = p.targets.clone();
-    bad[5] = 300;
-    let t = DeviceBuffer::from_slice(&bad).map_err(c)?;
-    let mut inputs = up.inputs;
-    inputs.targets = t.ptr();
-    // forward, mean and none: the status word names token 5, the mean is NaN, and so is token 5's
-    // loss (only it)
-    let none = Options { reduction: Reduction::None, ..opts.clone() };
-    let lse = DeviceBuffer::new(4 * n).map_err(c)?;
-    let per_token = DeviceBuffer::new(4 * n).map_err(c)?;
-    let mut scalars = Vec::new();
-    for o in [&opts, &none] {
-        let sc = DeviceBuffer::new(16).map_err(c)?;
-        let st = DeviceBuffer::new(4).map_err(c)?;
-        let plan = be.forward_plan(inputs.shape, inputs.dtype, ForwardConfig::default());
-        let ws = DeviceBuffer::new(plan.workspace_bytes).map_err(c)?;
-        let per_token_loss = (o.reduction == Reduction::None).then(|| per_token.ptr());
-        let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss, scalars: sc.ptr(), status: st.ptr() };
-        unsafe { be.forward(&inputs, o, &out, ws.workspace(), &plan, std::ptr::null_mut()) }.map_err(s)?;
-        be.context().synchronize().map_err(|e| format!("{e:?}"))?;
-        let status: Vec<i32> = st.to_vec(1).map_err(c)?;
-        if status[0] != 5 {
-            return Err(format!("{:?}: status {} instead of 5", o.reduction, status[0]));
-        }
-        scalars.push(sc.to_vec::<f32>(4).map_err(c)?[0]);
-    }
-    if !scalars[0].is_nan() {
-        return Err(format!("mean loss {} with an out-of-range target (NaN expected)", scalars[0]));
-    }
-    let losses: Vec<f32> = per_token.to_vec(n).map_err(c)?;
-    if !losses[5].is_nan() || losses.iter().enumerate().any(|(i, l)| i != 5 && !l.is_finite()) {
-        return Err(format!("per-token losses: token 5 {} (NaN expected), others finite: {:?}", losses[5], losses));
-    }
-    // backward, both logits families: dE's row 5 is NaN, every other row finite
-    for mode in [BackwardMode::Auto, BackwardMode::CublasLogits] {
-        let config = BackwardConfig { mode, ..BackwardConfig::default() };
-        let wanted = Wanted { de: true, dc: false, dbias: false };
-        let plan = be.backward_plan(inputs.shape, inputs.dtype, wanted, config).map_err(s)?;
-        let ws = DeviceBuffer::new(plan.workspace_bytes).map_err(c)?;
-        let de = DeviceBuffer::new(n * d * 2).map_err(c)?;
-        let go = DeviceBuffer::from_slice(&[1.0f32]).map_err(c)?;
-        let grads = DeviceGrads { de: Some(de.ptr()), dc: None, dbias: None };
-        let go = DeviceGradOutput::Scalar(go.ptr());
-        unsafe { be.backward(&inputs, &opts, lse.ptr(), go, &grads, ws.workspace(), &plan, std::ptr::null_mut()) }
-            .map_err(s)?;
-        be.context().synchronize().map_err(|e| format!("{e:?}"))?;
-        let rows: Vec<bf16> = de.to_vec(n * d).map_err(c)?;
-        let row_nan = |i: usize| rows[i * d..(i + 1) * d].iter().all(|x| x.to_f32().is_nan());
-        let row_finite = |i: usize| rows[i * d..(i + 1) * d].iter().all(|x| x.to_f32().is_finite());
-        if !row_nan(5) || !(0..n).filter(|&i| i != 5).all(row_finite) {
-            return Err(format!("{mode:?} backward: dE row 5 not all NaN or another row not finite"));
-        }
-    }
-    // the context still works
-    let f = be.forward_uploaded(&up, &opts).map_err(s)?;
-    if !f.loss.is_finite() {
-        return Err("loss not finite after a bad-target call".into());
-    }
-    // and the owned API reports the bad target as a typed error before touching the GPU
-    let err = be.forward_host(&flce_core::HostInputs { targets: &bad, ..p.inputs() }, &opts).unwrap_err();
-    if !err.to_string().contains("target[5] = 300") {
-        return Err(format!("unexpected error: {err}"));
-    }
-    Ok("status word = 5, NaN loss (mean; token 5 under none), NaN dE row 5 (both families), context usable, host check typed".into())
 }
 
 /// The device-pointer entry points leave the caller's current context as they found it (here:
