@@ -5,11 +5,11 @@
 
 use flce::cpu::phases::VocabSlice;
 use flce::cuda::phases::{slice_backward_workspace_bytes, RankPartials, SlicePartials};
-use flce::cuda::{plan::slice_backward_plan, Stream, Wanted};
+use flce::cuda::{plan::slice_backward_plan, Wanted};
 use pyo3::prelude::*;
 
 use crate::plans::{Plan, PlanKind};
-use crate::{device_grads, forward_outputs, to_py, to_workspace, DevicePtrs, ForwardPtrs, GradPtrs, Problem};
+use crate::{device_grads, forward_outputs, on_cuda, to_py, to_workspace, DevicePtrs, ForwardPtrs, GradPtrs, Problem};
 
 /// The backward plan of a vocabulary slice (`problem` has V = its rows) on `device`, and the
 /// workspace bytes `cuda_phase_backward_slice` needs with it (more than the plan's own when class
@@ -44,20 +44,18 @@ fn cuda_phase_forward_partials(
     workspace: (u64, usize),
     plan: &Plan,
 ) -> PyResult<()> {
-    let (device, stream) = cuda;
+    let device = cuda.0;
     let plan = plan.forward(device)?;
     let x = problem.device_inputs(inputs);
     let out = SlicePartials { rows: out.0, class_weight_sum: out.1, status: out.2 };
     let ws = to_workspace(workspace);
     let slice = VocabSlice { offset, total };
     let opts = &problem.opts;
-    py.detach(move || {
-        let be = flce::cuda_backend(device)?;
+    on_cuda(py, cuda, move |be, stream| {
         // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of the validated
         // shapes and dtypes on `device`, and torch's stream handle.
-        unsafe { be.forward_partials_slice(&x, opts, slice, &out, ws, plan, stream as Stream) }
+        unsafe { be.forward_partials_slice(&x, opts, slice, &out, ws, plan, stream) }
     })
-    .map_err(to_py)
 }
 
 /// Phase 3: the gathered partials `parts` = (rows f64 [P, N, 6], Σ w_j f64 [P], P) merged in rank
@@ -76,17 +74,14 @@ fn cuda_phase_finish(
     workspace: (u64, usize),
 ) -> PyResult<()> {
     problem.no_f64_on_cuda()?;
-    let (device, stream) = cuda;
     let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
     let out = forward_outputs(outputs);
     let ws = to_workspace(workspace);
     let (shape, opts) = (problem.shape, &problem.opts);
-    py.detach(move || {
-        let be = flce::cuda_backend(device)?;
+    on_cuda(py, cuda, move |be, stream| {
         // SAFETY: as in cuda_phase_forward_partials.
-        unsafe { be.finish_ranks(shape, opts, targets, &parts, &out, merged, ws, stream as Stream) }
+        unsafe { be.finish_ranks(shape, opts, targets, &parts, &out, merged, ws, stream) }
     })
-    .map_err(to_py)
 }
 
 /// Phase 4 on this rank's slice: dC / db of its rows and dE's f32 share (`grads` = (dE share
@@ -109,7 +104,7 @@ fn cuda_phase_backward_slice(
     workspace: (u64, usize),
     plan: &Plan,
 ) -> PyResult<()> {
-    let (device, stream) = cuda;
+    let device = cuda.0;
     let plan = plan.backward(device)?;
     let x = problem.device_inputs(inputs);
     let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
@@ -118,12 +113,10 @@ fn cuda_phase_backward_slice(
     let ws = to_workspace(workspace);
     let slice = VocabSlice { offset, total };
     let opts = &problem.opts;
-    py.detach(move || {
-        let be = flce::cuda_backend(device)?;
+    on_cuda(py, cuda, move |be, stream| {
         // SAFETY: as in cuda_phase_forward_partials.
-        unsafe { be.backward_slice(&x, opts, slice, lse, merged, &parts, go, &grads, ws, plan, stream as Stream) }
+        unsafe { be.backward_slice(&x, opts, slice, lse, merged, &parts, go, &grads, ws, plan, stream) }
     })
-    .map_err(to_py)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -18,6 +18,16 @@ mod phases;
 mod plans;
 use plans::{backward_config, forward_config, Plan, PlanKind};
 
+/// Runs `call` on the CUDA backend of device `cuda.0` and the caller's stream `cuda.1`, with the
+/// GIL released; its error becomes the Python exception [`to_py`] makes.
+pub(crate) fn on_cuda<F>(py: Python<'_>, cuda: (usize, u64), call: F) -> PyResult<()>
+where
+    F: FnOnce(&flce::cuda::CudaLoss, flce::cuda::Stream) -> flce::Result<()> + Send,
+{
+    let (device, stream) = cuda;
+    py.detach(move || call(&*flce::cuda_backend(device)?, stream as flce::cuda::Stream)).map_err(to_py)
+}
+
 pub(crate) fn to_py(e: Error) -> PyErr {
     match e {
         Error::DTypeMismatch { .. } => PyTypeError::new_err(e.to_string()),
@@ -275,19 +285,17 @@ impl Problem {
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
-        let (device, stream) = cuda;
+        let device = cuda.0;
         let plan = plan.forward(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
         let ws = to_workspace(workspace);
         let opts = &self.opts;
-        py.detach(move || {
-            let be = flce::cuda_backend(device)?;
+        on_cuda(py, cuda, move |be, stream| {
             // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of the validated
             // shapes and dtypes on `device`, and torch's stream handle.
-            unsafe { be.forward(&x, opts, &out, ws, plan, stream as flce::cuda::Stream) }
+            unsafe { be.forward(&x, opts, &out, ws, plan, stream) }
         })
-        .map_err(to_py)
     }
 
     /// CUDA backward on device pointers, as `plan` says, on `cuda` = (device ordinal, stream);
@@ -305,19 +313,17 @@ impl Problem {
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
-        let (device, stream) = cuda;
+        let device = cuda.0;
         let plan = plan.backward(device)?;
         let x = self.device_inputs(inputs);
         let go = self.grad_output(grad_output);
         let grads = device_grads(grads);
         let ws = to_workspace(workspace);
         let opts = &self.opts;
-        py.detach(move || {
-            let be = flce::cuda_backend(device)?;
+        on_cuda(py, cuda, move |be, stream| {
             // SAFETY: as in cuda_forward.
-            unsafe { be.backward(&x, opts, lse, go, &grads, ws, plan, stream as flce::cuda::Stream) }
+            unsafe { be.backward(&x, opts, lse, go, &grads, ws, plan, stream) }
         })
-        .map_err(to_py)
     }
 
     /// The three-product plan (forward and gradients at once) of this problem on `device` within
@@ -345,19 +351,17 @@ impl Problem {
         workspace: (u64, usize),
         plan: &Plan,
     ) -> PyResult<()> {
-        let (device, stream) = cuda;
+        let device = cuda.0;
         let plan = plan.step(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
         let grads = device_grads(grads);
         let ws = to_workspace(workspace);
         let opts = &self.opts;
-        py.detach(move || {
-            let be = flce::cuda_backend(device)?;
+        on_cuda(py, cuda, move |be, stream| {
             // SAFETY: as in cuda_forward.
-            unsafe { be.forward_backward(&x, opts, &out, &grads, ws, plan, stream as flce::cuda::Stream) }
+            unsafe { be.forward_backward(&x, opts, &out, &grads, ws, plan, stream) }
         })
-        .map_err(to_py)
     }
 
     /// CPU forward on host pointers (`inputs` as for cuda_forward); returns (loss, accuracy or None).
@@ -433,13 +437,10 @@ fn scale_gradients(
     scale: u64,
 ) -> PyResult<()> {
     let dtype: DType = dtype.parse().map_err(PyTypeError::new_err)?;
-    let (device, stream) = cuda;
-    py.detach(move || {
-        let be = flce::cuda_backend(device)?;
+    on_cuda(py, cuda, move |be, stream| {
         // SAFETY: the Python caller passes data_ptr()s of live CUDA tensors of that size.
-        unsafe { be.scale_gradients(dtype, ptr, count, scale, stream as flce::cuda::Stream) }
+        unsafe { be.scale_gradients(dtype, ptr, count, scale, stream) }
     })
-    .map_err(to_py)
 }
 
 /// Number of CUDA devices flce can use (0 without a driver).
