@@ -161,7 +161,8 @@ impl CudaLoss {
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        plan::forward_plan(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused)
+        let lanes = crate::geometry::Sm90Mainloop::current().lanes == 1;
+        plan::forward_plan_with_lanes(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, lanes)
     }
 
     /// The backward plan for a call shape and the gradients wanted.

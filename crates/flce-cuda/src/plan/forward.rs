@@ -136,6 +136,20 @@ pub fn forward_plan(
     budget: Option<usize>,
     fused: Family,
 ) -> ForwardPlan {
+    forward_plan_with_lanes(shape, dtype, sm_count, mode, budget, fused, false)
+}
+
+/// [`forward_plan`], with the sm90 forward's lanes-and-helpers variant ([`Sm90Lanes`]) planned
+/// where it pays when `sm90_lanes` (the backend passes whether its kernels were compiled so).
+pub fn forward_plan_with_lanes(
+    shape: Shape,
+    dtype: DType,
+    sm_count: usize,
+    mode: ForwardMode,
+    budget: Option<usize>,
+    fused: Family,
+    sm90_lanes: bool,
+) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
     let vocab_tiles = shape.v.div_ceil(TILE_N);
@@ -160,7 +174,7 @@ pub fn forward_plan(
         Family::Cublas => 1,
     };
     // the lanes-and-helpers variant doubles the partials (lanes', then helpers')
-    let sm90_lanes = (family == Family::Sm90 && crate::geometry::Sm90Mainloop::current().lanes == 1)
+    let sm90_lanes = (family == Family::Sm90 && sm90_lanes)
         .then(|| {
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             Sm90Lanes::plan(n.div_ceil(crate::geometry::SM90_TILE_M), tiles, splits, sm_count)

@@ -15,7 +15,8 @@ pub use backward::{
     backward_plan, default_backward_budget, slice_backward_plan, BackwardPlan, DcAccumulator, DcTail, DeAccumulator,
 };
 pub use forward::{
-    best_split, default_forward_budget, forward_plan, ForwardPlan, Sm90Lanes, FORWARD_BYTES_PER_TOKEN, MAX_SPLITS,
+    best_split, default_forward_budget, forward_plan, forward_plan_with_lanes, ForwardPlan, Sm90Lanes,
+    FORWARD_BYTES_PER_TOKEN, MAX_SPLITS,
 };
 pub use step::{step_plan, step_plan_if_faster, StepPlan, MIN_STEP_TOKEN_CHUNK};
 
