@@ -44,7 +44,7 @@ mod step;
 
 pub use abi::DevPtr;
 pub use device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
-pub use error::CudaError;
+pub use error::{CudaError, STATUS_BAD_CLASS_WEIGHT, STATUS_OK};
 pub use family::{BackwardMode, Family, ForwardMode};
 pub use host::{DeviceBuffer, UploadedInputs};
 pub use loss::{BackwardConfig, CudaLoss, ForwardConfig};

@@ -14,6 +14,7 @@ use crate::compile::{Arch, KernelFile};
 use crate::context::BoundContext;
 use crate::device::{DeviceInputs, Stream, Workspace};
 use crate::error::Check;
+use crate::error::STATUS_OK;
 use crate::family::{self, BackwardMode, Family, ForwardMode};
 use crate::library::{require, Library};
 use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
@@ -219,7 +220,7 @@ impl CudaLoss {
         status: DevPtr,
         stream: Stream,
     ) -> Result<()> {
-        self.kernels.fill_i32(status, i32::MAX, 1, stream)?;
+        self.kernels.fill_i32(status, STATUS_OK, 1, stream)?;
         if let Some(class_w) = x.class_weights {
             self.kernels.launch(x.dtype, &WeightCheckParams { class_w, v: k.v, status }, stream)?;
         }

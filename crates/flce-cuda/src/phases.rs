@@ -22,6 +22,7 @@ use crate::abi::{
 use crate::backward::de_accumulator;
 use crate::context::BoundContext;
 use crate::device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
+use crate::error::STATUS_OK;
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DeAccumulator, ForwardPlan};
 
@@ -140,7 +141,7 @@ impl CudaLoss {
         let k = LossConstants::new(shape, opts);
         let prepared = ws.ptr;
         // the kernels of both files read no input data: one module serves every dtype
-        self.kernels.fill_i32(out.status, i32::MAX, 1, stream)?;
+        self.kernels.fill_i32(out.status, STATUS_OK, 1, stream)?;
         self.kernels.launch(DType::F32, &PrepParams { k, targets, out: prepared, status: out.status }, stream)?;
         let finish = RanksFinishParams {
             k,
@@ -234,7 +235,7 @@ impl CudaLoss {
         status: DevPtr,
         elsewhere_base: i32,
     ) -> Result<()> {
-        self.kernels.fill_i32(status, i32::MAX, 1, call.stream)?;
+        self.kernels.fill_i32(status, STATUS_OK, 1, call.stream)?;
         let p = SliceTargetsParams {
             k: call.lp.k,
             targets: call.x.targets,

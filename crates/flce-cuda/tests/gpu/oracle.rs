@@ -92,7 +92,7 @@ pub(crate) fn gpu_run_on<T: Element>(
     unsafe { be.forward(&up.inputs, opts, &out, ws.workspace(), &fplan, stream) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("forward: {x:?}"))?;
     let st: Vec<i32> = status.to_vec(1).map_err(|x| x.to_string())?;
-    if st[0] != i32::MAX {
+    if st[0] != flce_cuda::STATUS_OK {
         return Err(format!("status reports bad target at {}", st[0]));
     }
     let es = std::mem::size_of::<T>();

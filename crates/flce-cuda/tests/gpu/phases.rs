@@ -129,7 +129,7 @@ pub(crate) fn run_phases<T: Element>(
     be.context().synchronize().map_err(|e| format!("{e:?}"))?;
 
     let statuses: Vec<i32> = st.to_vec(1).map_err(c)?;
-    if statuses[0] != i32::MAX {
+    if statuses[0] != flce_cuda::STATUS_OK {
         return Err(format!("status {} with valid targets", statuses[0]));
     }
     let scalars: Vec<f32> = sc.to_vec(4).map_err(c)?;
