@@ -96,6 +96,15 @@ __device__ double block_sum(double x, double* s) {
   return r;
 }
 
+// This thread's share of W = Σ_j w_j over [0, v) (v without class weights), strided by the
+// block: the caller reduces it in its fixed tree order.
+template <int BLOCK>
+__device__ __forceinline__ double thread_class_weight_sum(const float* class_w, int v) {
+  double w = 0.0;
+  for (int j = threadIdx.x; j < v; j += BLOCK) w += class_w ? (double)class_w[j] : 1.0;
+  return w;
+}
+
 // The effective target of token i (spec.rs effective_targets), for flce_prep_targets and, over a
 // vocabulary slice, flce_slice_targets: shift (position k takes target k+1 within its sequence;
 // the last position is ignored) and ignore_index; a given target outside [0, total) records its

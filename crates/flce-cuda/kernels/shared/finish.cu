@@ -13,9 +13,7 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_forward_finish
   __shared__ double s_red[REDUCE_THREADS];
   const int tid = threadIdx.x;
   const int n = fp.k.n, v = fp.k.v;
-  double wsum_all = 0.0;
-  for (int j = tid; j < v; j += REDUCE_THREADS) wsum_all += fp.class_w ? (double)fp.class_w[j] : 1.0;
-  const double W = block_sum<REDUCE_THREADS>(wsum_all, s_red);
+  const double W = block_sum<REDUCE_THREADS>(thread_class_weight_sum<REDUCE_THREADS>(fp.class_w, v), s_red);
 
   double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
   const float eps = fp.k.label_smoothing;

@@ -45,9 +45,7 @@ __device__ __forceinline__ double ranks_class_weight_sum(const double* sums, int
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_export_partials(const ExportParams p) {
   __shared__ double s_red[REDUCE_THREADS];
   const int tid = threadIdx.x;
-  double w_all = 0.0;
-  for (int j = tid; j < p.k.v; j += REDUCE_THREADS) w_all += p.class_w ? (double)p.class_w[j] : 1.0;
-  w_all = block_sum<REDUCE_THREADS>(w_all, s_red);
+  const double w_all = block_sum<REDUCE_THREADS>(thread_class_weight_sum<REDUCE_THREADS>(p.class_w, p.k.v), s_red);
   if (tid == 0) p.class_weight_sum[0] = w_all;
   for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
     RowStats st = row_stats_empty();

@@ -44,8 +44,7 @@ extern "C" __global__ void flce_prep_targets(const PrepParams p) {
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(const ScaleParams p) {
   __shared__ double s[REDUCE_THREADS];
   const int tid = threadIdx.x;
-  double w_all = 0.0, w_tok = 0.0;
-  for (int j = tid; j < p.k.v; j += REDUCE_THREADS) w_all += p.class_w ? (double)p.class_w[j] : 1.0;
+  double w_all = thread_class_weight_sum<REDUCE_THREADS>(p.class_w, p.k.v), w_tok = 0.0;
   for (int i = tid; i < p.k.n; i += REDUCE_THREADS) {
     const int t = p.targets[i];
     if (t >= 0) w_tok += p.class_w ? (double)p.class_w[t] : 1.0;
