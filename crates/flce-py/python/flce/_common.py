@@ -65,7 +65,7 @@ def budget_option(workspace_budget) -> int:
 _OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
 
 
-def raise_bad_target(bad: int, target: Tensor, v: int, ignore_index: int, where: str = "") -> None:
+def raise_bad_input(bad: int, target: Tensor, v: int, ignore_index: int, where: str = "") -> None:
     """The ValueError of bad input, from the status word's value (kernels/common/types.cuh):
     _STATUS_OK, the first out-of-range target's token index, or _STATUS_BAD_CLASS_WEIGHT + j for
     the first class j whose weight is negative or not finite."""
@@ -101,7 +101,7 @@ class TargetCheck:
 
     def finish(self, target: Tensor, v: int, ignore_index: int) -> None:
         self.done.synchronize()
-        raise_bad_target(int(self.host[0]), target, v, ignore_index, " (found by the backward's check)")
+        raise_bad_input(int(self.host[0]), target, v, ignore_index, " (found by the backward's check)")
 
 
 def _ptr(t: Optional[Tensor]) -> Optional[int]:
@@ -110,6 +110,11 @@ def _ptr(t: Optional[Tensor]) -> Optional[int]:
 
 def _device_index(t: Tensor) -> int:
     return t.device.index if t.device.index is not None else torch.cuda.current_device()
+
+
+def _cuda_of(t: Tensor) -> Tuple[int, int]:
+    """(device ordinal, torch's current stream there): the `cuda` argument of the CUDA entry points."""
+    return _device_index(t), torch.cuda.current_stream(t.device).cuda_stream
 
 
 @functools.lru_cache(maxsize=256)

@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import (_DTYPES, _REDUCTIONS, LossOptions, _device_index, _forward_plan, _inputs, _problem, _ptr,
-                      raise_bad_target)
+from ._common import (_DTYPES, _REDUCTIONS, LossOptions, _cuda_of, _device_index, _forward_plan, _inputs, _problem,
+                      _ptr, raise_bad_input)
 
 _FIELDS = 6  # per token: max, Σexp, Σw·z, argmax, target logit, target weight (float64)
 
@@ -107,7 +107,7 @@ class _VocabParallelCuda(torch.autograd.Function):
         dt = _DTYPES[e.dtype]
         local, whole = _problem(n, d, c.shape[0], dt, o), _problem(n, d, total, dt, o)
         dev = _device_index(e)
-        cuda = (dev, torch.cuda.current_stream(e.device).cuda_stream)
+        cuda = _cuda_of(e)
         f64 = dict(dtype=torch.float64, device=e.device)
         f32 = dict(dtype=torch.float32, device=e.device)
         plan = _forward_plan(local, dev, o.forward_mode, max(o.workspace_budget, 0), b is not None)
@@ -128,7 +128,7 @@ class _VocabParallelCuda(torch.autograd.Function):
         _flce.cuda_phase_finish(whole, cuda, t.data_ptr(), (parts.data_ptr(), sums.data_ptr(), parts.shape[0]),
                                 outputs, merged.data_ptr(), (fws.data_ptr(), fws.numel()))
         if check:
-            raise_bad_target(int(status.item()), t, total, o.ignore_index)
+            raise_bad_input(int(status.item()), t, total, o.ignore_index)
         ctx.save_for_backward(e, c, b, t, w, lse, merged, sums)
         ctx.group, ctx.offset, ctx.total, ctx.o = group, offset, total, o
         ctx.mark_non_differentiable(lse)
@@ -141,7 +141,7 @@ class _VocabParallelCuda(torch.autograd.Function):
         o = ctx.o
         local = _problem(n, d, c.shape[0], _DTYPES[e.dtype], o)
         dev = _device_index(e)
-        cuda = (dev, torch.cuda.current_stream(e.device).cuda_stream)
+        cuda = _cuda_of(e)
         go, de_part, dc, db = _slice_backward_buffers(ctx, e, c, b, g_out)
         plan, ws_bytes = _slice_backward_plan(local, dev, (True, dc is not None, db is not None), w is not None)
         ws = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=e.device)

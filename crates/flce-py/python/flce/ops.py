@@ -17,8 +17,8 @@ import torch
 from torch import Tensor
 
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, LossOptions, TargetCheck,
-                      _backward_plan, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
-                      raise_bad_target)
+                      _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
+                      raise_bad_input)
 
 
 @torch.library.custom_op("flce::forward", mutates_args=(),
@@ -41,9 +41,8 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
         scalars = torch.empty(4, **f32)
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
-        stream = torch.cuda.current_stream(e.device).cuda_stream
         outputs = (lse.data_ptr(), per_token_ptr, scalars.data_ptr(), status.data_ptr())
-        p.cuda_forward((dev, stream), _inputs(e, c, bias, target, weight), outputs, (ws.data_ptr(), ws.numel()), fplan)
+        p.cuda_forward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, (ws.data_ptr(), ws.numel()), fplan)
     else:
         loss, acc = p.cpu_forward(_inputs(e, c, bias, target, weight), lse.data_ptr(), per_token_ptr)
         scalars = torch.tensor([loss, math.nan if acc is None else acc, 0.0, 0.0], dtype=f32["dtype"])
@@ -84,8 +83,7 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
         bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode,
                                max(o.workspace_budget, 0), bias is not None)
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
-        stream = torch.cuda.current_stream(e.device).cuda_stream
-        p.cuda_backward((dev, stream), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
+        p.cuda_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
                         (ws.data_ptr(), ws.numel()), bplan)
     else:
         p.cpu_backward(_inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads)
@@ -233,7 +231,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if check_targets and eager and not defer_check:
-        raise_bad_target(int(status.item()), t, v, ignore_index)
+        raise_bad_input(int(status.item()), t, v, ignore_index)
     loss = per_token.reshape(lead) if reduction == "none" else scalars[0]
     loss = loss.to(out_dtype or input.dtype)
     extras = []

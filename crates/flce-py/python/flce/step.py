@@ -21,8 +21,8 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, TargetCheck, _device_index, _inputs,
-                      _problem_of)
+from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, TargetCheck, _cuda_of, _device_index,
+                      _inputs, _problem_of)
 
 _GRANULE = 256 << 20
 
@@ -81,10 +81,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     db = torch.empty(c.shape[0], dtype=e.dtype, device=e.device) if want_db else e.new_empty(0)
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
-    stream = torch.cuda.current_stream(e.device).cuda_stream
-    dev = _device_index(e)
     outputs = (lse.data_ptr(), None, scalars.data_ptr(), status.data_ptr())
-    _problem_of(e, c, o).cuda_forward_backward((dev, stream), _inputs(e, c, bias, target, weight), outputs, grads,
+    _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan)
     return per_token, lse, scalars, status, de, dc, db
 
@@ -106,8 +104,7 @@ def _scale_grads_(de: Tensor, dc: Tensor, db: Tensor, scale: Tensor) -> None:
         if t.numel() == 0:
             continue
         if t.is_cuda:
-            stream = torch.cuda.current_stream(t.device).cuda_stream
-            _flce.scale_gradients((_device_index(t), stream), _DTYPES[t.dtype], t.data_ptr(), t.numel(),
+            _flce.scale_gradients(_cuda_of(t), _DTYPES[t.dtype], t.data_ptr(), t.numel(),
                                   scale.data_ptr())
         else:
             t.mul_(scale[0])
