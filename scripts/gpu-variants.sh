@@ -6,7 +6,7 @@
 # under (e.g. the profiling knob FLCE_SM90_MAINLOOP, src/geometry.rs):
 #   bash scripts/gpu-variants.sh 2 "old=old-bundle/flce" "new=gpu-bundle/flce" \
 #     "skew2=gpu-bundle/flce:FLCE_SM90_MAINLOOP=skew=2"
-# BENCH_ARGS adds flce bench options (default: the three model shapes, no three-product runs).
+# BENCH_ARGS: flce bench options (unset: no three-product runs; set empty: flce bench's defaults).
 # Logs under $OUT (or ./gpu-logs), one file per variant and round.
 set -uo pipefail
 rounds=${1:?rounds}; shift
@@ -22,7 +22,7 @@ for r in $(seq 1 "$rounds"); do
     # ENV=VALUE pairs split on the commas that start a new NAME= (a value may hold commas)
     pairs=()
     [ -n "$envs" ] && mapfile -t pairs < <(python3 -c 'import re,sys; print("\n".join(p for p in re.split(r",(?=[A-Z_][A-Z0-9_]*=)", sys.argv[1]) if p))' "$envs")
-    env "${pairs[@]}" "$bin" bench --shapes ${SHAPES:-gemma2,llama3,qwen25} ${BENCH_ARGS:---step-budget-mb 0} \
+    env "${pairs[@]}" "$bin" bench --shapes ${SHAPES:-gemma2,llama3,qwen25} ${BENCH_ARGS---step-budget-mb 0} \
       --json "$OUT/var-$label-$r.jsonl" > "$OUT/var-$label-$r.log" 2>&1 \
       || { echo "bench $label round $r failed"; tail -n 5 "$OUT/var-$label-$r.log"; }
   done
