@@ -155,6 +155,8 @@ abi_structs! {
         lp: LogitParams = "LogitParams",
         /// Blocks per cluster along the token tiles (1 or 2: C's box multicast to both).
         cluster: i32 = "int",
+        /// Token-tile slots: grid x (plan::sm90_grid; a multiple of the cluster).
+        slots: i32 = "int",
         /// Partials per token: grid y (a split left without tiles writes empty statistics).
         splits: i32 = "int",
         /// 256-column vocabulary tiles per split.
@@ -162,12 +164,6 @@ abi_structs! {
         /// [splits, N] packed RowStats.
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
-        /// The lanes-and-helpers schedule (plan::Sm90Lanes; all 0 for the split grid): lanes per
-        /// token tile, 256-column tiles per lane, tiles a lane's own block runs, helper blocks.
-        lane_splits: i32 = "int",
-        lane_tiles: i32 = "int",
-        main_tiles: i32 = "int",
-        helpers: i32 = "int",
     }
 
     /// sm90 family: flce_sm90_grad recomputes one backward chunk's logits.
@@ -178,6 +174,8 @@ abi_structs! {
         chunk: GradChunk = "GradChunk",
         /// Blocks per cluster along the token tiles (1 or 2).
         cluster: i32 = "int",
+        /// Token-tile slots: grid x (plan::sm90_grid; a multiple of the cluster).
+        slots: i32 = "int",
         /// 256-column tiles per block along the chunk's vocabulary.
         tiles_per_cta: i32 = "int",
     }

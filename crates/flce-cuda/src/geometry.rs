@@ -79,7 +79,7 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
 /// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
-/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I,lanes=L"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
 /// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
 /// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
 /// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
@@ -88,13 +88,11 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
-    /// 1: the forward's lanes-and-helpers schedule ([`crate::plan::Sm90Lanes`]), where it pays.
-    pub lanes: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, lanes: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1 }
     }
 }
 
@@ -109,12 +107,8 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                "lanes" if value <= 1 => m.lanes = value,
-                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1 or lanes=0|1")),
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
             }
-        }
-        if m.lanes == 1 && m.skew > 0 {
-            return Err("the lanes schedule runs without the consumer skew".into());
         }
         Ok(m)
     }
@@ -131,6 +125,21 @@ impl Sm90Mainloop {
             Err(_) => Self::default(),
         })
     }
+}
+
+/// The L2 bytes the sm90 grid keeps the blocks that run together within
+/// ([`crate::plan::sm90_grid`]): [`crate::plan::SM90_L2_BUDGET`], or `FLCE_SM90_L2_MB` (read once;
+/// 0: every token tile its own block, the grid before budgets) — a profiling knob, not a user
+/// setting, as `FLCE_SM90_MAINLOOP`.
+pub fn sm90_l2_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| match std::env::var("FLCE_SM90_L2_MB") {
+        Ok(v) => v.trim().parse::<usize>().map(|mb| mb << 20).unwrap_or_else(|_| {
+            eprintln!("flce: ignoring FLCE_SM90_L2_MB={v:?}: not a number of MB");
+            crate::plan::SM90_L2_BUDGET
+        }),
+        Err(_) => crate::plan::SM90_L2_BUDGET,
+    })
 }
 
 /// The defines the kernels compile with.
@@ -163,7 +172,6 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
-        ("SM90_FORWARD_LANES", mainloop.lanes),
     ]
 }
 
@@ -174,11 +182,10 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1, lanes: 0 }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0, lanes: 0 }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1, lanes: 0 }));
-        assert_eq!(Sm90Mainloop::parse("lanes=1"), Ok(Sm90Mainloop { skew: 0, inflight: 1, lanes: 1 }));
-        assert!(Sm90Mainloop::parse("lanes=1,skew=2").is_err(), "the kernel would not compile");
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
+        assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());
         assert!(Sm90Mainloop::parse("fast").is_err());

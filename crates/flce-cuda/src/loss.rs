@@ -135,6 +135,14 @@ impl CudaLoss {
         self.sm_count
     }
 
+    /// This backend, planning as if its GPU had `sms` multiprocessors (at least 1): the GPU tests
+    /// use it to run a big GPU's schedules — several token tiles per sm90 block — on small shapes.
+    #[doc(hidden)]
+    pub fn planning_for_sms(mut self, sms: usize) -> Self {
+        self.sm_count = sms.max(1);
+        self
+    }
+
     /// [`check_device_pointers`](crate::device::check_device_pointers) on this backend's GPU, for
     /// the pointer arguments of an entry point (after [`CudaLoss::call`] bound the context).
     pub(crate) fn check_pointers(&self, args: impl IntoIterator<Item = (&'static str, Option<DevPtr>)>) -> Result<()> {
@@ -162,8 +170,8 @@ impl CudaLoss {
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        let lanes = crate::geometry::Sm90Mainloop::current().lanes == 1;
-        plan::forward_plan_with_lanes(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, lanes)
+        let l2 = crate::geometry::sm90_l2_budget();
+        plan::forward_plan_with_l2(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, l2)
     }
 
     /// The backward plan for a call shape and the gradients wanted.

@@ -17,7 +17,7 @@ use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
     self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_THREADS,
-    SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -245,13 +245,8 @@ impl KernelArgs for ForwardTilesParams {
 impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
     fn grid(&self) -> (u32, u32, u32) {
-        let token_tiles = blocks(self.lp.k.n as usize, SM90_TILE_M);
-        if self.lane_splits > 0 {
-            // lanes and helpers, one dimension
-            return (token_tiles * self.lane_splits as u32 + self.helpers as u32, 1, 1);
-        }
         // every split writes its partial, even one left without tiles
-        (round_up(token_tiles, self.cluster()), self.splits as u32, 1)
+        (round_up(self.slots.max(1) as u32, self.cluster()), self.splits as u32, 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32
@@ -262,8 +257,7 @@ impl KernelArgs for Sm90GradParams {
     fn grid(&self) -> (u32, u32, u32) {
         let c = &self.chunk;
         let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
-        let rows = round_up(blocks((c.n_end - c.n0) as usize, SM90_TILE_M), self.cluster());
-        (rows, blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
+        (round_up(self.slots.max(1) as u32, self.cluster()), blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32

@@ -1,15 +1,17 @@
 // flce sm90 family, forward: the TMA + wgmma logits main loop (sm90/mainloop.cuh) with an epilogue
 // that folds each 128 × 256 logit tile into per-token statistics in registers. No logits in memory.
 //
-// flce_sm90_forward — grid (ceil(N/128) rounded up to the cluster, splits), clusters of 1 or 2, SM90_THREADS (384) threads, dynamic smem
-//   SM90_FORWARD_SMEM_BYTES, one block per SM. Block (x, s) owns tokens [128x, 128x + 128) and the
-//   vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split) of 256 columns. Each consumer
+// flce_sm90_forward — grid (slots, splits) (src/plan/sm90.rs: slots a multiple of the cluster),
+//   clusters of 1 or 2, SM90_THREADS (384) threads, dynamic smem SM90_FORWARD_SMEM_BYTES, one
+//   block per SM. Block (g, s) owns the vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split)
+//   of 256 columns and runs them for the token tiles g, g + slots, … (tokens [128x, 128x + 128)
+//   of token tile x) one after another, the ring carrying over between them. Each consumer
 //   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows in registers; per tile it
 //   applies bias and softcap, takes the row max over its 64 columns and then over the quad (the
 //   4 lanes that hold the row), rescales its running sum once, adds the tile's exponentials and
 //   writes the target logit when the target column falls in the tile (one writer per token). At
-//   the end the consumers write one packed RowStats per (split, token) to `partials` [splits,
-//   N], merged by shared/finish.cu. A split with no tiles writes empty statistics.
+//   the end of each token tile the consumers write one packed RowStats per (split, token) to
+//   `partials` [splits, N], merged by shared/finish.cu. A split with no tiles writes empty statistics.
 //   Running statistics and targets of the block's rows sit in shared memory (see the epilogue).
 //   Reads E, C (TMA), bias, class weights, targets; writes partials and target_logit. No atomics,
 //   a fixed order everywhere: bitwise reproducible.
@@ -29,11 +31,12 @@ struct Sm90ForwardEpilogue {
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
   int* s_target;    // [SM90_TILE_M]
-  int row0, rl0, t;  // block's first token, the thread's first row in the block, lane % 4
+  float4* partials;  // this split's row of the partials: [N]
+  int row0, rl0, t;  // the token tile's first token, the thread's first row in the block, lane % 4
 
-  // The lanes schedule (flce_sm90_forward_lanes below) moves a block between token tiles: the
-  // warp's rows (rl0, rl0 + 8: a warp's 16 rows are its own) start empty at each, and leave
-  // their statistics at the segment's slot. The split grid initialises and writes them once.
+  // A block moves between token tiles (src/plan/sm90.rs): the warp's rows (rl0, rl0 + 8 for the
+  // quads' leaders: a warp's 16 rows are its own) start empty at each and leave their statistics
+  // in the split's partials at its end.
   __device__ __forceinline__ void begin_rows(int token_tile) {
     row0 = token_tile * SM90_TILE_M;
     if (t == 0) {
@@ -46,12 +49,12 @@ struct Sm90ForwardEpilogue {
     }
     __syncwarp();
   }
-  __device__ __forceinline__ void end_rows(float4* partials, int slot) {
+  __device__ __forceinline__ void end_rows(int) {
     if (t == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int rl = rl0 + 8 * h;
-        if (row0 + rl < p.k.n) partials[(size_t)slot * p.k.n + row0 + rl] = s_state[rl];
+        if (row0 + rl < p.k.n) partials[row0 + rl] = s_state[rl];
       }
     }
     __syncwarp();  // s_state is reset by the next begin_rows
@@ -149,91 +152,12 @@ struct Sm90ForwardEpilogue {
   }
 };
 
-#ifndef SM90_FORWARD_LANES
-#define SM90_FORWARD_LANES 0
-#endif
-#if SM90_FORWARD_LANES
-static_assert(SM90_CONSUMER_SKEW == 0, "the lanes schedule runs without the consumer skew");
-
-// The lanes-and-helpers schedule (src/plan/forward.rs Sm90Lanes; a variant measured against the
-// split grid, compiled instead of it with FLCE_SM90_MAINLOOP=lanes=1): grid lanes + helpers, one
-// dimension, no clusters; with no helpers it is the split grid (each lane runs all its tiles).
-// Block b < lanes runs lane b — token tile b % T, vocabulary split b / T (T token tiles),
-// `lane_tiles` 256-column tiles from split·lane_tiles — for its first `main_tiles` tiles, its
-// partial at slot split; helper h runs the rest of lanes [h·lanes/helpers, (h+1)·lanes/helpers)
-// one after another, each lane's partial at slot lane_splits + split (written even when the rest
-// is empty). The ring, the accumulators and the consumers' state carry over from lane to lane.
-// Sm90Lanes::parts computes the same parts on the host (its tests: every tile once, every slot
-// once).
-__device__ __forceinline__ void flce_sm90_forward_lanes(const Sm90ForwardParams& fp, const Sm90Pipe& pp) {
-  const LogitParams& p = fp.lp;
-  const int token_tiles = (p.k.n + SM90_TILE_M - 1) / SM90_TILE_M;
-  const int tiles = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
-  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
-  const int lanes = token_tiles * fp.lane_splits, b = blockIdx.x;
-  const bool helper = b >= lanes;
-  const int first_lane = helper ? (int)((long long)(b - lanes) * lanes / fp.helpers) : b;
-  const int end_lane = helper ? (int)((long long)(b - lanes + 1) * lanes / fp.helpers) : b + 1;
-  // lane → (token tile, first tile, tile count, slot) of this block's part of it
-  auto part = [&](int lane, int& token_tile, int& t0, int& count, int& slot) {
-    const int split = lane / token_tiles;
-    token_tile = lane % token_tiles;
-    const int begin = split * fp.lane_tiles, end = min(begin + fp.lane_tiles, tiles);
-    const int cut = min(begin + fp.main_tiles, end);
-    t0 = helper ? cut : begin;
-    count = max(0, (helper ? end : cut) - t0);
-    slot = helper ? fp.lane_splits + split : split;
-  };
-
-  float4* s_state = (float4*)pp.scratch;
-  int* s_target = (int*)(s_state + SM90_TILE_M);
-  sm90_init_barriers(pp);
-  sm90_start_sync();
-  const int wg = threadIdx.x / 128;
-  if (wg == 0) {
-    producer_registers();
-    if (threadIdx.x == 0) {
-      tma_prefetch_map(&fp.map_e);
-      tma_prefetch_map(&fp.map_c);
-      Sm90Ring ring;
-      for (int lane = first_lane; lane < end_lane; ++lane) {
-        int x, t0, count, slot;
-        part(lane, x, t0, count, slot);
-        sm90_produce_run(pp, &fp.map_e, &fp.map_c, x * SM90_TILE_M, t0 * SM90_TILE_N, count, kt_count, ring);
-      }
-    }
-  } else {
-    consumer_registers();
-    const int consumer = wg - 1, lane_id = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, 0};
-    epi.rl0 = consumer * 64 + warp * 16 + (lane_id >> 2);
-    epi.t = lane_id & 3;
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    Sm90Ring ring;
-    int issued = 0;
-    for (int lane = first_lane; lane < end_lane; ++lane) {
-      int x, t0, count, slot;
-      part(lane, x, t0, count, slot);
-      epi.begin_rows(x);
-      sm90_consume_run(pp, consumer, t0 * SM90_TILE_N, count, kt_count, epi, acc, ring, issued);
-      epi.end_rows(fp.partials, slot);
-    }
-  }
-  sm90_end_sync();
-}
-#endif
-
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
-#if SM90_FORWARD_LANES
-  flce_sm90_forward_lanes(fp, pp);
-#else
   const LogitParams& p = fp.lp;
-  const int row0 = blockIdx.x * SM90_TILE_M;
+  const Sm90TokenTiles tt = sm90_token_tiles(0, p.k.n);
   const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
   const int tile_begin = blockIdx.y * fp.tiles_per_split;
   const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
@@ -242,30 +166,11 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   float4* s_state = (float4*)pp.scratch;
   int* s_target = (int*)(s_state + SM90_TILE_M);
   sm90_init_barriers(pp);
-  for (int i = threadIdx.x; i < SM90_TILE_M; i += SM90_THREADS) {
-    s_state[i] = row_stats_pack(row_stats_empty());
-    s_target[i] = row0 + i < p.k.n ? p.targets[row0 + i] : -1;
-  }
-  // (sm90_run's body written out: through the helper's lambda ptxas allocates this kernel
-  // differently — an 8-byte larger stack frame for the general epilogue's spills — so moving it
-  // waits for a device run that measures it)
-  sm90_start_sync();
-
-  const int wg = threadIdx.x / 128;
-  if (wg == 0) {
-    producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, &fp.map_e, &fp.map_c, row0, tile_begin * SM90_TILE_N, tiles, kt_count);
-  } else {
-    consumer_registers();
-    const int consumer = wg - 1, lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, row0};
+  sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
+    const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, fp.partials + (size_t)blockIdx.y * p.k.n};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
-    sm90_consume(pp, consumer, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
-    consumers_sync();
-    const int i = threadIdx.x - 128;
-    if (i < SM90_TILE_M && row0 + i < p.k.n) fp.partials[(size_t)blockIdx.y * p.k.n + row0 + i] = s_state[i];
-  }
-  sm90_end_sync();
-#endif
+    sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+  });
 }

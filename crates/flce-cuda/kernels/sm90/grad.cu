@@ -5,15 +5,17 @@
 // chunk of tokens [n0, n_end) and vocabulary rows [v0, v_end) a family writes G = ∂L/∂x into the
 // workspace, then cuBLAS turns it into dE and dC with f32 accumulation.
 //
-// flce_sm90_grad — grid (ceil((n_end − n0)/128) rounded up to the cluster, ceil(tiles/tiles_per_cta)), SM90_THREADS (384)
-//   threads, dynamic smem SM90_GRAD_SMEM_BYTES. Block (x, y) owns tokens n0 + [128x, 128x + 128)
-//   and the 256-column tiles [y·tiles_per_cta, (y+1)·tiles_per_cta) from v0. Each consumer thread
-//   loads the row coefficients of its two rows (common/loss.cuh row_coeffs) once, and per tile
+// flce_sm90_grad — grid (slots, ceil(tiles/tiles_per_cta)) (src/plan/sm90.rs: slots a multiple of
+//   the cluster), SM90_THREADS (384) threads, dynamic smem SM90_GRAD_SMEM_BYTES. Block (g, y) owns
+//   the 256-column tiles [y·tiles_per_cta, (y+1)·tiles_per_cta) from v0 and runs them for the
+//   token tiles g, g + slots, … of the chunk (tokens n0 + [128x, 128x + 128) of token tile x) in
+//   turn. Each consumer thread loads the row coefficients of its two rows (common/loss.cuh
+//   row_coeffs) at each token tile, and per tile
 //   forms ∂L/∂x_ij = (p_scale_i·exp(z_ij − lse_i) − smooth_i·w_j − [j = t_i]·target_i)·∂z/∂x in
 //   registers and stores it (input dtype) to G [n_end − n0, ldg]; columns in [v_end, v0 + ldg) are
 //   written as 0, none past v0 + ldg. Plain whole tiles (the common case) leave through each
 //   warp's shared-memory staging slice as 16-byte row pieces (store_staged). When the bias gradient is wanted, each column's sum over
-//   the block's 128 rows (from the unrounded values, in a fixed order: the 8 row groups of a warp
+//   token tile's 128 rows (from the unrounded values, in a fixed order: the 8 row groups of a warp
 //   by shuffles, then the 8 warps through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
 //
@@ -25,11 +27,24 @@ struct Sm90GradEpilogue {
   const GradChunk& ch;
   float* s_db;  // [8 warps][SM90_TILE_N] column sums (when db is wanted)
   u32* s_stage;  // this warp's store staging: 16 rows of SM90_GRAD_STAGE_ROW_BYTES
+  int token_tile;  // of the chunk: the db_partial row
   int warp_row0;  // the first of the warp's 16 rows
   int row[2];
   int tgt[2];
   float4 cf[2];  // p_scale, target coefficient, smooth coefficient, lse
   int t, g, warp8;  // lane % 4, lane / 4, warp index among the 8 consumer warps
+
+  // The rows of token tile x of the chunk: the thread's two rows, their targets and coefficients.
+  __device__ __forceinline__ void begin_rows(int x) {
+    token_tile = x;
+    warp_row0 = ch.n0 + x * SM90_TILE_M + warp8 * 16;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      row[h] = warp_row0 + g + 8 * h;
+      cf[h] = chunk_row_coeffs(p, ch, row[h], tgt[h]);
+    }
+  }
+  __device__ __forceinline__ void end_rows(int) {}
 
   // Two specialisations, as in the forward: a whole tile of plain logits (no bias, softcap or
   // smoothing — z = x and ∂L/∂x = p_scale·exp(x − lse) − [j = t]·target — with every column
@@ -110,7 +125,7 @@ struct Sm90GradEpilogue {
     }
   }
 
-  // Σ over the block's 128 rows of each column, into db_partial[blockIdx.x].
+  // Σ over the token tile's 128 rows of each column, into db_partial[token_tile].
   __device__ __forceinline__ void column_sums(float (&acc)[128], int col0) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
@@ -125,12 +140,12 @@ struct Sm90GradEpilogue {
     consumers_sync();
     const int i = threadIdx.x - 128;  // 0..255: one column each
     const int col = col0 + i;
-    // (a block past the chunk's rows, padding a cluster, has no db_partial row)
-    if (col < ch.v_end && blockIdx.x * SM90_TILE_M < ch.n_end - ch.n0) {
+    // (a token tile past the chunk's rows, padding a cluster, has no db_partial row)
+    if (col < ch.v_end && token_tile * SM90_TILE_M < ch.n_end - ch.n0) {
       float sum = 0.0f;
 #pragma unroll
       for (int w = 0; w < 8; ++w) sum += s_db[w * SM90_TILE_N + i];
-      ch.db_partial[(size_t)blockIdx.x * ch.ldg + (col - ch.v0)] = sum;
+      ch.db_partial[(size_t)token_tile * ch.ldg + (col - ch.v0)] = sum;
     }
     consumers_sync();  // s_db is rewritten by the next tile
   }
@@ -142,7 +157,7 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = gp.lp;
   const GradChunk& ch = gp.chunk;
-  const int row0 = ch.n0 + blockIdx.x * SM90_TILE_M;
+  const Sm90TokenTiles tt = sm90_token_tiles(ch.n0, ch.n_end - ch.n0);
   const int tile_count = (ch.v_end - ch.v0 + SM90_TILE_N - 1) / SM90_TILE_N;
   const int tile_begin = blockIdx.y * gp.tiles_per_cta;
   const int tiles = max(0, min(tile_begin + gp.tiles_per_cta, tile_count) - tile_begin);
@@ -150,20 +165,13 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
 
   sm90_init_barriers(pp);
-  sm90_run(pp, &gp.map_e, &gp.map_c, row0, col_first, tiles, kt_count, [&](int consumer) {
+  sm90_run(pp, &gp.map_e, &gp.map_c, tt, col_first, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
     epi.t = lane & 3;
     epi.g = lane >> 2;
     epi.warp8 = consumer * 4 + warp;
     epi.s_stage = (u32*)(pp.scratch + 8 * SM90_TILE_N * 4 + epi.warp8 * 16 * SM90_GRAD_STAGE_ROW_BYTES);
-    epi.warp_row0 = row0 + consumer * 64 + warp * 16;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = row0 + consumer * 64 + warp * 16 + (lane >> 2) + 8 * h;
-      epi.row[h] = r;
-      epi.cf[h] = chunk_row_coeffs(p, ch, r, epi.tgt[h]);
-    }
-    sm90_consume(pp, consumer, col_first, tiles, kt_count, epi);
+    sm90_consume(pp, consumer, tt, col_first, tiles, kt_count, epi);
   });
 }

@@ -2,8 +2,9 @@
 // backward kernels.
 //
 // A block of SM90_THREADS (384) threads computes 128 × 256 logit tiles E[rows]·C[cols]ᵀ over
-// K = D for one token tile and a run of vocabulary tiles, and hands each finished tile, in
-// registers, to an epilogue. Warp-specialised as in pranjalssh/fast.cu (kernel 11) and CUTLASS's
+// K = D for a run of vocabulary tiles, for each of its token tiles in turn (Sm90TokenTiles: every
+// gridDim.x-th token tile, src/plan/sm90.rs), and hands each finished tile, in registers, to an
+// epilogue. Warp-specialised as in pranjalssh/fast.cu (kernel 11) and CUTLASS's
 // sm90 "warpspecialized cooperative" GEMM:
 //
 // - warpgroup 0, the producer: registers cut to 40 (setmaxnreg); one thread walks the block's
@@ -228,8 +229,23 @@ __device__ __forceinline__ void sm90_end_sync() {
   if (cluster_size() > 1) cluster_sync();
 }
 
-// The ring position a producer or consumer has reached: it carries over from one run of tiles to
-// the next when a block walks several (the forward's lanes schedule, below).
+// The block's token tiles: first, first + stride, … below end (grid x is the slots of the
+// schedule; end is the token tiles rounded up to the cluster, so the two blocks of a cluster run
+// the same number). Token tile x starts at row base + 128·x.
+struct Sm90TokenTiles {
+  int first, stride, end, base;
+  __device__ __forceinline__ int row0(int x) const { return base + x * SM90_TILE_M; }
+};
+
+// The grid's own: block x of gridDim.x slots, over `rows` rows from `base`.
+__device__ __forceinline__ Sm90TokenTiles sm90_token_tiles(int base, int rows) {
+  const int cluster = (int)cluster_size();
+  const int tiles = (rows + SM90_TILE_M - 1) / SM90_TILE_M;
+  return Sm90TokenTiles{(int)blockIdx.x, (int)gridDim.x, (tiles + cluster - 1) / cluster * cluster, base};
+}
+
+// The ring position a producer or consumer has reached: it carries over from one token tile's
+// run of vocabulary tiles to the next.
 struct Sm90Ring {
   int stage = 0;
   u32 phase = 0;
@@ -271,13 +287,14 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
   }
 }
 
-// The producer of a block with one run of tiles.
+// The producer of a block: its run of vocabulary tiles for each of its token tiles.
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                             int row0, int col_first, int tiles, int kt_count) {
+                                             const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   Sm90Ring ring;
-  sm90_produce_run(pp, map_e, map_c, row0, col_first, tiles, kt_count, ring);
+  for (int x = tt.first; x < tt.end; x += tt.stride)
+    sm90_produce_run(pp, map_e, map_c, tt.row0(x), col_first, tiles, kt_count, ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -365,19 +382,26 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
   }
 }
 
-// The consumer of a block with one run of tiles.
+// A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
+// tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
 template <class Epilogue>
-__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, int col_first, int tiles, int kt_count,
-                                             Epilogue& epi) {
+__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Sm90TokenTiles& tt, int col_first,
+                                             int tiles, int kt_count, Epilogue& epi) {
   float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
   Sm90Ring ring;
   int issued = 0;
 #if SM90_CONSUMER_SKEW > 0
   if (consumer == 1) skew_wait();
 #endif
-  sm90_consume_run(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
+  for (int x = tt.first; x < tt.end; x += tt.stride) {
+    // the last tile's values are dead (its first k-step overwrites them): zeros the compiler can
+    // rematerialise, so the epilogue's per-token-tile loads do not spill 128 live accumulators
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    epi.begin_rows(x);
+    sm90_consume_run(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
+    epi.end_rows(x);
+  }
 #if SM90_CONSUMER_SKEW > 0
   // a block without tiles: consumer 1 still waits for the signal
   if (consumer == 0 && issued < SM90_CONSUMER_SKEW) skew_arrive();
@@ -399,13 +423,14 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
 template <class Consume>
-__device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c, int row0,
-                                         int col_first, int tiles, int kt_count, Consume&& consume) {
+__device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
+                                         const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count,
+                                         Consume&& consume) {
   sm90_start_sync();
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, row0, col_first, tiles, kt_count);
+    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, tt, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);

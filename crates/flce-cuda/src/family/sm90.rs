@@ -9,10 +9,9 @@ use flce_core::{DType, Result};
 
 use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap};
 use crate::error::Check;
-use crate::geometry::Sm90Mainloop;
-use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
+use crate::geometry::{sm90_l2_budget, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{best_split, BackwardPlan, ForwardPlan, Sm90Lanes};
+use crate::plan::{sm90_grid, BackwardPlan, ForwardPlan};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -74,46 +73,33 @@ fn cluster_for(token_tiles: usize) -> usize {
 }
 
 /// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
-/// the splits.
+/// the splits, each block running every `plan.token_slots`-th token tile of its split.
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
-    // The lanes-and-helpers variant (compiled instead of the split grid when on): the plan's
-    // schedule where it pays, else the split grid as lanes without helpers; no clusters.
-    let lanes = (Sm90Mainloop::current().lanes == 1).then(|| {
-        plan.sm90_lanes.unwrap_or(Sm90Lanes {
-            lane_splits: plan.splits,
-            lane_tiles: tiles.div_ceil(plan.splits),
-            main_tiles: tiles.div_ceil(plan.splits),
-            helpers: 0,
-        })
-    });
-    let cluster = if lanes.is_some() { 1 } else { cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M)) };
+    let cluster = cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M));
     let (map_e, map_c) = maps(call, cluster)?;
     let params = Sm90ForwardParams {
         map_e,
         map_c,
         lp: call.lp,
         cluster: cluster as i32,
+        slots: plan.token_slots.div_ceil(cluster) as i32 * cluster as i32,
         splits: plan.splits as i32,
         tiles_per_split: tiles.div_ceil(plan.splits) as i32,
         partials: call.ws.at(plan.partials),
         target_logit: call.ws.at(plan.target_logit),
-        lane_splits: lanes.map_or(0, |l| l.lane_splits as i32),
-        lane_tiles: lanes.map_or(0, |l| l.lane_tiles as i32),
-        main_tiles: lanes.map_or(0, |l| l.main_tiles as i32),
-        helpers: lanes.map_or(0, |l| l.helpers as i32),
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 
 /// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles; the
-/// chunk's 256-column tiles are shared out over as many blocks per token tile as keep the SMs
-/// busiest ([`best_split`]).
+/// chunk's token and 256-column tiles shared out over the SMs by [`sm90_grid`] (balance first,
+/// then E and C of the blocks running together within the L2 budget).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
@@ -123,14 +109,16 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     let cluster = cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let splits = best_split(rows.div_ceil(cluster) * cluster, tiles, call.be.sm_count(), tiles);
+    let row_bytes = call.x.shape.d * call.x.dtype.size_in_bytes();
+    let grid = sm90_grid(rows, tiles, call.be.sm_count(), tiles, row_bytes, sm90_l2_budget(), cluster);
     let params = Sm90GradParams {
         map_e,
         map_c,
         lp: call.lp,
         chunk,
         cluster: cluster as i32,
-        tiles_per_cta: tiles.div_ceil(splits) as i32,
+        slots: grid.slots as i32,
+        tiles_per_cta: grid.tiles_per_split as i32,
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())

@@ -40,9 +40,9 @@ pub struct ForwardPlan {
     /// merge into one partial as they go).
     pub splits: usize,
     pub tiles_per_split: usize,
-    /// The sm90 forward's lanes-and-helpers schedule, when it is on (a profiling variant,
-    /// `FLCE_SM90_MAINLOOP=lanes=1`) and pays; `splits` then counts both kinds of partials.
-    pub sm90_lanes: Option<Sm90Lanes>,
+    /// Token-tile slots of the sm90 grid (grid x; [`super::sm90_grid`]): each block runs every
+    /// `token_slots`-th token tile of its split. The token tiles for the other families.
+    pub token_slots: usize,
     pub targets: Region,
     pub target_logit: Region,
     pub partials: Region,
@@ -61,70 +61,6 @@ impl ForwardPlan {
     }
 }
 
-/// The sm90 forward's "lanes and helpers" schedule (docs/perf-notes.md v12): the split grid's
-/// lanes (token tile × vocabulary split, `lane_tiles` 256-column tiles each, every lane walking
-/// its range in step with the others, so that the blocks running together read the same C tiles)
-/// stop after `main_tiles`, and `helpers` blocks on the SMs the lanes leave idle take the lanes'
-/// leftovers, helper h the lanes [h·L/H, (h+1)·L/H) one after another (they too walk in step).
-/// Partials per token: `lane_splits` from the lanes, then `lane_splits` from the helpers (one per
-/// lane, written even when its leftover is empty).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Sm90Lanes {
-    pub lane_splits: usize,
-    pub lane_tiles: usize,
-    pub main_tiles: usize,
-    pub helpers: usize,
-}
-
-impl Sm90Lanes {
-    /// The schedule for `token_tiles` × `vocab_tiles` (256-column) tiles split `lane_splits` ways,
-    /// when it shortens the longest block's run on `sm_count` SMs; None otherwise.
-    pub fn plan(token_tiles: usize, vocab_tiles: usize, lane_splits: usize, sm_count: usize) -> Option<Self> {
-        let lanes = token_tiles * lane_splits;
-        if lane_splits == 0 || lanes == 0 || lanes >= sm_count {
-            return None;
-        }
-        let helpers = sm_count - lanes;
-        let lane_tiles = vocab_tiles.div_ceil(lane_splits);
-        // k lanes per helper at most; main = k·(lane − main) balances the two kinds of block
-        let k = lanes.div_ceil(helpers);
-        let main_tiles = (k * lane_tiles).div_ceil(k + 1);
-        let s = Sm90Lanes { lane_splits, lane_tiles, main_tiles, helpers };
-        (s.longest_run(token_tiles) < lane_tiles).then_some(s)
-    }
-
-    /// Block `block`'s parts, in order: (token tile, first 256-column tile, tiles, partial slot).
-    /// kernels/sm90/forward.cu (flce_sm90_forward_lanes) computes the same, in the same order.
-    pub fn parts(&self, token_tiles: usize, vocab_tiles: usize, block: usize) -> Vec<(usize, usize, usize, usize)> {
-        let lanes = token_tiles * self.lane_splits;
-        let helper = block >= lanes;
-        let (first, end) = if helper {
-            let h = block - lanes;
-            (h * lanes / self.helpers, (h + 1) * lanes / self.helpers)
-        } else {
-            (block, block + 1)
-        };
-        (first..end)
-            .map(|lane| {
-                let split = lane / token_tiles;
-                let begin = split * self.lane_tiles;
-                let end = (begin + self.lane_tiles).min(vocab_tiles);
-                let cut = (begin + self.main_tiles).min(end);
-                let t0 = if helper { cut } else { begin };
-                let count = (if helper { end } else { cut }).saturating_sub(t0);
-                let slot = if helper { self.lane_splits + split } else { split };
-                (lane % token_tiles, t0, count, slot)
-            })
-            .collect()
-    }
-
-    /// The tiles of the longest block: a lane's main part or a helper's leftovers.
-    pub fn longest_run(&self, token_tiles: usize) -> usize {
-        let lanes = token_tiles * self.lane_splits;
-        self.main_tiles.max(lanes.div_ceil(self.helpers) * self.lane_tiles.saturating_sub(self.main_tiles))
-    }
-}
-
 /// The forward plan for `shape` on a GPU with `sm_count` multiprocessors, where "fused" means the
 /// family `fused` ([`crate::family::fused_family`]). The cuBLAS family falls back to the fused one
 /// when not even 128 vocabulary columns of f32 logits for every token fit the budget.
@@ -136,19 +72,19 @@ pub fn forward_plan(
     budget: Option<usize>,
     fused: Family,
 ) -> ForwardPlan {
-    forward_plan_with_lanes(shape, dtype, sm_count, mode, budget, fused, false)
+    forward_plan_with_l2(shape, dtype, sm_count, mode, budget, fused, super::SM90_L2_BUDGET)
 }
 
-/// [`forward_plan`], with the sm90 forward's lanes-and-helpers variant ([`Sm90Lanes`]) planned
-/// where it pays when `sm90_lanes` (the backend passes whether its kernels were compiled so).
-pub fn forward_plan_with_lanes(
+/// [`forward_plan`] with the L2 budget of the sm90 grid ([`super::sm90_grid`]; the backend passes
+/// [`crate::geometry::sm90_l2_budget`], which a measurement may override).
+pub fn forward_plan_with_l2(
     shape: Shape,
     dtype: DType,
     sm_count: usize,
     mode: ForwardMode,
     budget: Option<usize>,
     fused: Family,
-    sm90_lanes: bool,
+    l2_budget: usize,
 ) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
@@ -160,30 +96,29 @@ pub fn forward_plan_with_lanes(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    let splits = match family {
+    let (splits, token_slots) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
-            (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1)
+            let s = (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
+            (s, token_tiles)
         }
-        // one block per SM, running start to end: the split count whose grid wastes least of the
-        // last wave (a wave is one block per SM)
+        // one block per SM, running start to end, every token tile of its split in turn
         Family::Sm90 => {
             let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
-            best_split(token_tiles, shape.v.div_ceil(crate::geometry::SM90_TILE_N), sm_count, cap)
-        }
-        Family::Cublas => 1,
-    };
-    // the lanes-and-helpers variant doubles the partials (lanes', then helpers')
-    let sm90_lanes = (family == Family::Sm90 && sm90_lanes)
-        .then(|| {
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
-            Sm90Lanes::plan(n.div_ceil(crate::geometry::SM90_TILE_M), tiles, splits, sm_count)
-        })
-        .flatten()
-        // within the partials' memory, and a split count the sm80 fallback (rows not 16-byte
-        // aligned) fills exactly with its own 128-column tiles
-        .filter(|_| 2 * splits <= by_memory && vocab_tiles.div_ceil(vocab_tiles.div_ceil(2 * splits)) == 2 * splits);
-    let splits = if sm90_lanes.is_some() { 2 * splits } else { splits };
+            let g = super::sm90_grid(
+                n.div_ceil(crate::geometry::SM90_TILE_M),
+                tiles,
+                sm_count,
+                cap,
+                shape.d * dtype.size_in_bytes(),
+                l2_budget,
+                1,
+            );
+            (g.splits, g.slots)
+        }
+        Family::Cublas => (1, token_tiles),
+    };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
     let splits = vocab_tiles.div_ceil(tiles_per_split);
     let mut l = Layout::default();
@@ -205,7 +140,7 @@ pub fn forward_plan_with_lanes(
         vocab_tiles,
         splits,
         tiles_per_split,
-        sm90_lanes,
+        token_slots,
         targets,
         target_logit,
         partials,

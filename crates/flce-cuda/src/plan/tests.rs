@@ -212,9 +212,12 @@ fn regions_do_not_overlap() {
 
 #[test]
 fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
-    // Gemma 2 at 8k tokens: 64 token tiles; 2 splits make 128 blocks on 132 SMs (one wave)
+    // Gemma 2 at 8k tokens: 64 token tiles; before L2 budgets, 2 splits made 128 blocks on 132
+    // SMs (one wave); within 32 MB of E and C, 32 slots × 4 splits, two token tiles each
+    let p = forward_plan_with_l2(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, 0);
+    assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 2, 64));
     let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-    assert_eq!((p.family, p.splits), (Family::Sm90, 2));
+    assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 4, 32));
     // one token: the 1000 vocabulary tiles shared out over (almost) every SM, 8 tiles each
     let one = forward_plan(Shape::new(1, 2304, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
     assert_eq!(one.splits, 125);
@@ -308,56 +311,23 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
 }
 
 #[test]
-fn lanes_and_helpers_shorten_the_longest_run_at_the_model_shapes() {
-    // Gemma 2 / Llama 3 / Qwen 2.5 at 8k tokens: 64 token tiles × 2 lanes on 132 SMs
-    for (tiles, main, longest_before) in [(1000, 485, 500), (501, 244, 251), (594, 288, 297)] {
-        let s = Sm90Lanes::plan(64, tiles, 2, 132).expect("lanes pay here");
-        assert_eq!((s.lane_tiles, s.main_tiles, s.helpers), (longest_before, main, 4));
-        assert!(s.longest_run(64) < longest_before, "{s:?}");
-        // every lane's tiles are covered once: main part plus leftover
-        assert!(s.main_tiles <= s.lane_tiles);
-    }
-    // no spare SMs, or no leftover worth a helper: the plain split grid
-    assert_eq!(Sm90Lanes::plan(66, 1000, 2, 132), None);
-    assert_eq!(Sm90Lanes::plan(64, 2, 2, 132), None);
-    assert_eq!(Sm90Lanes::plan(0, 1000, 2, 132), None);
-}
-
-#[test]
-fn lanes_and_helpers_cover_every_tile_once_and_fill_every_slot() {
-    let degenerate = |splits: usize, tiles: usize| Sm90Lanes {
-        lane_splits: splits,
-        lane_tiles: tiles.div_ceil(splits),
-        main_tiles: tiles.div_ceil(splits),
-        helpers: 0,
-    };
-    let cases = [
-        (64, 1000, Sm90Lanes::plan(64, 1000, 2, 132).unwrap()),
-        (64, 501, Sm90Lanes::plan(64, 501, 2, 132).unwrap()),
-        (3, 7, Sm90Lanes::plan(3, 7, 2, 8).unwrap()),
-        (5, 3, degenerate(2, 3)),
-        (1, 1000, degenerate(125, 1000)),
-    ];
-    for (token_tiles, vocab_tiles, s) in cases {
-        let blocks = token_tiles * s.lane_splits + s.helpers;
-        let slots = if s.helpers > 0 { 2 * s.lane_splits } else { s.lane_splits };
-        let mut tile_seen = vec![0u8; token_tiles * vocab_tiles];
-        let mut slot_seen = vec![0u8; token_tiles * slots];
-        let mut longest = 0;
-        for b in 0..blocks {
-            let parts = s.parts(token_tiles, vocab_tiles, b);
-            longest = longest.max(parts.iter().map(|p| p.2).sum::<usize>());
-            for (x, t0, count, slot) in parts {
-                for j in t0..t0 + count {
-                    tile_seen[x * vocab_tiles + j] += 1;
-                }
-                slot_seen[x * slots + slot] += 1;
-            }
-        }
-        assert!(tile_seen.iter().all(|&c| c == 1), "{s:?}: a tile run twice or never");
-        assert!(slot_seen.iter().all(|&c| c == 1), "{s:?}: a partial written twice or never");
-        if s.helpers > 0 {
-            assert_eq!(longest, s.longest_run(token_tiles), "{s:?}");
-        }
-    }
+fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
+    let llama = Shape::new(8192, 4096, 128256);
+    let p = forward_plan(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    assert_eq!((p.family, p.token_slots, p.splits), (Family::Sm90, 16, 8));
+    // 8 partials per token: within 1 MB + 16 bytes per token of partials
+    assert!(p.partials.bytes <= (1 << 20) + 16 * 8192);
+    // the grid before budgets: every token tile its own block, 2 splits
+    let p0 = forward_plan_with_l2(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, 0);
+    assert_eq!((p0.token_slots, p0.splits), (64, 2));
+    // at 32k tokens the partials target allows 2 splits: 64 slots × 2, four token tiles each
+    let long = forward_plan(Shape::new(32768, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    assert!(long.splits <= 2 && long.token_slots * long.splits <= 132, "{long:?}");
+    // one token: one slot, the vocabulary over the SMs within the partials target
+    let one = forward_plan(Shape::new(1, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    assert_eq!(one.token_slots, 1);
+    assert!(one.splits > 8 && one.splits <= 132, "{one:?}");
+    // other families: every token tile
+    let sm80 = forward_plan(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm80);
+    assert_eq!(sm80.token_slots, sm80.token_tiles);
 }

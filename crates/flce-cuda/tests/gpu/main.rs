@@ -43,6 +43,9 @@ pub(crate) struct Case {
     pub big: bool,
     /// Large cases: run the fused families (the GPU's fastest) instead of the default cuBLAS ones.
     pub fused: bool,
+    /// Plan as if the GPU had this many SMs (CudaLoss::planning_for_sms): the sm90 blocks then
+    /// run several token tiles each, as on a full GPU at the model shapes.
+    pub sms: Option<usize>,
 }
 
 /// The vocabulary-parallel phases on one GPU (tests/gpu/phases.rs): (name, dtype, shape,
@@ -121,6 +124,7 @@ fn cases() -> Vec<Case> {
                     budget: None,
                     big: false,
                     fused: false,
+                    sms: None,
                 });
             }
         }
@@ -136,6 +140,7 @@ fn cases() -> Vec<Case> {
             budget: None,
             big: false,
             fused: false,
+            sms: None,
         });
         // a budget small enough to chunk tokens as well as the vocabulary (dC and db accumulate)
         out.push(Case {
@@ -149,6 +154,31 @@ fn cases() -> Vec<Case> {
             budget: Some(600_000),
             big: false,
             fused: false,
+            sms: None,
+        });
+    }
+    // two SMs: blocks that walk several token tiles (the ring, row statistics, coefficients and db
+    // rows carried from one to the next), with every option, an ignored index and N = 1
+    let all = Options { label_smoothing: 0.2, z_loss: 1e-4, softcap: Some(15.0), ..base.clone() };
+    for (dtype, what, shape, opts, extras) in [
+        (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false),
+        (DType::BF16, "all", Shape::new(1024, 64, 8000), all.clone(), true),
+        (DType::BF16, "all", Shape::new(257, 520, 300), all.clone(), true),
+        (DType::F16, "none", Shape::new(300, 128, 2049), Options { reduction: Reduction::None, ..base.clone() }, false),
+        (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false),
+    ] {
+        out.push(Case {
+            name: format!("{dtype} {what} ({},{},{}) 2 SMs", shape.n, shape.d, shape.v),
+            shape,
+            dtype,
+            opts,
+            bias: extras,
+            weights: extras,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: Some(2),
         });
     }
     // the model shapes, and one past 2^31 logits (N·V = 4.2e9: every N×V index must be 64-bit)
@@ -169,6 +199,7 @@ fn cases() -> Vec<Case> {
                 budget: None,
                 big: true,
                 fused,
+                sms: None,
             });
         }
     }
@@ -253,7 +284,30 @@ fn main() {
                     }
                 }
             };
+            let mut planning_for: std::collections::HashMap<usize, CudaLoss> = Default::default();
             for c in &selected {
+                if let Some(sms) = c.sms {
+                    if let std::collections::hash_map::Entry::Vacant(slot) = planning_for.entry(sms) {
+                        match CudaLoss::new(0) {
+                            Ok(b) => {
+                                slot.insert(b.planning_for_sms(sms));
+                            }
+                            Err(e) => println!("backend planning for {sms} SMs: {e}"),
+                        }
+                    }
+                }
+            }
+            for c in &selected {
+                let be = match c.sms {
+                    Some(sms) => match planning_for.get(&sms) {
+                        Some(b) => b,
+                        None => {
+                            run(c.name.clone(), &|| Err(format!("no backend planning for {sms} SMs")));
+                            continue;
+                        }
+                    },
+                    None => be,
+                };
                 let f = || -> Result<String, String> {
                     match (c.dtype, c.big) {
                         (DType::BF16, false) => run_oracle::<bf16>(be, c),

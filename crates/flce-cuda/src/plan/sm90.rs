@@ -1,0 +1,140 @@
+//! The sm90 kernels' grid: how the (token tile × vocabulary tile) work of a forward call or a
+//! backward chunk is shared out over one block per SM, with the L2 footprint of the blocks that
+//! run together in view.
+//!
+//! Block (g, s) of a grid of `slots` × `splits` owns vocabulary split s (`tiles_per_split`
+//! consecutive 256-column tiles) and runs the token tiles g, g + slots, g + 2·slots, … of it one
+//! after another (kernels/sm90/mainloop.cuh, `Sm90TokenTiles`). Every block does about the same
+//! work, so the blocks walk in step: at any time they read `slots` token tiles of E and `splits`
+//! vocabulary tiles of C. Each E tile is read again at every vocabulary step, so it must stay in
+//! L2 from one step to the next, with the step's C tiles streaming past it: the schedule keeps
+//! `slots`·128 + `splits`·256 rows of E and C (the footprint) within the L2 budget where that
+//! costs (almost) no balance. The grid of every token tile at once (`slots` = token tiles, the
+//! first sm90 grid) keeps all of E in play: 64 MB at Llama 3's 8192 × 4096, more than the H200's
+//! 50 MB L2 (ncu, 2026-12-01: 70% L2 hits and 2.2× cuBLAS's DRAM bytes for the same logits).
+
+use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
+
+/// Default L2 bytes the blocks that run together may keep in use (`FLCE_SM90_L2_MB` overrides it
+/// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
+pub const SM90_L2_BUDGET: usize = 32 << 20;
+
+/// A balance within this factor of the best counts as equal when a smaller footprint is on offer.
+const BALANCE_SLACK: f64 = 1.03;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sm90Grid {
+    /// Token-tile slots: grid x (a multiple of the cluster size).
+    pub slots: usize,
+    /// Vocabulary splits: grid y; every split has at least one tile.
+    pub splits: usize,
+    pub tiles_per_split: usize,
+}
+
+impl Sm90Grid {
+    /// Tiles of the longest block for `token_tiles` token tiles.
+    pub fn longest(&self, token_tiles: usize) -> usize {
+        token_tiles.div_ceil(self.slots.max(1)) * self.tiles_per_split
+    }
+
+    /// Bytes of E and C the blocks that run together read, with `row_bytes` bytes per row (D·2).
+    pub fn footprint(&self, row_bytes: usize) -> usize {
+        (self.slots * SM90_TILE_M + self.splits * SM90_TILE_N) * row_bytes
+    }
+}
+
+/// The grid for `token_tiles` × `vocab_tiles` tiles on `sm_count` SMs, at most `cap` splits,
+/// slots a multiple of `cluster`: the fewest tiles in the longest block among the grids whose
+/// footprint fits `l2_budget` (within [`BALANCE_SLACK`] of the best balance of any grid), then the
+/// fewest splits (fewer partials), then the smallest footprint; when none fits, the best balance
+/// with the smallest footprint. `l2_budget` 0: every token tile its own slot, the split count
+/// that fills the SMs' waves best ([`super::best_split`]), the grid before budgets.
+pub fn sm90_grid(
+    token_tiles: usize,
+    vocab_tiles: usize,
+    sm_count: usize,
+    cap: usize,
+    row_bytes: usize,
+    l2_budget: usize,
+    cluster: usize,
+) -> Sm90Grid {
+    let cluster = cluster.max(1);
+    let rows = token_tiles.max(1).div_ceil(cluster) * cluster;
+    let cols = vocab_tiles.max(1);
+    let sm = sm_count.max(1);
+    let grid = |splits: usize, slots: usize| {
+        let tiles_per_split = cols.div_ceil(splits);
+        Sm90Grid { slots, splits: cols.div_ceil(tiles_per_split), tiles_per_split }
+    };
+    if l2_budget == 0 {
+        return grid(super::best_split(rows, cols, sm, cap), rows);
+    }
+    let mut candidates = Vec::new();
+    for s in 1..=cap.max(1).min(cols) {
+        let splits = grid(s, 1).splits;
+        if splits != s {
+            continue; // the same grid as a smaller split count
+        }
+        let most = (sm / splits).max(1).min(rows);
+        let mut slots = cluster;
+        while slots <= most.max(cluster) {
+            candidates.push(grid(s, slots));
+            slots += cluster;
+        }
+    }
+    let best = candidates.iter().map(|g| g.longest(rows)).min().unwrap_or(1);
+    let balanced = |g: &&Sm90Grid| g.longest(rows) as f64 <= best as f64 * BALANCE_SLACK;
+    let fits = |g: &&Sm90Grid| g.footprint(row_bytes) <= l2_budget;
+    let pick = candidates
+        .iter()
+        .filter(balanced)
+        .filter(fits)
+        .min_by_key(|g| (g.longest(rows), g.splits, g.footprint(row_bytes)))
+        .or_else(|| candidates.iter().min_by_key(|g| (g.longest(rows), g.footprint(row_bytes), g.splits)));
+    *pick.expect("at least one candidate grid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: usize = 1 << 20;
+
+    #[test]
+    fn model_shapes_keep_e_and_c_within_the_budget() {
+        // 8k tokens (64 token tiles) on 132 SMs, at most 8 partials per token
+        let llama = sm90_grid(64, 501, 132, 8, 4096 * 2, 32 * MB, 1);
+        assert_eq!(llama, Sm90Grid { slots: 16, splits: 8, tiles_per_split: 63 });
+        assert_eq!(llama.longest(64), 252); // against 251 for 64 × 2 blocks
+        assert!(llama.footprint(8192) <= 32 * MB);
+        let gemma = sm90_grid(64, 1000, 132, 8, 2304 * 2, 32 * MB, 1);
+        assert_eq!((gemma.slots, gemma.splits, gemma.longest(64)), (32, 4, 500));
+        // the grid before budgets: all 64 token tiles × 2 splits
+        assert_eq!(sm90_grid(64, 501, 132, 8, 8192, 0, 1), Sm90Grid { slots: 64, splits: 2, tiles_per_split: 251 });
+        // a backward chunk of Llama 3 (27 tiles): no grid fits 32 MB at the best balance, so the
+        // best balance with the smallest footprint
+        let chunk = sm90_grid(64, 27, 132, 27, 8192, 32 * MB, 1);
+        assert_eq!((chunk.slots, chunk.splits, chunk.longest(64)), (32, 4, 14));
+    }
+
+    #[test]
+    fn every_grid_covers_all_tiles_within_the_sms() {
+        for (t, v, sm, cap, budget, cluster) in [
+            (1, 1, 132, 8, 32 * MB, 1),
+            (1, 1000, 132, 132, 32 * MB, 1),
+            (3, 7, 8, 2, MB, 1),
+            (256, 501, 132, 2, 32 * MB, 1),
+            (65, 1000, 132, 8, 32 * MB, 2),
+            (64, 27, 132, 27, 0, 2),
+            (1000, 3, 16, 3, 4 * MB, 1),
+        ] {
+            let g = sm90_grid(t, v, sm, cap, 8192, budget, cluster);
+            assert!(g.splits >= 1 && g.splits <= cap.max(1) && g.slots >= 1, "{g:?}");
+            assert!(g.splits * g.tiles_per_split >= v && (g.splits - 1) * g.tiles_per_split < v, "{g:?}: empty split");
+            assert_eq!(g.slots % cluster, 0, "{g:?}");
+            if budget > 0 {
+                assert!(g.slots * g.splits <= sm.max(cluster * g.splits), "{g:?}: more blocks than SMs");
+            }
+        }
+    }
+}
