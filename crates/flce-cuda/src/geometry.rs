@@ -127,7 +127,7 @@ impl Sm90Mainloop {
     }
 }
 
-/// The L2 bytes the sm90 grid keeps the blocks that run together within
+/// The L2 bytes the sm90 forward's grid keeps the blocks that run together within
 /// ([`crate::plan::sm90_grid`]): [`crate::plan::SM90_L2_BUDGET`], or `FLCE_SM90_L2_MB` (read once;
 /// 0: every token tile its own block, the grid before budgets) — a profiling knob, not a user
 /// setting, as `FLCE_SM90_MAINLOOP`.

@@ -16,8 +16,8 @@ pub use backward::{
     backward_plan, default_backward_budget, slice_backward_plan, BackwardPlan, DcAccumulator, DcTail, DeAccumulator,
 };
 pub use forward::{
-    best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan,
-    FORWARD_BYTES_PER_TOKEN, MAX_SPLITS,
+    best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
+    MAX_SPLITS,
 };
 pub use sm90::{sm90_grid, Sm90Grid, SM90_L2_BUDGET};
 pub use step::{step_plan, step_plan_if_faster, StepPlan, MIN_STEP_TOKEN_CHUNK};

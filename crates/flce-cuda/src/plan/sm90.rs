@@ -15,7 +15,7 @@
 
 use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
 
-/// Default L2 bytes the blocks that run together may keep in use (`FLCE_SM90_L2_MB` overrides it
+/// Default L2 bytes the forward's blocks that run together may keep in use (`FLCE_SM90_L2_MB` overrides it
 /// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
 pub const SM90_L2_BUDGET: usize = 32 << 20;
 
