@@ -129,6 +129,8 @@ def run(mode, args, device, tokens):
         torch.cuda.reset_peak_memory_stats(device)
     step(record_memory=True)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
+    # what the caching allocator held at the peak: what a per-process cap (--gpu-gb) counts
+    reserved = torch.cuda.max_memory_reserved(device) / 2**20 if device.type == "cuda" else float("nan")
     times = step_times(step, device, args.repeats)
     stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
     hook.remove()
@@ -136,7 +138,7 @@ def run(mode, args, device, tokens):
     gc.collect()  # HF models hold reference cycles: without this the next mode's peak counts this model
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return dict(mode=mode, tokens=tokens, step_ms=statistics.median(times), peak_mb=peak,
+    return dict(mode=mode, tokens=tokens, step_ms=statistics.median(times), peak_mb=peak, peak_reserved_mb=reserved,
                 pinned_mb=stats.get("pinned_bytes", 0) / 2**20, **measured)
 
 
