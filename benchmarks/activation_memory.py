@@ -20,6 +20,11 @@ download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 16384 --oom-report
 
 Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4).
+
+Each (tokens, mode) runs in a process of its own (--in-process: all in this one), under the same
+--gpu-gb cap: what a user's training process sees. In one process, an out-of-memory run left
+enough behind that every later run ran out as well (H200, 2026-12-01: Gemma 2 at 16k tokens with
+offload fits 10 GiB alone, not after checkpointing-alone's out-of-memory at the same length).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import argparse
 import gc
 import json
 import statistics
+import subprocess
+import sys
 
 import torch
 
@@ -187,6 +194,23 @@ def predicted(args, tokens, mode):
                 plan_longest=r["longest_seq"])
 
 
+def run_in_child(args, cap_gb, tokens, mode):
+    """One (tokens, mode) in a fresh process with the same options: its row, or the error it died
+    of (the last lines of its output)."""
+    cmd = [sys.executable, __file__, "--child", "--model", args.model, "--tokens", str(tokens), "--modes", mode,
+           "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device]
+    cmd += ["--gpu-gb", str(cap_gb)] if cap_gb else []
+    cmd += ["--tiny"] if args.tiny else []
+    cmd += ["--oom-report"] if args.oom_report else []
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(done.stderr[-4000:] if done.returncode else "")
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("ROW "):
+            return json.loads(line[4:])
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return dict(mode=mode, tokens=tokens, error=f"child exited {done.returncode}: {tail[:200]}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="Llama-3.2-1B", choices=sorted(CONFIGS))
@@ -202,7 +226,11 @@ def main():
     ap.add_argument("--oom-report", action="store_true",
                     help="record the allocator's history (python stacks) and, when a run runs out of memory, put "
                          "the largest live allocations and where they were made into its row")
+    ap.add_argument("--in-process", action="store_true",
+                    help="run every (tokens, mode) in this process (default: a child process each)")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    cap_gb = args.gpu_gb
     device = torch.device(args.device)
     if args.gpu_gb and device.type == "cuda":
         total = torch.cuda.get_device_properties(device).total_memory
@@ -213,6 +241,12 @@ def main():
     rows = []
     for tokens in [int(x) for x in args.tokens.split(",")]:
         for mode in args.modes.split(","):
+            if not (args.in_process or args.child):
+                row = run_in_child(args, cap_gb, tokens, mode)
+                row.update(predicted(args, tokens, mode))
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             history = args.oom_report and device.type == "cuda"
             if history:
                 torch.cuda.memory._record_memory_history(max_entries=200_000, stacks="python")
@@ -228,16 +262,21 @@ def main():
             finally:
                 if history:
                     torch.cuda.memory._record_memory_history(enabled=None)
+            if args.child:
+                print("ROW " + json.dumps(row), flush=True)
+                continue
             row.update(predicted(args, tokens, mode))
             rows.append(row)
             print(json.dumps(row), flush=True)
+    if args.child:
+        return
     print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB")
-    print("| tokens | mode | step ms | held MB (plan) | of it, blocks MB | peak MB (plan) | pinned MB | loss "
-          "| loss = ckpt's | gradient norm vs ckpt's |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| tokens | mode | step ms | held MB (plan) | of it, blocks MB | peak MB (plan) | peak reserved MB | pinned MB "
+          "| loss | loss = ckpt's | gradient norm vs ckpt's |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | | | |")
+            print(f"| {r['tokens']} | {r['mode']} | {r['error']} | | | | | | | | |")
             continue
         ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["mode"] == "ckpt" and "error" not in x), None)
         def versus(key):
@@ -249,7 +288,8 @@ def main():
         plan = lambda k: f" ({r[k]:,.0f})" if k in r else ""  # noqa: E731
         print(f"| {r['tokens']} | {r['mode']} | {r['step_ms']:.1f} | {r['held_mb']:,.0f}{plan('plan_held_mb')} | "
               f"{r['blocks_held_mb']:,.0f} | "
-              f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r['pinned_mb']:,.0f} | {r['loss']:.5f} | {versus('loss')} | "
+              f"{r['peak_mb']:,.0f}{plan('plan_peak_mb')} | {r.get('peak_reserved_mb', float('nan')):,.0f} | "
+              f"{r['pinned_mb']:,.0f} | {r['loss']:.5f} | {versus('loss')} | "
               f"{versus('grad_norm')} |")
     if args.out:
         import os
