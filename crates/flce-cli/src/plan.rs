@@ -29,6 +29,10 @@ pub struct PlanArgs {
     /// The MLPs computed in this many token tiles (flce.tiled_mlp; `flce.patch(..., mlp_tiles=N)`).
     #[arg(long, default_value_t = 1)]
     mlp_tiles: u64,
+    /// Hugging Face's attention kernel: sdpa (its default; past a sliding window, as in Gemma 2,
+    /// a dense [T, T] mask) or flash (flash_attention_2: the window without a mask).
+    #[arg(long, default_value = "sdpa")]
+    attention: String,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -42,6 +46,7 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
     let model = Model::load(&args.model).map_err(|e| err(e.to_string()))?;
     let req = Request::new(args.gpu_gb, args.seq, args.batch, &args.optimizer, args.lora_rank)
         .and_then(|r| r.with_mlp_tiles(args.mlp_tiles))
+        .and_then(|r| r.with_attention(&args.attention))
         .map_err(|e| err(e.to_string()))?;
     let rows = plan(&model, &req);
     if let Some(path) = &args.plot {

@@ -17,7 +17,15 @@
 //! two layers' inputs (the one in use and the prefetched next) stay on the GPU. With the MLP in
 //! k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
 //! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
-//! nothing is checkpointed). The loss adds its
+//! nothing is checkpointed). Models with sliding-window layers (Gemma 2) add two T² terms past
+//! their window, from Hugging Face's sdpa path: the dense boolean window mask, 1 byte per token
+//! pair, held for the whole step; and, while a layer's attention runs backward, 4 bytes per pair
+//! more — the additive bf16 bias sdpa's memory-efficient kernel takes, and a second copy of it —
+//! next to the attention's input gradients (dq, dk, dv, d·out). A layer's backward peaks at the
+//! larger of its MLP phase (first) and its attention phase (the MLP's intermediates freed). The 4 bytes are fitted (H200, 2026-12-01:
+//! Gemma-2-2B LoRA at 8k and 16k tokens, where the tiled MLP's phase is the smaller one and the
+//! attention phase sets the peak); the mechanism is inferred from the allocations, not traced.
+//! The loss adds its
 //! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
 //! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
 //! 8192 tokens), flce the 10%-of-gradients workspace.
@@ -35,6 +43,10 @@ use crate::model::Model;
 
 /// Bytes of a bf16 value.
 const BF16: u64 = 2;
+/// Sliding-window models: the window mask held through the step, and the attention phase's
+/// transient copies of it as a bf16 bias, in bytes per token pair (see the module doc).
+const WINDOW_MASK_BYTES_PER_PAIR: u64 = 1;
+const WINDOW_BIAS_BYTES_PER_PAIR: u64 = 4;
 /// Loss transient per logit (T·V) for the plain PyTorch loss and for torch.compile.
 const PLAIN_LOSS_BYTES_PER_LOGIT: f64 = 11.0;
 const COMPILE_LOSS_BYTES_PER_LOGIT: f64 = 2.0;
@@ -108,6 +120,26 @@ impl Loss {
     }
 }
 
+/// The attention kernel Hugging Face runs, for the sliding-window layers' masks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attention {
+    /// `attn_implementation="sdpa"` (the default): a dense [T, T] window mask past the window.
+    Sdpa,
+    /// `attn_implementation="flash_attention_2"`: the window is a kernel argument, no mask.
+    Flash,
+}
+
+impl std::str::FromStr for Attention {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "sdpa" => Ok(Attention::Sdpa),
+            "flash" | "flash_attention_2" | "flash-attention-2" => Ok(Attention::Flash),
+            other => Err(format!("attention '{other}': expected sdpa or flash")),
+        }
+    }
+}
+
 /// What happens to the layers' activations between forward and backward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activations {
@@ -142,6 +174,7 @@ pub struct Setup {
     pub activations: Activations,
     /// The MLPs computed in this many token tiles (flce.tiled_mlp); 1: not tiled.
     pub mlp_tiles: u64,
+    pub attention: Attention,
 }
 
 /// The memory of one training step, in bytes, term by term.
@@ -194,10 +227,23 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // a layer's backward also holds the MLP's gradient buffers (of gate, up and act(gate)·up) next
     // to its saved activations: 3i bf16 values a token, of one tile when tiled
     let mlp_grads = (BF16 * 3 * model.intermediate * tokens).div_ceil(tiles);
+    // past the window, the dense window mask (held) and its bias copies in the attention backward
+    let pairs = setup.batch * setup.seq_len * setup.seq_len;
+    let windowed = setup.attention == Attention::Sdpa && model.sliding_window.is_some_and(|w| setup.seq_len > w);
+    let window_mask = if windowed { WINDOW_MASK_BYTES_PER_PAIR * pairs } else { 0 };
+    let attention_grads = BF16 * (2 * model.q_dim() + 2 * model.kv_dim()) * tokens;
+    let attention_phase = if windowed { WINDOW_BIAS_BYTES_PER_PAIR * pairs + attention_grads } else { 0 };
+    // A layer's backward runs its MLP's first: the MLP phase holds the layer's saved activations
+    // and the MLP's gradient buffers (and one tile's intermediates, when tiled); by the attention
+    // phase the MLP's saved intermediates are gone
+    let mlp_kept = if tiles > 1 { 0 } else { mlp };
+    let rebuilt_layer = (kept_per_layer + mlp_tile + mlp_grads).max(kept_per_layer - mlp_kept + attention_phase);
     let (activations, recompute) = match setup.activations {
-        Activations::Kept => (model.layers * kept_per_layer + head, mlp_tile + mlp_grads),
-        Activations::Checkpointed => (model.layers * layer_input + head, kept_per_layer + mlp_tile + mlp_grads),
-        Activations::Offloaded => (2 * layer_input + head, kept_per_layer + mlp_tile + mlp_grads),
+        Activations::Kept => {
+            (model.layers * kept_per_layer + head + window_mask, (mlp_tile + mlp_grads).max(attention_phase))
+        }
+        Activations::Checkpointed => (model.layers * layer_input + head + window_mask, rebuilt_layer),
+        Activations::Offloaded => (2 * layer_input + head + window_mask, rebuilt_layer),
     };
     let logits = (tokens * model.vocab) as f64;
     let loss = match setup.loss {
@@ -213,8 +259,8 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // never all of both. Gradients are allocated as the backward makes them (zero_grad sets them
     // to None), so at most max(held, layer gradients) of the two per-layer terms coexist.
     let layer_grads = if setup.lora_rank.is_some() { gradients } else { BF16 * model.layers * model.layer_params() };
-    // what the layers hold: every held activation but the head's
-    let overlap = layer_grads.min(activations - head);
+    // what the layers hold: every held activation but the head's and the mask
+    let overlap = layer_grads.min(activations - head - window_mask);
     let optimizer_step = setup.optimizer.step_bytes_per_param() * trainable;
     let backward = gradients + activations + transient - overlap;
     let allocated = weights + optimizer + backward.max(gradients + optimizer_step);

@@ -21,7 +21,7 @@ mod svg;
 
 pub use estimate::{
     estimate, layer_activation_bytes_per_token, longest_context, mlp_activation_bytes_per_token, Activations,
-    Breakdown, Loss, Optimizer, Setup, ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES,
+    Attention, Breakdown, Loss, Optimizer, Setup, ALLOCATOR_SLACK, CUDA_CONTEXT_BYTES,
 };
 pub use model::Model;
 pub use report::{plan, table, PlanRow, Request};

@@ -24,19 +24,23 @@ pub struct Model {
     pub norms_per_layer: u64,
     /// The final logits are soft-capped (Gemma 2: 30), which flce's loss takes as an option.
     pub final_softcap: Option<f64>,
+    /// Sliding-window attention layers (Gemma 2: 4096 tokens): past the window Hugging Face's
+    /// sdpa path builds a dense [T, T] mask (the estimate's T² terms).
+    pub sliding_window: Option<u64>,
 }
 
 /// name, hidden, layers, heads, kv heads, head dim, intermediate, vocab, tied, qkv bias, norms,
-/// final softcap (from each model's published config.json).
-type Row = (&'static str, u64, u64, u64, u64, u64, u64, u64, bool, bool, u64, Option<f64>);
+/// final softcap, sliding window (from each model's published config.json; Qwen 2.5's configs
+/// name a window but do not use it).
+type Row = (&'static str, u64, u64, u64, u64, u64, u64, u64, bool, bool, u64, Option<f64>, Option<u64>);
 const BUILT_IN: [Row; 7] = [
-    ("Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128_256, true, false, 2, None),
-    ("Llama-3.1-8B", 4096, 32, 32, 8, 128, 14_336, 128_256, false, false, 2, None),
-    ("Qwen2.5-0.5B", 896, 24, 14, 2, 64, 4864, 151_936, true, true, 2, None),
-    ("Qwen2.5-1.5B", 1536, 28, 12, 2, 128, 8960, 151_936, true, true, 2, None),
-    ("Qwen2.5-7B", 3584, 28, 28, 4, 128, 18_944, 152_064, false, true, 2, None),
-    ("Gemma-2-2B", 2304, 26, 8, 4, 256, 9216, 256_000, true, false, 4, Some(30.0)),
-    ("Gemma-2-9B", 3584, 42, 16, 8, 256, 14_336, 256_000, true, false, 4, Some(30.0)),
+    ("Llama-3.2-1B", 2048, 16, 32, 8, 64, 8192, 128_256, true, false, 2, None, None),
+    ("Llama-3.1-8B", 4096, 32, 32, 8, 128, 14_336, 128_256, false, false, 2, None, None),
+    ("Qwen2.5-0.5B", 896, 24, 14, 2, 64, 4864, 151_936, true, true, 2, None, None),
+    ("Qwen2.5-1.5B", 1536, 28, 12, 2, 128, 8960, 151_936, true, true, 2, None, None),
+    ("Qwen2.5-7B", 3584, 28, 28, 4, 128, 18_944, 152_064, false, true, 2, None, None),
+    ("Gemma-2-2B", 2304, 26, 8, 4, 256, 9216, 256_000, true, false, 4, Some(30.0), Some(4096)),
+    ("Gemma-2-9B", 3584, 42, 16, 8, 256, 14_336, 256_000, true, false, 4, Some(30.0), Some(4096)),
 ];
 
 impl Model {
@@ -51,7 +55,8 @@ impl Model {
             .iter()
             .find(|r| r.0.eq_ignore_ascii_case(name))
             .ok_or_else(|| PlanError::UnknownModel { name: name.into(), known: Model::built_in_names().join(", ") })?;
-        let (name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, tied, qkv_bias, norms, cap) = *r;
+        let (name, hidden, layers, heads, kv_heads, head_dim, intermediate, vocab, tied, qkv_bias, norms, cap, window) =
+            *r;
         Ok(Model {
             name: name.into(),
             hidden,
@@ -65,6 +70,7 @@ impl Model {
             qkv_bias,
             norms_per_layer: norms,
             final_softcap: cap,
+            sliding_window: window,
         })
     }
 
@@ -101,6 +107,12 @@ impl Model {
                 || v.get("attention_bias").and_then(|x| x.as_bool()) == Some(true),
             norms_per_layer: if model_type.starts_with("gemma2") || model_type.starts_with("gemma3") { 4 } else { 2 },
             final_softcap: v.get("final_logit_softcapping").and_then(|x| x.as_f64()),
+            // Gemma 2 / 3 always interleave sliding-window layers; Qwen 2 only when it says so
+            sliding_window: int("sliding_window").filter(|_| {
+                model_type.starts_with("gemma2")
+                    || model_type.starts_with("gemma3")
+                    || v.get("use_sliding_window").and_then(|x| x.as_bool()) == Some(true)
+            }),
         })
     }
 

@@ -29,7 +29,7 @@ fn a_config_json_gives_the_same_model() {
         f,
         r#"{{"model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 26, "num_attention_heads": 8,
             "num_key_value_heads": 4, "head_dim": 256, "intermediate_size": 9216, "vocab_size": 256000,
-            "tie_word_embeddings": true, "final_logit_softcapping": 30.0}}"#
+            "tie_word_embeddings": true, "final_logit_softcapping": 30.0, "sliding_window": 4096}}"#
     )
     .unwrap();
     let m = Model::from_config_json(&path).unwrap();
@@ -42,7 +42,16 @@ fn a_config_json_gives_the_same_model() {
 }
 
 fn setup(loss: Loss, activations: Activations, seq_len: u64) -> Setup {
-    Setup { seq_len, batch: 1, optimizer: Optimizer::AdamW, lora_rank: Some(16), loss, activations, mlp_tiles: 1 }
+    Setup {
+        seq_len,
+        batch: 1,
+        optimizer: Optimizer::AdamW,
+        lora_rank: Some(16),
+        loss,
+        activations,
+        mlp_tiles: 1,
+        attention: Attention::Sdpa,
+    }
 }
 
 #[test]
@@ -124,7 +133,10 @@ fn the_chart_has_a_line_per_combination_and_the_card() {
 fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     let m = Model::built_in("Gemma-2-2B").unwrap();
     let tokens = 65_536;
-    let at = |act, tiles| estimate(&m, &Setup { mlp_tiles: tiles, ..setup(Loss::Flce, act, tokens) });
+    // (flash attention: no window mask, whose T² terms would set the peak at 64k)
+    let at = |act, tiles| {
+        estimate(&m, &Setup { mlp_tiles: tiles, attention: Attention::Flash, ..setup(Loss::Flce, act, tokens) })
+    };
     let mlp = mlp_activation_bytes_per_token(&m) * tokens;
     // Gemma-2-2B's MLP at 64k tokens: 4 × 9216 bf16 values a token, 4.5 GiB
     assert_eq!(mlp, 2 * 4 * 9216 * tokens);
@@ -140,7 +152,7 @@ fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     assert_eq!(plain.activations - tiled.activations, m.layers * mlp);
     assert_eq!(tiled.recompute, mlp / 4 + grads / 4);
     // on the 10 GiB card, tiles lengthen the longest context of checkpointing + offload
-    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap();
+    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap().with_attention("flash").unwrap();
     let longest = |r: &Request| {
         plan(&m, r).iter().find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded).unwrap().longest
     };
@@ -167,11 +179,27 @@ fn the_plan_matches_the_h200_measurements() {
         ("Llama-3.2-1B", None, Optimizer::AdamWBf16, 32_768, off, 1, 15_741.0),
         ("Llama-3.2-1B", None, Optimizer::AdamWBf16, 32_768, off, 4, 14_370.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, ckpt, 1, 7_788.0),
+        // benchmarks/h200-2026-12-01-s7/activation (8k) and h200-2026-12-01-s8/activation-16k
+        // (16k, a process per run): the window mask's T² terms
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, off, 1, 6_982.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, off, 4, 6_586.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, ckpt, 1, 10_834.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 1, 9_199.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 4, 8_408.0),
     ];
     let mut report = String::new();
     for (name, lora_rank, optimizer, seq_len, activations, mlp_tiles, measured) in runs {
         let m = Model::built_in(name).unwrap();
-        let s = Setup { seq_len, batch: 1, optimizer, lora_rank, loss: Loss::Flce, activations, mlp_tiles };
+        let s = Setup {
+            seq_len,
+            batch: 1,
+            optimizer,
+            lora_rank,
+            loss: Loss::Flce,
+            activations,
+            mlp_tiles,
+            attention: Attention::Sdpa,
+        };
         let b = estimate(&m, &s);
         let planned = (b.peak - b.cuda_context - b.allocator_slack) as f64 / (1u64 << 20) as f64;
         let err = planned / measured - 1.0;
@@ -180,4 +208,33 @@ fn the_plan_matches_the_h200_measurements() {
         assert!((-0.05..=0.05).contains(&err), "{report}");
     }
     println!("{report}");
+}
+
+#[test]
+fn sdpa_window_masks_cost_t_squared_past_the_window() {
+    let gemma = Model::built_in("Gemma-2-2B").unwrap();
+    let at = |m: &Model, attention, seq| {
+        estimate(m, &Setup { attention, mlp_tiles: 4, ..setup(Loss::Flce, Activations::Offloaded, seq) })
+    };
+    // past the 4096-token window: the mask's byte per token pair held, 4 more in the attention phase
+    let (sdpa, flash) = (at(&gemma, Attention::Sdpa, 16_384), at(&gemma, Attention::Flash, 16_384));
+    assert_eq!(sdpa.activations - flash.activations, 16_384 * 16_384);
+    assert!(sdpa.recompute > flash.recompute && sdpa.peak > flash.peak);
+    // within the window, and for models without one, sdpa costs nothing more
+    assert_eq!(at(&gemma, Attention::Sdpa, 4096), at(&gemma, Attention::Flash, 4096));
+    let llama = Model::built_in("Llama-3.2-1B").unwrap();
+    assert_eq!(at(&llama, Attention::Sdpa, 65_536), at(&llama, Attention::Flash, 65_536));
+    // so on a 10 GiB card Gemma 2 reaches further with flash attention
+    let req = Request::new(10.0, 16_384, 1, "adamw", 16).unwrap().with_mlp_tiles(4).unwrap();
+    let longest = |r: &Request| {
+        plan(&gemma, r)
+            .iter()
+            .find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded)
+            .unwrap()
+            .longest
+    };
+    let (s, f) = (longest(&req), longest(&req.clone().with_attention("flash").unwrap()));
+    assert!(s < f, "{s:?} vs {f:?}");
+    assert!(table(&gemma, &req, &plan(&gemma, &req)).contains("dense mask past the 4096-token window"));
+    assert!(req.with_attention("eager").is_err());
 }

@@ -486,12 +486,22 @@ def test_memory_plan_names_the_longest_context():
     with pytest.raises(ValueError, match="unknown model"):
         flce.plan("GPT-5", print_table=False)
     # the MLPs in token tiles (flce.patch(..., mlp_tiles=8)): less to recompute, longer contexts
+    untiled = {(r["loss"], r["activations"]): r
+               for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False)}
     tiled = {(r["loss"], r["activations"]): r
              for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False, mlp_tiles=8)}
     key = ("flce", "checkpointing + offload")
-    assert tiled[key]["recompute"] < by[key]["recompute"] and tiled[key]["longest_seq"] > by[key]["longest_seq"]
+    assert tiled[key]["recompute"] < untiled[key]["recompute"]
+    assert tiled[key]["longest_seq"] > untiled[key]["longest_seq"]
     with pytest.raises(ValueError, match="tile count"):
         flce.plan("Gemma-2-2B", print_table=False, mlp_tiles=0)
+    # flash attention (flash_attention_2) has no dense sliding-window mask: longer still
+    flash = {(r["loss"], r["activations"]): r
+             for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False, mlp_tiles=8,
+                                attention="flash")}
+    assert flash[key]["longest_seq"] > tiled[key]["longest_seq"]
+    with pytest.raises(ValueError, match="attention"):
+        flce.plan("Gemma-2-2B", print_table=False, attention="eager")
 
 
 def test_memory_plan_draws_its_chart(tmp_path):
