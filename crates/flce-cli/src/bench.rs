@@ -148,7 +148,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + v) * d * es;
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, chunk {}), bwd {:?} chunk {}x{}{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}, chunk {}), bwd {:?} chunk {}x{}{} |",
             fwd_ms / gemm_ms,
             fb_ms / (4.0 * gemm_ms),
             mb(fwd_extra),
@@ -156,6 +156,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             100.0 * bws.bytes() as f64 / grad_bytes as f64,
             fplan.family,
             fplan.splits,
+            fplan.token_slots,
             fplan.vocab_chunk,
             bplan.family,
             bplan.token_chunk,

@@ -3,8 +3,9 @@
 //! cuBLAS family: vocabulary chunks of f32 logits (the budget; by default 10% of the gradient
 //! bytes), folded by a reduction kernel. sm80 family: the fused tile kernel, the vocabulary split
 //! across blocks for occupancy (`splits`), each split leaving a 16-byte partial per token; the
-//! split count is capped so the workspace stays within 1 MB + 16·N bytes. Either way the finish
-//! step merges the partials.
+//! split count is capped so the workspace stays within 1 MB + 16·N bytes. sm90 family: the same
+//! partials, its grid of token-tile slots × splits from [`super::sm90_grid`] (within an L2
+//! budget). Either way the finish step merges the partials.
 
 use std::ops::Range;
 
