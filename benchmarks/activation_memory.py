@@ -64,7 +64,7 @@ def build(args, device, tokens):
             cfg, cls = transformers.Gemma2Config(head_dim=256, **common), transformers.Gemma2ForCausalLM
         else:
             cfg, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
-    cfg._attn_implementation = "sdpa"
+    cfg._attn_implementation = args.attn
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     # initialised on the device in its dtype (seconds per mode on the CPU; an f32 copy would not fit
@@ -187,6 +187,7 @@ def predicted(args, tokens, mode):
     # torch.optim.AdamW keeps its moments in the parameters' dtype: bf16 for a full fine-tune here,
     # f32 for peft's adapters (peft keeps them in f32)
     rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
+                     attention="sdpa" if args.attn == "sdpa" else "flash",
                      optimizer="adamw" if args.lora else "adamw-bf16", mlp_tiles=4 if mode == "offload_tiled" else 1)
     r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
     return dict(plan_held_mb=r["activations_held"] / 2**20,
@@ -198,7 +199,7 @@ def run_in_child(args, cap_gb, tokens, mode):
     """One (tokens, mode) in a fresh process with the same options: its row, or the error it died
     of (the last lines of its output)."""
     cmd = [sys.executable, __file__, "--child", "--model", args.model, "--tokens", str(tokens), "--modes", mode,
-           "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device]
+           "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device, "--attn", args.attn]
     cmd += ["--gpu-gb", str(cap_gb)] if cap_gb else []
     cmd += ["--tiny"] if args.tiny else []
     cmd += ["--oom-report"] if args.oom_report else []
@@ -226,6 +227,9 @@ def main():
     ap.add_argument("--oom-report", action="store_true",
                     help="record the allocator's history (python stacks) and, when a run runs out of memory, put "
                          "the largest live allocations and where they were made into its row")
+    ap.add_argument("--attn", default="sdpa", choices=["sdpa", "flex_attention", "flash_attention_2"],
+                    help="Hugging Face's attention implementation (Gemma 2 with sdpa: transformers <= 5.17, "
+                         "which runs it without the attention softcap; later versions refuse sdpa for Gemma 2)")
     ap.add_argument("--in-process", action="store_true",
                     help="run every (tokens, mode) in this process (default: a child process each)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -29,9 +29,10 @@ pub struct PlanArgs {
     /// The MLPs computed in this many token tiles (flce.tiled_mlp; `flce.patch(..., mlp_tiles=N)`).
     #[arg(long, default_value_t = 1)]
     mlp_tiles: u64,
-    /// Hugging Face's attention kernel: sdpa (its default; past a sliding window, as in Gemma 2,
-    /// a dense [T, T] mask) or flash (flash_attention_2: the window without a mask).
-    #[arg(long, default_value = "sdpa")]
+    /// Hugging Face's attention kernel, for models with sliding-window layers (Gemma 2): flash
+    /// (flash_attention_2 or flex_attention: the window without a mask) or sdpa (past the window a
+    /// dense [T, T] mask; transformers ≤ 5.17).
+    #[arg(long, default_value = "flash")]
     attention: String,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -120,12 +120,17 @@ impl Loss {
     }
 }
 
-/// The attention kernel Hugging Face runs, for the sliding-window layers' masks.
+/// The attention kernel Hugging Face runs, for the sliding-window layers' masks (models without a
+/// window: the same either way).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attention {
-    /// `attn_implementation="sdpa"` (the default): a dense [T, T] window mask past the window.
+    /// `attn_implementation="sdpa"`: a dense [T, T] window mask past the window (measured with
+    /// transformers 5.17, whose sdpa path runs Gemma 2 without its attention-logit softcap; from
+    /// about 5.2x on, transformers refuses sdpa for Gemma 2).
     Sdpa,
-    /// `attn_implementation="flash_attention_2"`: the window is a kernel argument, no mask.
+    /// `attn_implementation="flash_attention_2"` or `"flex_attention"` (the default): the window
+    /// is a kernel argument or a block mask, nothing T² (flex's block mask, (T/128)² entries, is
+    /// not counted). Not yet checked against a measured Gemma 2 peak.
     Flash,
 }
 
@@ -134,8 +139,8 @@ impl std::str::FromStr for Attention {
     fn from_str(s: &str) -> Result<Self, String> {
         match s.to_ascii_lowercase().as_str() {
             "sdpa" => Ok(Attention::Sdpa),
-            "flash" | "flash_attention_2" | "flash-attention-2" => Ok(Attention::Flash),
-            other => Err(format!("attention '{other}': expected sdpa or flash")),
+            "flash" | "flash_attention_2" | "flash-attention-2" | "flex" | "flex_attention" => Ok(Attention::Flash),
+            other => Err(format!("attention '{other}': expected flash (flash_attention_2, flex_attention) or sdpa")),
         }
     }
 }

@@ -33,7 +33,7 @@ impl Request {
             optimizer: optimizer.parse::<Optimizer>().map_err(PlanError::Invalid)?,
             lora_rank: (lora_rank > 0).then_some(lora_rank),
             mlp_tiles: 1,
-            attention: Attention::Sdpa,
+            attention: Attention::Flash,
         })
     }
 
@@ -51,8 +51,8 @@ impl Request {
         }
     }
 
-    /// The same request with Hugging Face's attention kernel named: sdpa or flash
-    /// (flash_attention_2).
+    /// The same request with Hugging Face's attention kernel named: flash (flash_attention_2 or
+    /// flex_attention, the default) or sdpa.
     pub fn with_attention(self, attention: &str) -> Result<Request, PlanError> {
         Ok(Request { attention: attention.parse().map_err(PlanError::Invalid)?, ..self })
     }
@@ -117,7 +117,7 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
         if req.mlp_tiles > 1 { format!(", MLPs in {} token tiles", req.mlp_tiles) } else { String::new() },
         match (model.sliding_window, req.attention) {
             (Some(w), Attention::Sdpa) => format!(", sdpa attention (a dense mask past the {w}-token window)"),
-            (Some(_), Attention::Flash) => ", flash attention".to_string(),
+            (Some(_), Attention::Flash) => ", flash / flex attention".to_string(),
             (None, _) => String::new(),
         },
     );

@@ -152,7 +152,7 @@ fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     assert_eq!(plain.activations - tiled.activations, m.layers * mlp);
     assert_eq!(tiled.recompute, mlp / 4 + grads / 4);
     // on the 10 GiB card, tiles lengthen the longest context of checkpointing + offload
-    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap().with_attention("flash").unwrap();
+    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap();
     let longest = |r: &Request| {
         plan(&m, r).iter().find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded).unwrap().longest
     };
@@ -233,8 +233,12 @@ fn sdpa_window_masks_cost_t_squared_past_the_window() {
             .unwrap()
             .longest
     };
-    let (s, f) = (longest(&req), longest(&req.clone().with_attention("flash").unwrap()));
+    // (flash / flex by default)
+    assert_eq!(req.attention, Attention::Flash);
+    let sdpa = req.clone().with_attention("sdpa").unwrap();
+    let (s, f) = (longest(&sdpa), longest(&req));
     assert!(s < f, "{s:?} vs {f:?}");
-    assert!(table(&gemma, &req, &plan(&gemma, &req)).contains("dense mask past the 4096-token window"));
+    assert_eq!(req.clone().with_attention("flex_attention").unwrap(), req);
+    assert!(table(&gemma, &sdpa, &plan(&gemma, &sdpa)).contains("dense mask past the 4096-token window"));
     assert!(req.with_attention("eager").is_err());
 }

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 /// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
 /// with `plot`, also writes peak memory against sequence length as an SVG chart there.
 #[pyfunction]
-#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "sdpa"))]
+#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_plan<'py>(
     py: Python<'py>,
