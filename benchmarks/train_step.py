@@ -50,6 +50,9 @@ def apply(method, model):
         return flce.patch(model)
     if method == "flce_fast":
         return flce.patch(model, workspace_budget="fast")
+    if method == "flce@peak":
+        # what the loss can take without raising the step's peak (the previous step's)
+        return flce.patch(model, workspace_budget="peak")
     if method.startswith("flce@"):
         # a workspace budget in bytes: "flce@1G", "flce@512M" (what a user with that much to spare sets)
         size = method[5:]

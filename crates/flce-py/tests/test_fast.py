@@ -100,3 +100,38 @@ def test_a_byte_budget_takes_the_three_product_pass_where_it_pays():
     assert abs(loss_s.double().item() - want.item()) <= 8e-3 * abs(want.item())
     assert rel(grads_s[0], xs[0].grad) <= GRAD_TOL[torch.bfloat16]
     assert rel(grads_s[1], xs[1].grad) <= GRAD_TOL[torch.bfloat16]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_peak_budget_is_the_default_where_there_is_no_headroom(device):
+    e, c, t, _, _ = make(300, 64, 1031, torch.bfloat16, device, seed=6)
+    loss_d, grads_d = run(e, c, t)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    # no headroom under the peak (just reset; on the CPU: no statistics): the default plans, bitwise
+    loss_p, grads_p = run(e, c, t, workspace_budget="peak")
+    assert torch.equal(loss_p, loss_d) and all(torch.equal(a, b) for a, b in zip(grads_p[:2], grads_d[:2]))
+    with pytest.raises(ValueError, match="peak"):
+        flce.linear_cross_entropy(e, c, t, workspace_budget="peaky")
+
+
+@cuda_only
+def test_peak_budget_uses_the_headroom_and_keeps_the_peak():
+    from flce.step import peak_budget
+
+    e, c, t, _, _ = make(512, 64, 5000, torch.bfloat16, "cuda", seed=5)
+    loss_fast, grads_fast = run(e, c, t, workspace_budget="fast")
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    # a step that peaked 1.5 GB above what is allocated at the loss: the loss may use that
+    spike = torch.empty(3 << 29, dtype=torch.uint8, device="cuda")
+    del spike
+    assert peak_budget(e, c) >= 1 << 30
+    peak_before = torch.cuda.max_memory_allocated()
+    loss_p, grads_p = run(e, c, t, workspace_budget="peak")
+    torch.cuda.synchronize()
+    # the three-product pass as "fast" took it (the whole batch one chunk: the same bits) ...
+    assert torch.equal(loss_p, loss_fast) and all(torch.equal(a, b) for a, b in zip(grads_p[:2], grads_fast[:2]))
+    # ... and the process's peak did not move
+    assert torch.cuda.max_memory_allocated() <= peak_before

@@ -31,7 +31,7 @@ class LossOptions:
     shift: int = 0  # sequence length of shifted targets, 0 for none
     forward_mode: str = "auto"
     backward_mode: str = "auto"
-    workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast"
+    workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast", PEAK (-2) for "peak"
     # the backward checks the forward's status word (see TargetCheck); the kernels ignore it
     check_targets: bool = False
 
@@ -48,18 +48,23 @@ class LossOptions:
 
 # workspace_budget="fast": the three-product pass when gradients are wanted (flce/step.py)
 FAST = -1
+# workspace_budget="peak": what the call can take without raising the process's peak (flce/step.py)
+PEAK = -2
 
 
 def budget_option(workspace_budget) -> int:
     """``workspace_budget`` as the ops carry it: None or "min" → 0 (the default plans), "fast" →
-    FAST, bytes → bytes."""
+    FAST, "peak" → PEAK, bytes → bytes."""
     if workspace_budget is None or workspace_budget == "min":
         return 0
     if workspace_budget == "fast":
         return FAST
+    if workspace_budget == "peak":
+        return PEAK
     if isinstance(workspace_budget, int) and not isinstance(workspace_budget, bool) and workspace_budget >= 0:
         return workspace_budget
-    raise ValueError(f"workspace_budget must be None, 'min', 'fast' or a number of bytes >= 0, got {workspace_budget!r}")
+    raise ValueError(
+        f"workspace_budget must be None, 'min', 'fast', 'peak' or a number of bytes >= 0, got {workspace_budget!r}")
 
 
 _OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))

@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, LossOptions, TargetCheck,
+from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
                       _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
                       raise_bad_input)
 
@@ -147,7 +147,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     softcap or label smoothing, cuBLAS chunks otherwise — "cublas", "fused" or "sm80", the
     portable fused kernels) pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
     default: workspace ≤ 10% of the gradient bytes, logits recomputed in the backward), a number
-    of bytes, or "fast" (up to half the free device memory). With bytes or "fast", when
+    of bytes, "fast" (up to half the free device memory), or "peak" (on CUDA, what the call can
+    take without raising the process's peak memory so far — for training loops, where the last
+    step set the peak; the default's at the first step, on the CPU and under torch.compile). With
+    bytes, "fast" or "peak", when
     gradients are wanted (and reduction is not "none") and the budget holds token chunks of at
     least 1024 tokens (or the whole batch) besides the f32 dC accumulator, the forward computes
     the gradients too, keeping a chunk's logits over the whole vocabulary (three products
@@ -219,6 +222,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     # "fast" or a byte budget: the three-product pass where it pays within the budget (flce/step.py);
     # where it does not, the recomputing plans below take the budget (a "fast" call, the default's).
     # Under torch.compile the planner cannot be asked here: the op falls back by itself.
+    if o.workspace_budget == PEAK:
+        # bytes now, like a byte budget (the recomputing plans take it where no three-product plan
+        # pays); on the CPU and under torch.compile (no memory statistics to read) the default's
+        peak = step.peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
+        o = dataclasses.replace(o, workspace_budget=peak)
     trades = o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)
     o_step = o
     if trades and e.is_cuda and not torch.compiler.is_compiling():

@@ -38,9 +38,25 @@ def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, b
     return problem.step_plan(device, *wants, budget)
 
 
+def peak_budget(e: Tensor, c: Tensor) -> int:
+    """``workspace_budget="peak"`` in bytes: what the call can take without raising the process's
+    peak so far (torch.cuda.max_memory_allocated; in a training loop, the last step's peak): the
+    headroom under that peak less the gradients the call creates (dE and dC, which the default
+    plans create as well) and a 10% margin, in 256 MB steps — 0 (the default plans) below one
+    step, at most "fast"'s half of the free memory. After the first step of a loop the loss then
+    runs the fastest plan its headroom holds; the peak stays where the rest of the step puts it."""
+    head = torch.cuda.max_memory_allocated(e.device) - torch.cuda.memory_allocated(e.device)
+    grads = (e.numel() + c.numel()) * e.element_size()
+    budget = int(0.9 * (head - grads)) // _GRANULE * _GRANULE
+    return min(budget, _fast_budget(e.device)) if budget >= _GRANULE else 0
+
+
 def budget_bytes(e: Tensor, o: LossOptions) -> int:
-    """The call's workspace budget in bytes: "fast" is half the free device memory."""
-    return _fast_budget(e.device) if o.workspace_budget == FAST else o.workspace_budget
+    """The call's workspace budget in bytes: "fast" is half the free device memory; "peak" comes
+    resolved to bytes (ops.py) except under torch.compile, where it is the default's."""
+    if o.workspace_budget == FAST:
+        return _fast_budget(e.device)
+    return max(o.workspace_budget, 0)
 
 
 def step_plan_for(e: Tensor, c: Tensor, o: LossOptions,
