@@ -45,7 +45,7 @@ fi
 if want memcheck; then
   step "memcheck"
   timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
-    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked bad-target bad-weights bad-pointers "phases bf16 all" > "$OUT/memcheck.log" 2>&1
+    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked "2 SMs" bad-target bad-weights bad-pointers "phases bf16 all" > "$OUT/memcheck.log" 2>&1
   echo "exit $?" >> "$OUT/memcheck.log"
 fi
 if want ab && [ -d old-bundle ]; then
