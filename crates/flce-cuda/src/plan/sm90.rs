@@ -46,8 +46,8 @@ impl Sm90Grid {
 /// The grid for `token_tiles` × `vocab_tiles` tiles on `sm_count` SMs, at most `cap` splits,
 /// slots a multiple of `cluster`: the fewest tiles in the longest block among the grids whose
 /// footprint fits `l2_budget` (within [`BALANCE_SLACK`] of the best balance of any grid), then the
-/// fewest splits (fewer partials), then the smallest footprint; when none fits, the best balance
-/// with the smallest footprint. `l2_budget` 0: every token tile its own slot, the split count
+/// fewest splits (fewer partials), then the smallest footprint; when none fits, the smallest
+/// footprint among the grids within that balance. `l2_budget` 0: every token tile its own slot, the split count
 /// that fills the SMs' waves best ([`super::best_split`]), the grid before budgets.
 pub fn sm90_grid(
     token_tiles: usize,
@@ -90,7 +90,9 @@ pub fn sm90_grid(
         .filter(balanced)
         .filter(fits)
         .min_by_key(|g| (g.longest(rows), g.splits, g.footprint(row_bytes)))
-        .or_else(|| candidates.iter().min_by_key(|g| (g.longest(rows), g.footprint(row_bytes), g.splits)));
+        .or_else(|| {
+            candidates.iter().filter(balanced).min_by_key(|g| (g.footprint(row_bytes), g.longest(rows), g.splits))
+        });
     *pick.expect("at least one candidate grid")
 }
 
@@ -115,6 +117,10 @@ mod tests {
         // best balance with the smallest footprint
         let chunk = sm90_grid(64, 27, 132, 27, 8192, 32 * MB, 1);
         assert_eq!((chunk.slots, chunk.splits, chunk.longest(64)), (32, 4, 14));
+        // 32k tokens, 2 partials per token at most: nothing fits 32 MB; 64 slots × 2 splits (68 MB,
+        // 1004 tiles) rather than 128 × 1 (136 MB, 1002 tiles)
+        let long = sm90_grid(256, 501, 132, 2, 8192, 32 * MB, 1);
+        assert_eq!((long.slots, long.splits, long.longest(256)), (64, 2, 1004));
     }
 
     #[test]
