@@ -155,7 +155,7 @@ abi_structs! {
         lp: LogitParams = "LogitParams",
         /// Blocks per cluster along the token tiles (1 or 2: C's box multicast to both).
         cluster: i32 = "int",
-        /// Token-tile slots: grid x (plan::sm90_grid; a multiple of the cluster).
+        /// Token-tile slots: grid x, rounded up to the cluster by the launch (plan::sm90_grid).
         slots: i32 = "int",
         /// Partials per token: grid y (a split left without tiles writes empty statistics).
         splits: i32 = "int",

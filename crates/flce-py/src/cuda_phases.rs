@@ -74,7 +74,7 @@ fn cuda_phase_finish(
     workspace: (u64, usize),
 ) -> PyResult<()> {
     problem.no_f64_on_cuda()?;
-    let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
+    let parts = rank_partials(parts);
     let out = forward_outputs(outputs);
     let ws = to_workspace(workspace);
     let (shape, opts) = (problem.shape, &problem.opts);
@@ -107,7 +107,7 @@ fn cuda_phase_backward_slice(
     let device = cuda.0;
     let plan = plan.backward(device)?;
     let x = problem.device_inputs(inputs);
-    let parts = RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 };
+    let parts = rank_partials(parts);
     let go = problem.grad_output(grad_output);
     let grads = device_grads(grads);
     let ws = to_workspace(workspace);
@@ -117,6 +117,11 @@ fn cuda_phase_backward_slice(
         // SAFETY: as in cuda_phase_forward_partials.
         unsafe { be.backward_slice(&x, opts, slice, lse, merged, &parts, go, &grads, ws, plan, stream) }
     })
+}
+
+/// The gathered partials as the Python side passes them: (rows f64 [P, N, 6], Σ w_j f64 [P], P).
+fn rank_partials(parts: (u64, u64, usize)) -> RankPartials {
+    RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 }
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

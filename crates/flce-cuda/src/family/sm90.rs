@@ -87,7 +87,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         map_c,
         lp: call.lp,
         cluster: cluster as i32,
-        slots: plan.token_slots.div_ceil(cluster) as i32 * cluster as i32,
+        slots: plan.token_slots as i32,
         splits: plan.splits as i32,
         tiles_per_split: tiles.div_ceil(plan.splits) as i32,
         partials: call.ws.at(plan.partials),
