@@ -79,26 +79,20 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
 /// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
-/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I,gtarget=T,gexp2=X,fexp2=F"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
 /// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
 /// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
 /// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
 /// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain).
-/// `gtarget` 1 and `gexp2` 1: the G kernel's plain-tile epilogue with the target's correction in a
-/// rare branch, and with exp(x − lse) as one FFMA and ex2 (kernels/sm90/grad.cu); `fexp2` 1: the
-/// forward's exponentials the same way (kernels/sm90/forward.cu). Not yet measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
-    pub gtarget: usize,
-    pub gexp2: usize,
-    pub fexp2: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, gtarget: 0, gexp2: 0, fexp2: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1 }
     }
 }
 
@@ -113,14 +107,7 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                "gtarget" if value <= 1 => m.gtarget = value,
-                "gexp2" if value <= 1 => m.gexp2 = value,
-                "fexp2" if value <= 1 => m.fexp2 = value,
-                _ => {
-                    return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, gtarget=0|1, gexp2=0|1 or fexp2=0|1"
-                    ))
-                }
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
             }
         }
         Ok(m)
@@ -185,9 +172,6 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
-        ("SM90_G_TARGET_FIXUP", mainloop.gtarget),
-        ("SM90_G_FOLDED_EXP2", mainloop.gexp2),
-        ("SM90_F_FOLDED_EXP2", mainloop.fexp2),
     ]
 }
 
@@ -198,13 +182,9 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let d = Sm90Mainloop::default();
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0, ..d }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("gtarget=1,gexp2=1"), Ok(Sm90Mainloop { gtarget: 1, gexp2: 1, ..d }));
-        assert!(Sm90Mainloop::parse("gexp2=2").is_err());
-        assert_eq!(Sm90Mainloop::parse("fexp2=1"), Ok(Sm90Mainloop { fexp2: 1, ..d }));
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());

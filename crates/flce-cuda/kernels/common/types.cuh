@@ -75,13 +75,11 @@ __device__ __forceinline__ float nan_max(float a, float b) {
 }
 
 // exp via ex2.approx (2 ulp): exp(x) = 2^(x·log2 e).
-#define FLCE_LOG2E 1.4426950408889634f
-__device__ __forceinline__ float fast_exp2(float x) {
+__device__ __forceinline__ float fast_exp(float x) {
   float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
   return r;
 }
-__device__ __forceinline__ float fast_exp(float x) { return fast_exp2(x * FLCE_LOG2E); }
 
 // Sum over a block of BLOCK threads in a fixed tree order (deterministic); s holds BLOCK doubles.
 template <int BLOCK>

@@ -22,13 +22,6 @@
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
 #include "sm90/mainloop.cuh"
 
-// SM90_F_FOLDED_EXP2 (FLCE_SM90_MAINLOOP "fexp2=1", off until measured): the tile's exponentials
-// as 2^(x·log2 e − max·log2 e), one FFMA instead of an FADD and an FMUL per element (the row's
-// Σexp moves by ~1e-6 relative: the exponent's rounding).
-#ifndef SM90_F_FOLDED_EXP2
-#define SM90_F_FOLDED_EXP2 0
-#endif
-
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
@@ -120,13 +113,7 @@ struct Sm90ForwardEpilogue {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) {
-#if SM90_F_FOLDED_EXP2
-            part += fast_exp2(fmaf(acc[4 * j + 2 * h + q], FLCE_LOG2E, -new_m * FLCE_LOG2E));
-#else
-            part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
-#endif
-          }
+          for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
       }
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);

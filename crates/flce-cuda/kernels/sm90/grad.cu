@@ -22,22 +22,6 @@
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
 #include "sm90/mainloop.cuh"
 
-// Epilogue variants of the plain-tile path (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP
-// "gtarget=1", "gexp2=1"; off by default until measured):
-// SM90_G_TARGET_FIXUP — the target's −target coefficient is applied by the one thread holding the
-//   target column, in a branch taken by ~3% of a Llama 3 chunk's warps, instead of a compare and
-//   a predicated subtract on every element (2 of the ~6 instructions an element takes); G is
-//   bitwise the same.
-// SM90_G_FOLDED_EXP2 — exp(x − lse) as 2^(x·log2 e − lse·log2 e), one FFMA instead of an FADD and
-//   an FMUL per element; p moves by ~1e-6 relative (the exponent's rounding), far inside G's
-//   16-bit rounding, but G is not bitwise the same.
-#ifndef SM90_G_TARGET_FIXUP
-#define SM90_G_TARGET_FIXUP 0
-#endif
-#ifndef SM90_G_FOLDED_EXP2
-#define SM90_G_FOLDED_EXP2 0
-#endif
-
 struct Sm90GradEpilogue {
   const LogitParams& p;
   const GradChunk& ch;
@@ -84,9 +68,6 @@ struct Sm90GradEpilogue {
     for (int h = 0; h < 2; ++h) {
       const bool live = row[h] < ch.n_end;
       const float4 c = cf[h];
-#if SM90_G_FOLDED_EXP2
-      const float neg_lse2 = -c.w * FLCE_LOG2E;
-#endif
       elem_t* dst_row = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (col0 + 2 * t - ch.v0);
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
@@ -97,14 +78,8 @@ struct Sm90GradEpilogue {
           const int col = colp + q;
           const float x = acc[4 * j + 2 * h + q];
           if (FAST) {
-#if SM90_G_FOLDED_EXP2
-            gv[q] = c.x * fast_exp2(fmaf(x, FLCE_LOG2E, neg_lse2));
-#else
             gv[q] = c.x * fast_exp(x - c.w);
-#endif
-#if !SM90_G_TARGET_FIXUP
             if (col == tgt[h]) gv[q] -= c.y;
-#endif
           } else {
             gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;
           }
@@ -112,17 +87,6 @@ struct Sm90GradEpilogue {
         }
         if (!FAST && live && colp - ch.v0 < ch.ldg) *(u32*)(dst_row + 8 * j) = pack2(gv[0], gv[1]);
       }
-#if SM90_G_TARGET_FIXUP
-      // the target's column, by the one thread that holds it (as the forward's target logit)
-      const unsigned rel = (unsigned)(tgt[h] - col0);
-      if (FAST && tgt[h] >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
-#pragma unroll
-        for (int jj = 0; jj < 32; ++jj)
-#pragma unroll
-          for (int q = 0; q < 2; ++q)
-            if (rel == (unsigned)(8 * jj + 2 * t + q)) acc[4 * jj + 2 * h + q] -= c.y;
-      }
-#endif
     }
     if (FAST) store_staged(acc, col0);
   }
