@@ -21,7 +21,7 @@ use flce_core::{DType, Error, Result, Shape};
 
 use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
 use crate::family::{BackwardMode, Family};
-use crate::geometry::{TILE_M, TILE_N};
+use crate::geometry::{SM90_TILE_M, SM90_TILE_N, TILE_M, TILE_N};
 
 /// Where dE's f32 accumulator lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,8 +237,10 @@ fn layout(
 /// means the family `fused` ([`crate::family::fused_family`]; the fused families share one
 /// layout). Prefers one token chunk (each dC chunk finished in one product) with the largest
 /// vocabulary chunk that fits; chunks tokens only when even 1024 vocabulary rows for all N tokens
-/// do not fit. [`BackwardMode::Auto`] plans as for calls without bias, softcap or smoothing
-/// ([`crate::CudaLoss::backward_plan`] resolves it with the calls' options first).
+/// do not fit. When the sm90 family forms G, the vocabulary chunk is then the one at or below
+/// the largest whose G launches finish in the fewest tile steps on `sm_count` SMs
+/// ([`sm90_balanced_chunks`]). [`BackwardMode::Auto`] plans as for calls without bias, softcap or
+/// smoothing ([`crate::CudaLoss::backward_plan`] resolves it with the calls' options first).
 pub fn backward_plan(
     shape: Shape,
     dtype: DType,
@@ -246,11 +248,71 @@ pub fn backward_plan(
     budget: Option<usize>,
     mode: BackwardMode,
     fused: Family,
+    sm_count: usize,
 ) -> Result<BackwardPlan> {
     let mode = mode.resolve(fused, false);
+    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, mode));
     let mut plan = backward_layout_plan(shape, dtype, wanted, budget, mode)?;
     plan.family = mode.family(fused);
+    if plan.family == Family::Sm90 {
+        plan = sm90_balanced_chunks(plan, mode, budget, sm_count);
+    }
     Ok(plan)
+}
+
+/// Launches' fixed cost in the chunk choice below, in tile steps (a step: one 128 × 256 tile's
+/// main loop and epilogue, ~48 µs at Llama 3 on an H200): the pipeline's fill and drain of a G
+/// launch and the two cuBLAS products' per-chunk costs, so that a smaller chunk wins only by a
+/// clear margin.
+const CHUNK_LAUNCH_STEPS: usize = 1;
+
+/// The tile steps the sm90 G kernel takes over a plan's chunks: the main pass's, the tail pass's
+/// recomputes (all its chunks but the last, whose G the main pass leaves behind) and
+/// [`CHUNK_LAUNCH_STEPS`] per launch.
+pub fn sm90_grad_steps(plan: &BackwardPlan, sm_count: usize) -> usize {
+    let token_tiles = plan.token_chunk.div_ceil(SM90_TILE_M);
+    let launch = |vc: usize| {
+        let r = plan.vocab_range(vc);
+        super::sm90::grad_launch_steps(token_tiles, (r.end - r.start).div_ceil(SM90_TILE_N), sm_count)
+            + CHUNK_LAUNCH_STEPS
+    };
+    let tail = plan.tail_chunks();
+    let recomputed = tail.start..tail.end.saturating_sub(1);
+    plan.token_chunks() * ((0..plan.vocab_chunks()).map(launch).sum::<usize>() + recomputed.map(launch).sum::<usize>())
+}
+
+/// The plan with the vocabulary chunk, at or below its own and at least the good chunk, that
+/// makes [`sm90_grad_steps`] least (the larger chunk on ties), with the same token chunk and
+/// the same place for dE's accumulator, within `budget`. Why: the G kernel runs a chunk's
+/// 256-column tiles as the waves of its blocks allow, and the largest chunk that fits often leaves
+/// a half-empty last tile and a last wave with idle SMs in every chunk (Llama 3's default, 6784
+/// rows: 26.5 tiles in 14 steps, 91% of the SMs' steps busy; 6144 rows: 24 tiles in 12 steps).
+fn sm90_balanced_chunks(plan: BackwardPlan, mode: BackwardMode, budget: usize, sm_count: usize) -> BackwardPlan {
+    let (shape, dtype, wanted) = (plan.shape, plan.dtype, plan.wanted);
+    if plan.token_chunk < shape.n {
+        return plan;
+    }
+    let in_tail = plan.dc_tail().is_some();
+    let good = good_vocab_chunk(mode);
+    let mut best = (sm90_grad_steps(&plan, sm_count), plan.clone());
+    let below = (good.div_ceil(SM90_TILE_N)..=plan.vocab_chunk.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
+    for vc in below.filter(|&vc| vc < plan.vocab_chunk) {
+        let tail = match (in_tail, dc_tail(shape, dtype, wanted, shape.n, vc)) {
+            (false, _) => None,
+            (true, Some(t)) => Some(t),
+            (true, None) => continue,
+        };
+        let mut p = layout(shape, dtype, wanted, mode, shape.n, vc, tail);
+        if p.workspace_bytes > budget {
+            continue;
+        }
+        p.family = plan.family;
+        let steps = sm90_grad_steps(&p, sm_count);
+        if steps < best.0 {
+            best = (steps, p);
+        }
+    }
+    best.1
 }
 
 /// The backward plan of one rank's vocabulary slice (shared/phases.cu, `CudaLoss::backward_slice`):
@@ -261,7 +323,8 @@ pub fn backward_plan(
 pub fn slice_backward_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>) -> Result<BackwardPlan> {
     // planned without dE, so without its accumulator (and so without a tail pass), then dE in place
     let without_de = Wanted { de: false, ..wanted };
-    let mut plan = backward_plan(shape, dtype, without_de, budget, BackwardMode::CublasLogits, Family::Cublas)?;
+    // (the cuBLAS family's chunks do not depend on the SM count)
+    let mut plan = backward_plan(shape, dtype, without_de, budget, BackwardMode::CublasLogits, Family::Cublas, 1)?;
     plan.wanted = wanted;
     if wanted.de {
         plan.de_acc = DeAccumulator::InPlace;
@@ -273,10 +336,9 @@ fn backward_layout_plan(
     shape: Shape,
     dtype: DType,
     wanted: Wanted,
-    budget: Option<usize>,
+    budget: usize,
     mode: BackwardMode,
 ) -> Result<BackwardPlan> {
-    let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, mode));
     let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
     let good = good_vocab_chunk(mode).min(v_pad);
     let fits = |token_chunk: usize, vocab_chunk: usize, tail: Option<DcTail>| {

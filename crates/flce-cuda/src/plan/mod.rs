@@ -13,7 +13,8 @@ mod step;
 mod tests;
 
 pub use backward::{
-    backward_plan, default_backward_budget, slice_backward_plan, BackwardPlan, DcAccumulator, DcTail, DeAccumulator,
+    backward_plan, default_backward_budget, slice_backward_plan, sm90_grad_steps, BackwardPlan, DcAccumulator, DcTail,
+    DeAccumulator,
 };
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,

@@ -52,7 +52,7 @@ fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
 
 #[test]
 fn default_backward_fits_ten_percent_at_gemma() {
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm80).unwrap();
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
     let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
     assert!(p.workspace_bytes <= grads / 10, "{} > {}", p.workspace_bytes, grads / 10);
     assert_eq!(p.token_chunk, GEMMA.n);
@@ -82,7 +82,7 @@ fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
     // (112 MB): in dC's tail it costs no workspace, and the chunks grow.
     for shape in [LLAMA, GEMMA, Shape::new(8192, 3584, 152_064), Shape::new(16_384, 4096, 128_256)] {
         for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
-            let p = backward_plan(shape, DType::BF16, BOTH, None, mode, Family::Sm80).unwrap();
+            let p = backward_plan(shape, DType::BF16, BOTH, None, mode, Family::Sm80, 132).unwrap();
             let grads = gradient_bytes(shape, DType::BF16, BOTH);
             assert!(p.workspace_bytes <= grads / 10, "{shape:?} {mode:?}: {} > {}", p.workspace_bytes, grads / 10);
             // 2048+ rows at 8k tokens, half that at 16k
@@ -95,7 +95,7 @@ fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
 #[test]
 fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
     let no_tail = |shape: Shape, dtype: DType, wanted: Wanted| {
-        let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits, Family::Sm80).unwrap();
+        let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits, Family::Sm80, 132).unwrap();
         assert!(p.dc_tail().is_none(), "{shape:?} {dtype:?} {wanted:?}");
         assert!(p.tail_chunks().is_empty());
         p
@@ -125,7 +125,7 @@ fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
     for (shape, mode) in cases {
         for dtype in [DType::BF16, DType::F16] {
             for dbias in [false, true] {
-                let p = backward_plan(shape, dtype, Wanted { dbias, ..BOTH }, None, mode, Family::Sm80).unwrap();
+                let p = backward_plan(shape, dtype, Wanted { dbias, ..BOTH }, None, mode, Family::Sm80, 132).unwrap();
                 check_tail(shape, dtype, &p);
                 assert!(!p.tail_chunks().is_empty(), "a tail pass exists");
             }
@@ -137,24 +137,26 @@ fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
 fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
     // the GPU tests' chunked-budget case
     let shape = Shape::new(700, 96, 3000);
-    let p = backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles, Family::Sm80).unwrap();
+    let p =
+        backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
     assert!(p.token_chunk < shape.n && p.token_chunk % TILE_M == 0);
     assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)) && p.dc_tail().is_none());
     assert!(p.workspace_bytes <= 600_000);
     assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
     // at Gemma, token chunks would need dE's accumulator in the workspace (75 MB): a budget
     // below the good chunk size takes a smaller tail plan instead
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, Some(16 << 20), BackwardMode::FusedTiles, Family::Sm80).unwrap();
+    let p =
+        backward_plan(GEMMA, DType::BF16, BOTH, Some(16 << 20), BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
     assert!(p.vocab_chunk < 1024 && p.workspace_bytes <= 16 << 20);
     check_tail(GEMMA, DType::BF16, &p);
-    let err =
-        backward_plan(GEMMA, DType::BF16, BOTH, Some(1 << 20), BackwardMode::FusedTiles, Family::Sm80).unwrap_err();
+    let err = backward_plan(GEMMA, DType::BF16, BOTH, Some(1 << 20), BackwardMode::FusedTiles, Family::Sm80, 132)
+        .unwrap_err();
     assert!(matches!(err, Error::InvalidOption { name: "workspace_budget", .. }), "{err}");
 }
 
 #[test]
 fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
-    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm80).unwrap();
+    let p = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm80, 132).unwrap();
     let grads = gradient_bytes(GEMMA, DType::BF16, BOTH);
     assert!(p.workspace_bytes <= grads / 10);
     assert!(p.logits.is_some() && p.token_chunk == GEMMA.n && p.vocab_chunk >= 512, "{p:?}");
@@ -163,8 +165,9 @@ fn cublas_mode_fits_ten_percent_at_gemma_with_smaller_chunks() {
 
 #[test]
 fn f32_inputs_accumulate_in_place() {
-    let p = backward_plan(Shape::new(300, 64, 1000), DType::F32, BOTH, None, BackwardMode::default(), Family::Sm80)
-        .unwrap();
+    let p =
+        backward_plan(Shape::new(300, 64, 1000), DType::F32, BOTH, None, BackwardMode::default(), Family::Sm80, 132)
+            .unwrap();
     assert_eq!((p.de_acc, p.dc_acc), (DeAccumulator::InPlace, DcAccumulator::Direct));
 }
 
@@ -177,6 +180,7 @@ fn regions_do_not_overlap() {
         Some(3 << 20),
         BackwardMode::CublasLogits,
         Family::Sm80,
+        132,
     )
     .unwrap();
     let in_workspace = |a: DeAccumulator| match a {
@@ -288,11 +292,11 @@ fn auto_backward_is_the_hopper_fused_family_for_plain_calls_and_cublas_otherwise
     assert_eq!(BackwardMode::CublasLogits.resolve(Family::Sm90, false), BackwardMode::CublasLogits);
     assert_eq!(BackwardMode::FusedTiles.resolve(Family::Sm90, true), BackwardMode::FusedTiles);
     // the planner resolves an unresolved Auto as for plain calls: its layout is the resolved mode's
-    let hopper = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm90).unwrap();
-    let fused = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90).unwrap();
+    let hopper = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm90, 132).unwrap();
+    let fused = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
     assert_eq!((hopper.family, hopper.logits.is_none()), (Family::Sm90, true));
     assert_eq!(hopper.workspace_bytes, fused.workspace_bytes);
-    let ampere = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm80).unwrap();
+    let ampere = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm80, 132).unwrap();
     assert_eq!((ampere.family, ampere.logits.is_some()), (Family::Cublas, true));
 }
 
@@ -330,4 +334,40 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     // other families: every token tile
     let sm80 = forward_plan(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm80);
     assert_eq!(sm80.token_slots, sm80.token_tiles);
+}
+
+#[test]
+fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
+    const QWEN: Shape = Shape { n: 8192, d: 3584, v: 152_064 };
+    for (shape, sm80_chunk, sm90_chunk) in [(LLAMA, 6784, 6144), (GEMMA, 7296, 7168), (QWEN, 6912, 6656)] {
+        let sm80 = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
+        let sm90 = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        assert_eq!((sm80.vocab_chunk, sm90.vocab_chunk), (sm80_chunk, sm90_chunk), "{shape:?}");
+        assert_eq!(sm90.family, Family::Sm90);
+        // same token chunk and accumulator place, within the same budget, fewer G steps
+        assert_eq!(sm90.token_chunk, shape.n);
+        assert!(sm90.dc_tail().is_some() && sm80.dc_tail().is_some());
+        assert!(sm90.workspace_bytes <= sm80.workspace_bytes);
+        let as_sm90 = BackwardPlan { family: Family::Sm90, ..sm80.clone() };
+        assert!(sm90_grad_steps(&sm90, 132) < sm90_grad_steps(&as_sm90, 132), "{shape:?}");
+    }
+    // Llama 3's numbers: 6784 rows are 26.5 tiles, 2 splits of 14 over 64 token tiles (128 blocks,
+    // one wave of 14 steps); 6144 rows are 24 tiles in 12 steps
+    let llama = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+    assert_eq!(super::sm90::grad_launch_steps(64, 27, 132), 14);
+    assert_eq!(super::sm90::grad_launch_steps(64, 24, 132), 12);
+    // 21 chunks (the last of 21 tiles: 2 splits of 11), tail chunks 18..21 with two recomputes,
+    // a step per launch; the largest chunk took 18 × 14 + 12 (the last, 24 tiles) + 2 × 14 + 21
+    assert_eq!(super::sm90::grad_launch_steps(64, 21, 132), 11);
+    assert_eq!((llama.vocab_chunks(), llama.tail_chunks()), (21, 18..21));
+    assert_eq!(sm90_grad_steps(&llama, 132), 20 * 12 + 11 + 2 * 12 + 23);
+    // a byte budget: still within it; the cuBLAS family's plan is the largest chunk that fits
+    for budget in [64 << 20, 256 << 20, 1 << 30] {
+        let p =
+            backward_plan(LLAMA, DType::BF16, BOTH, Some(budget), BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        assert!(p.workspace_bytes <= budget && p.vocab_chunk % 256 == 0, "{budget}: {p:?}");
+    }
+    let cublas = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm90, 132).unwrap();
+    assert_eq!(cublas.family, Family::Cublas);
+    assert_eq!(cublas.vocab_chunk % 128, 0);
 }
