@@ -201,6 +201,9 @@ fn the_plan_matches_the_h200_measurements() {
         // MLP phase sets the peak, with LoRA's frozen MLP weights
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 1, flash, 8_369.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 4, flash, 7_577.0),
+        // h200-2026-12-01-s9/longest-new: the planner's longest context for this setup on 10 GiB
+        // (23,296 tokens, 9,734 MB reserved under the cap; 1.25× it, 29,184, ran out of memory)
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 23_296, off, 4, flash, 8_602.0),
     ];
     let mut report = String::new();
     for (name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured) in runs {
@@ -247,4 +250,20 @@ fn sdpa_window_masks_cost_t_squared_past_the_window() {
     assert_eq!(req.clone().with_attention("flex_attention").unwrap(), req);
     assert!(table(&gemma, &sdpa, &plan(&gemma, &sdpa)).contains("dense mask past the 4096-token window"));
     assert!(req.with_attention("eager").is_err());
+}
+
+#[test]
+fn the_longest_context_on_ten_gib_is_one_that_ran() {
+    // H200 under a 10 GiB cap (benchmarks/h200-2026-12-01-s9/longest*/): Gemma-2-2B, LoRA r 16,
+    // AdamW, flex attention, checkpointing + offload + 4 MLP tiles: 23,296 tokens ran (9,734 MB
+    // reserved), 29,184 ran out of memory — the planner's answer must lie in between
+    let m = Model::built_in("Gemma-2-2B").unwrap();
+    let req = Request::new(10.0, 8192, 1, "adamw", 16).unwrap().with_mlp_tiles(4).unwrap();
+    let longest = plan(&m, &req)
+        .iter()
+        .find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded)
+        .unwrap()
+        .longest
+        .unwrap();
+    assert!((23_296..29_184).contains(&longest), "{longest}");
 }
