@@ -37,10 +37,12 @@ pub mod geometry;
 mod host;
 pub mod library;
 mod loss;
+pub mod nccl;
 pub mod phases;
 pub mod plan;
 mod runtime;
 mod step;
+pub mod vocab_parallel;
 
 pub use abi::DevPtr;
 pub use device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};

@@ -10,6 +10,7 @@
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
 
 mod bad_input;
+mod nccl;
 mod oracle;
 mod phases;
 mod pointers;
@@ -24,6 +25,7 @@ use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
+use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
 use phases::run_phases;
 use pointers::run_bad_pointers;
@@ -70,6 +72,22 @@ fn phase_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> {
         out.push((name, dtype, shape, opts, bias, weights));
     }
     out
+}
+
+/// The vocabulary-parallel loss over NCCL on GPUs 0 and 1 (skipped with one GPU).
+fn nccl_cases() -> Vec<(String, DType, Shape, Options)> {
+    let all = Options { label_smoothing: 0.1, z_loss: 1e-4, softcap: Some(15.0), ..Options::default() };
+    let none = Options { reduction: Reduction::None, ..Options::default() };
+    [
+        (DType::F32, Shape::new(257, 64, 1001), all.clone(), "all"),
+        (DType::BF16, Shape::new(300, 128, 2049), all, "all"),
+        (DType::BF16, Shape::new(2, 64, 1001), none, "none"),
+    ]
+    .into_iter()
+    .map(|(dtype, shape, opts, what)| {
+        (format!("nccl 2 GPUs {dtype} {what} ({},{},{})", shape.n, shape.d, shape.v), dtype, shape, opts)
+    })
+    .collect()
 }
 
 fn cases() -> Vec<Case> {
@@ -219,6 +237,10 @@ fn main() {
         || filters
             .iter()
             .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
+    let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
+        .into_iter()
+        .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
+        .collect();
     let phase_cases = phase_cases();
     let phase_cases: Vec<_> = phase_cases
         .into_iter()
@@ -247,7 +269,7 @@ fn main() {
                 println!("test device-1 ... skipped ({why})");
                 skipped += 6;
             }
-            for (name, ..) in &phase_cases {
+            for (name, ..) in phase_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ()))) {
                 println!("test {name} ... skipped ({why})");
                 skipped += 1;
             }
@@ -338,6 +360,19 @@ fn main() {
                     DType::BF16 => run_phases::<bf16>(be, *shape, opts, *bias, *weights),
                     DType::F16 => run_phases::<f16>(be, *shape, opts, *bias, *weights),
                     DType::F32 => run_phases::<f32>(be, *shape, opts, *bias, *weights),
+                };
+                run(name.clone(), &f);
+            }
+            for (name, dtype, shape, opts) in &nccl_cases {
+                if CudaLoss::device_count() < 2 {
+                    println!("test {name} ... skipped (one GPU; runs on the two-GPU machine)");
+                    skipped += 1;
+                    continue;
+                }
+                let f = || match dtype {
+                    DType::BF16 => run_nccl_two_gpus::<bf16>(be, *shape, opts),
+                    DType::F16 => run_nccl_two_gpus::<f16>(be, *shape, opts),
+                    DType::F32 => run_nccl_two_gpus::<f32>(be, *shape, opts),
                 };
                 run(name.clone(), &f);
             }
