@@ -13,6 +13,12 @@ B=gpu-bundle
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}  # private (0700), fresh per run
+# NCCL for the two-GPU vocabulary-parallel cases (tests/gpu/nccl.rs): the pip wheel's libnccl.so.2
+# is not on the loader path; flce-cuda's nccl.rs reads FLCE_NCCL_LIBRARY
+if [ -z "${FLCE_NCCL_LIBRARY:-}" ]; then
+  FLCE_NCCL_LIBRARY=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null) \
+    && export FLCE_NCCL_LIBRARY || unset FLCE_NCCL_LIBRARY
+fi
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-200} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60} T_PROFILE=${T_PROFILE:-60} T_ACTIVATION=${T_ACTIVATION:-240}
 STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}

@@ -2,7 +2,8 @@
 //! thread per rank, the vocabulary cut unevenly (V odd), against the whole-vocabulary call on
 //! GPU 0. Every rank must get the same loss, lse and dE bits; against one GPU they may differ by
 //! the reordering of f32 sums (1e-6 loss / 1e-5 gradients at f32, a rounding at bf16). Then ranks
-//! that disagree on N must both fail, with the same error, without hanging.
+//! that disagree on N must both fail, with the same error, without hanging. NCCL from
+//! `FLCE_NCCL_LIBRARY` (scripts/gpu-verify.sh points it at the torch wheel's libnccl.so.2).
 
 use flce_core::testing::{rel_err, to_f64, DataKind, RandomProblem};
 use flce_core::{DType, Element, Options, Reduction, Shape};
