@@ -166,3 +166,65 @@ def test_ranks_that_disagree_fail_together(device, fault, message):
     for rank in (0, 1):
         status, msg = res[(rank, str(torch.float32), index)]
         assert status == "error" and message in msg, (rank, status, msg)
+
+
+def dtensor_worker(rank, size, init, results):
+    """The tensor-parallel LM head as DTensors on a 1-D CPU mesh: the classifier, bias and class
+    weights sharded on dim 0 (torch.chunk's split: 516 + 515 rows), through the main API; and a
+    classifier DTensor placed otherwise, refused."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size)
+    try:
+        mesh = init_device_mesh("cpu", (size,))
+        opts = OPTIONS[1]  # sum, smoothing, z-loss, softcap, bias, class weights
+        _, _, (e, c, t, b, w) = case_inputs(torch.float32, opts)
+        cd = distribute_tensor(c, mesh, [Shard(0)]).requires_grad_()
+        bd = distribute_tensor(b, mesh, [Shard(0)]).requires_grad_()
+        wd = distribute_tensor(w, mesh, [Shard(0)])
+        e_ = e.clone().requires_grad_()
+        loss = flce.linear_cross_entropy(e_, cd, t, bd, weight=wd, **opts)
+        loss.backward()
+        placed = isinstance(cd.grad, DTensor) and tuple(cd.grad.placements) == (Shard(0),)
+        out = (loss.detach(), e_.grad, cd.grad.full_tensor(), bd.grad.full_tensor(), placed, cd.to_local().shape[0])
+        try:
+            flce.linear_cross_entropy(e, distribute_tensor(c, mesh, [Replicate()]), t)
+            refused = None
+        except ValueError as err:
+            refused = str(err)
+        # the same rows as plain tensors with process_group: the same loss, bit for bit
+        rows = cd.to_local().detach()
+        plain = flce.linear_cross_entropy(e, rows, t, bd.to_local().detach(), weight=wd.to_local(),
+                                          process_group=dist.group.WORLD, **opts)
+        try:
+            flce.linear_cross_entropy(e, rows, t, process_group=dist.group.WORLD, return_accuracy=True)
+            refused_option = None
+        except ValueError as err:
+            refused_option = str(err)
+        results[rank] = (out, refused, torch.equal(plain, loss.detach()), refused_option)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_dtensor_classifier_sharded_by_rows():
+    with tempfile.TemporaryDirectory() as tmp:
+        results = mp.Manager().dict()
+        init = "file://" + os.path.join(tmp, "rendezvous")
+        mp.spawn(dtensor_worker, args=(2, init, results), nprocs=2, join=True)
+        results = dict(results)
+    opts = OPTIONS[1]
+    _, _, (e, c, t, b, w) = case_inputs(torch.float32, opts)
+    e, c, b = (x.clone().requires_grad_() for x in (e, c, b))
+    want = flce.linear_cross_entropy(e, c, t, b, weight=w, **opts)
+    want.backward()
+    rel = lambda a, b: ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()  # noqa: E731
+    rows = []
+    for rank in (0, 1):
+        (loss, de, dc, db, placed, local_rows), refused, same_as_plain, refused_option = results[rank]
+        assert same_as_plain and refused_option is not None and "return_accuracy" in refused_option
+        rows.append(local_rows)
+        assert rel(loss, want.detach()) <= 1e-6 and rel(de, e.grad) <= 1e-5 and rel(dc, c.grad) <= 1e-5
+        assert rel(db, b.grad) <= 1e-5 and placed
+        assert refused is not None and "Shard(0)" in refused
+    assert torch.equal(results[0][0][0], results[1][0][0]) and torch.equal(results[0][0][1], results[1][0][1])
+    assert rows == [516, 515]

@@ -156,19 +156,69 @@ def _slice_backward_plan(problem, device: int, wants, class_weights: bool):
     return _flce.cuda_slice_backward_plan(problem, device, wants, class_weights)
 
 
+def _dtensor_types():
+    try:
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+    except ImportError:  # a torch without DTensor: nothing can be one
+        return None
+    return DTensor, Replicate, Shard
+
+
+def is_sharded_dtensor(x) -> bool:
+    """Whether ``x`` is a DTensor (the classifier of a tensor-parallel model)."""
+    types = _dtensor_types()
+    return types is not None and isinstance(x, types[0])
+
+
+def _local(x, name: str, want: str):
+    """A DTensor argument as its local tensor and its mesh's process group; plain tensors as
+    they are (group None). ``want``: "rows" (sharded on dim 0 over a 1-D mesh: the classifier,
+    bias and class weights) or "replicated" (the hidden states and targets)."""
+    types = _dtensor_types()
+    if x is None or types is None or not isinstance(x, types[0]):
+        return x, None
+    _, Replicate, Shard = types
+    mesh, placements = x.device_mesh, tuple(x.placements)
+    ok = mesh.ndim == 1 and placements == ((Shard(0),) if want == "rows" else (Replicate(),))
+    if not ok:
+        what = "sharded on dim 0 (Shard(0))" if want == "rows" else "replicated (Replicate())"
+        raise ValueError(f"{name}: a DTensor must be {what} over a 1-D device mesh, got placements "
+                         f"{placements} on a {mesh.ndim}-D mesh")
+    return x.to_local(), mesh.get_group()
+
+
 def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Tensor,
                          linear_bias_shard: Optional[Tensor] = None, *, process_group=None,
                          weight_shard: Optional[Tensor] = None, reduction: str = "mean", ignore_index: int = -100,
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
-                         shift: bool = False, return_lse: bool = False, check_targets: bool = True):
+                         shift: bool = False, return_lse: bool = False, check_targets: bool = True,
+                         out_dtype: Optional[torch.dtype] = None):
     """:func:`flce.linear_cross_entropy` with the classifier sharded by vocabulary rows across
     ``process_group`` (default: the world): rank k passes its rows (``linear_weight_shard``
     [V_k, D], in rank order; the V_k may differ), the matching rows of the bias and of the class
     weights, and the same ``input`` [..., D] and ``target`` (indices into the whole vocabulary)
     as every other rank. Every rank gets the same loss; gradients are the rank's dC / db rows
     and the whole dE. Ranks that disagree on N or D, shards of the wrong length and bad class
-    weights raise ValueError on every rank together, before any work."""
+    weights raise ValueError on every rank together, before any work.
+
+    DTensors are accepted: the classifier (and bias, class weights) sharded on dim 0 over a 1-D
+    device mesh — a tensor-parallel LM head — and replicated hidden states and targets; the
+    group is then the mesh's (``process_group``, if given, must be the same), and the
+    classifier's gradient is a DTensor with its placement."""
     dist = torch.distributed
+    locals_ = [_local(x, name, want) for x, name, want in (
+        (input, "input", "replicated"), (target, "target", "replicated"),
+        (linear_weight_shard, "linear_weight_shard", "rows"), (linear_bias_shard, "linear_bias_shard", "rows"),
+        (weight_shard, "weight_shard", "rows"))]
+    input, target, linear_weight_shard, linear_bias_shard, weight_shard = (x for x, _ in locals_)
+    meshes = {id(g): g for _, g in locals_ if g is not None}
+    if len(meshes) > 1:
+        raise ValueError("the DTensor arguments live on different device meshes")
+    if meshes:
+        mesh_group = next(iter(meshes.values()))
+        if process_group is not None and process_group != mesh_group:
+            raise ValueError("process_group differs from the DTensor arguments' device mesh group")
+        process_group = mesh_group
     group = process_group if process_group is not None else dist.group.WORLD
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
@@ -220,5 +270,5 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
         loss, lse = _VocabParallelCuda.apply(e, c, b, t, w, group, offset, total, o, check_targets and eager)
     else:
         loss, lse = _VocabParallel.apply(e, c, b, t, w, group, offset, total, o)
-    loss = (loss.reshape(input.shape[:-1]) if reduction == "none" else loss).to(input.dtype)
+    loss = (loss.reshape(input.shape[:-1]) if reduction == "none" else loss).to(out_dtype or input.dtype)
     return (loss, lse.reshape(input.shape[:-1])) if return_lse else loss

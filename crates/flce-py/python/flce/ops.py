@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from . import distributed
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
                       _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
                       raise_bad_input)
@@ -133,7 +134,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "auto",
-                         workspace_budget=None, out_dtype: Optional[torch.dtype] = None):
+                         workspace_budget=None, out_dtype: Optional[torch.dtype] = None, process_group=None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
@@ -164,7 +165,25 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     loss and gradients are NaN) — on CUDA, when gradients will be computed, from the backward
     (``loss.backward()``), which reads the word after its own kernels are queued so that the GPU
     never waits for the host; otherwise from this call.
+
+    Vocabulary-parallel (tensor-parallel LM heads): with ``process_group``, or with a
+    ``linear_weight`` that is a DTensor sharded on dim 0, ``linear_weight``, ``linear_bias`` and
+    ``weight`` are this rank's rows of the whole classifier and the call is
+    :func:`flce.distributed.linear_cross_entropy` (O(N) statistics exchanged in the forward, dE's
+    shares in the backward; ``return_accuracy`` and the kernel and workspace options are not
+    offered there).
     """
+    if process_group is not None or distributed.is_sharded_dtensor(linear_weight):
+        chosen = {"return_accuracy": return_accuracy, "forward_mode": forward_mode != "auto",
+                  "backward_mode": backward_mode != "auto", "workspace_budget": workspace_budget is not None}
+        unsupported = [k for k, v in chosen.items() if v]
+        if unsupported:
+            raise ValueError(f"{', '.join(unsupported)}: not offered with a vocabulary-sharded classifier "
+                             f"(process_group or a sharded DTensor)")
+        return distributed.linear_cross_entropy(
+            input, linear_weight, target, linear_bias, process_group=process_group, weight_shard=weight,
+            reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss,
+            softcap=softcap, shift=shift, return_lse=return_lse, check_targets=check_targets, out_dtype=out_dtype)
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
     if input.dim() < 1 or linear_weight.dim() != 2:
