@@ -228,3 +228,71 @@ def test_dtensor_classifier_sharded_by_rows():
         assert refused is not None and "Shard(0)" in refused
     assert torch.equal(results[0][0][0], results[1][0][0]) and torch.equal(results[0][0][1], results[1][0][1])
     assert rows == [516, 515]
+
+
+class _TinyLM(torch.nn.Module):
+    """Embedding, one layer and an LM head whose loss is flce's, as a model's forward calls it."""
+
+    def __init__(self, vocab=1031, hidden=24):
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, hidden)
+        self.mid = torch.nn.Linear(hidden, hidden)
+        self.head = torch.nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, x, t):
+        h = torch.tanh(self.mid(self.emb(x)))
+        return flce.linear_cross_entropy(h, self.head.weight, t, label_smoothing=0.1)
+
+
+def _tiny_batch():
+    g = torch.Generator().manual_seed(3)
+    return torch.randint(0, 1031, (64,), generator=g), torch.randint(0, 1031, (64,), generator=g)
+
+
+def wrapped_model_worker(rank, size, init, results, wrap):
+    """The same model and batch on every rank, its LM head under FSDP2 (fully_shard: every rank
+    sees the whole gathered weight in forward) or tensor-parallel (ColwiseParallel: the weight a
+    DTensor sharded by vocabulary rows, so flce's vocabulary-parallel path runs)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=size)
+    try:
+        torch.manual_seed(0)
+        model = _TinyLM()
+        mesh = init_device_mesh("cpu", (size,))
+        if wrap == "fsdp2":
+            from torch.distributed.fsdp import fully_shard
+            fully_shard(model.mid, mesh=mesh)
+            fully_shard(model.head, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+        else:
+            from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+            from torch.distributed.tensor import Shard
+            parallelize_module(model.head, mesh, ColwiseParallel())
+            assert flce.distributed.is_sharded_dtensor(model.head.weight)
+            assert tuple(model.head.weight.placements) == (Shard(0),)  # vocabulary rows per rank
+        x, t = _tiny_batch()
+        loss = model(x, t)
+        loss.backward()
+        full = lambda g: g.full_tensor() if hasattr(g, "full_tensor") else g  # noqa: E731
+        results[rank] = (loss.detach(), full(model.head.weight.grad), full(model.mid.weight.grad))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("wrap", ["fsdp2", "tensor_parallel"])
+def test_inside_fsdp2_and_tensor_parallel_models(wrap):
+    with tempfile.TemporaryDirectory() as tmp:
+        results = mp.Manager().dict()
+        init = "file://" + os.path.join(tmp, "rendezvous")
+        mp.spawn(wrapped_model_worker, args=(2, init, results, wrap), nprocs=2, join=True)
+        results = dict(results)
+    torch.manual_seed(0)
+    model = _TinyLM()
+    x, t = _tiny_batch()
+    want = model(x, t)
+    want.backward()
+    rel = lambda a, b: ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()  # noqa: E731
+    for rank in (0, 1):
+        loss, head_grad, mid_grad = results[rank]
+        assert rel(loss, want.detach()) <= 1e-6, (rank, loss, want)
+        assert rel(head_grad, model.head.weight.grad) <= 1e-5 and rel(mid_grad, model.mid.weight.grad) <= 1e-5
