@@ -45,6 +45,7 @@ CONFIGS = {
     # (hidden, intermediate, layers, heads, kv heads, vocab, family)
     "Llama-3.2-1B": (2048, 8192, 16, 32, 8, 128256, "llama"),
     "Gemma-2-2B": (2304, 9216, 26, 8, 4, 256000, "gemma2"),
+    "Qwen2.5-1.5B": (1536, 8960, 28, 12, 2, 151936, "qwen2"),
 }
 
 
@@ -62,6 +63,9 @@ def build(args, device, tokens):
                       num_key_value_heads=kv, vocab_size=v, max_position_embeddings=tokens * 2)
         if family == "gemma2":
             cfg, cls = transformers.Gemma2Config(head_dim=256, **common), transformers.Gemma2ForCausalLM
+        elif family == "qwen2":
+            # Qwen 2.5: q/k/v with biases (Qwen2Attention's own), tied embeddings at this size
+            cfg, cls = transformers.Qwen2Config(tie_word_embeddings=True, **common), transformers.Qwen2ForCausalLM
         else:
             cfg, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
     cfg._attn_implementation = args.attn
