@@ -16,6 +16,15 @@
 //! linear layer's input only for its weight's gradient: the MLP's input and act(gate)·up are not
 //! kept (2h + 2i less).
 //!
+//! What autograd really saves in one layer's forward (`benchmarks/saved_bytes.py`, CPU, 2026-12-01:
+//! benchmarks/cpu-2026-12-01-saved-bytes.txt) is 13–30% less than these per-token counts under
+//! LoRA and 2–13% less in full fine-tunes: RoPE saves only cos / sin (not q, k and their rotated
+//! copies), a norm with a frozen weight only its f32 input copy (4h, not 6h). The measured GPU
+//! peaks the tests hold the plan to (±5%) include the backward's own transients (gradient buffers,
+//! autograd temporaries, the tiled MLP's recompute), which these counts do not model apart and
+//! which the over-count happens to cover; splitting the two needs a memory snapshot of one
+//! layer's backward on the GPU, not a change of these counts alone.
+//!
 //! With activation checkpointing a layer keeps only its input (2h per token) and one layer's
 //! activations are rebuilt during its backward; with offload the inputs wait in host memory and
 //! two layers' inputs (the one in use and the prefetched next) stay on the GPU. With the MLP in
