@@ -135,8 +135,9 @@ pub struct NcclComm {
     owned: bool,
 }
 
-// SAFETY: an NCCL communicator may be used from any thread, one call at a time; &NcclComm only
-// reads its fields, and every collective takes it by & from one thread per rank.
+// SAFETY: an NCCL communicator may be used from any thread, one call at a time. The safe methods
+// only read plain fields; the collectives are `unsafe fn`s whose contract includes NCCL's rule
+// (no concurrent calls on one communicator), so sharing `&NcclComm` across threads is sound.
 unsafe impl Send for NcclComm {}
 unsafe impl Sync for NcclComm {}
 
@@ -194,7 +195,8 @@ impl NcclComm {
     ///
     /// # Safety
     /// Both buffers device memory of the communicator's device, valid until `stream` has run it;
-    /// every rank makes the same call.
+    /// every rank makes the same call; no other thread uses this communicator meanwhile (NCCL's
+    /// rule: one call at a time per communicator).
     pub unsafe fn all_gather(
         &self,
         send: DevPtr,
