@@ -10,7 +10,8 @@ sdpa without a mask (T below every window), the layout flash / flex attention sa
     python3 benchmarks/saved_bytes.py --tokens 512
 
 Prints per model and setup: measured bytes a token, the planner's (`flce_memory`'s
-layer_activation_bytes_per_token, less LoRA's frozen MLP), and their ratio. No GPU needed: which
+layer_activation_bytes_per_token, less LoRA's frozen MLP), their ratio, and (with flce importable)
+the saved bytes with the layer's norms in token tiles (`flce.patch(..., norm_tiles=N)`). No GPU needed: which
 tensors autograd saves does not depend on the device (the attention kernel's own saved tensors
 do, a few bytes a token: the f32 logsumexp).
 """
@@ -58,10 +59,14 @@ def layer_for(name: str):
     return model.to(torch.bfloat16)
 
 
-def saved_bytes_per_token(name: str, tokens: int, lora: int) -> float:
+def saved_bytes_per_token(name: str, tokens: int, lora: int, norm_tiles: int = 1) -> float:
     torch.manual_seed(0)
     model = layer_for(name)
     layer = model.model.layers[0]
+    if norm_tiles > 1:
+        import flce  # the norms in token tiles, as flce.patch(..., norm_tiles=N) wraps them
+        norms = [m for m in layer.modules() if type(m).__name__.endswith("RMSNorm")]
+        flce.tiled_mlp.wrap_mlps(norms, norm_tiles)
     if lora:
         for p in model.parameters():
             p.requires_grad_(False)
@@ -102,14 +107,20 @@ def main():
     ap.add_argument("--lora", type=int, default=16)
     a = ap.parse_args()
     print(f"one decoder layer, {a.tokens} tokens, bf16, CPU autograd (transformers {transformers.__version__})")
-    print("| model | setup | saved bytes a token | planner | planner / saved |")
-    print("|---|---|---|---|---|")
+    try:
+        import flce  # noqa: F401
+        tiled = True
+    except ImportError:
+        tiled = False
+    print("| model | setup | saved bytes a token | planner | planner / saved | norms in 4 tiles (flce) |")
+    print("|---|---|---|---|---|---|")
     for name in a.models.split(","):
         for lora in (0, a.lora):
             got = saved_bytes_per_token(name, a.tokens, lora)
             want = planner_bytes_per_token(name, bool(lora))
             setup = f"LoRA r {lora}" if lora else "full fine-tune"
-            print(f"| {name} | {setup} | {got:,.0f} | {want:,} | {want / got:.3f} |")
+            norms = f"{saved_bytes_per_token(name, a.tokens, lora, 4):,.0f}" if tiled else "-"
+            print(f"| {name} | {setup} | {got:,.0f} | {want:,} | {want / got:.3f} | {norms} |")
 
 
 if __name__ == "__main__":

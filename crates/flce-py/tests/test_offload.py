@@ -201,6 +201,43 @@ def test_hf_patch_with_checkpoint_offload_and_tiled_mlps():
         flce.patch(flce.unpatch(model), mlp_tiles=0)
 
 
+def tiny_gemma2(seed=0):
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.Gemma2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    max_position_embeddings=256, attn_implementation="eager")
+    torch.manual_seed(seed)
+    model = transformers.Gemma2ForCausalLM(cfg).double()
+    model.train()
+    return model
+
+
+@pytest.mark.parametrize("build", [tiny_llama, tiny_gemma2], ids=["llama", "gemma2"])
+def test_hf_patch_with_norms_in_token_tiles(build):
+    """RMSNorms in token tiles (with checkpointing, offload and tiled MLPs): the same loss and
+    gradients to rounding (each row's norm is its own; the norm weights' gradients become sums
+    over tiles), every norm of every layer wrapped, all unwrapped by unpatch."""
+    model = build()
+    ids = torch.randint(0, 300, (2, 33))
+    loss0, grads0 = model_step(flce.patch(model, checkpoint=True, offload=True), ids)
+    flce.unpatch(model)
+    patched = flce.patch(model, checkpoint=True, offload=True, mlp_tiles=2, norm_tiles=3)
+    norms = [m for layer in model.model.layers for m in layer.modules() if type(m).__name__.endswith("RMSNorm")]
+    assert len(norms) == len(model.model.layers) * (4 if build is tiny_gemma2 else 2)
+    assert all(getattr(m, "_flce_tiled_forward", None) is not None for m in norms)
+    loss1, grads1 = model_step(patched, ids)
+    torch.testing.assert_close(loss0, loss1, rtol=1e-13, atol=0)
+    # Gemma 2's norm computes in float32 whatever the model's dtype (x.float()): its weight
+    # gradients, summed over tiles, differ at f32's rounding; Llama's stay at f64's
+    rtol, atol = (1e-5, 1e-9) if build is tiny_gemma2 else (1e-10, 1e-15)
+    for a, b in zip(grads0, grads1):
+        torch.testing.assert_close(a, b, rtol=rtol, atol=atol)
+    flce.unpatch(model)
+    assert all(getattr(m, "_flce_tiled_forward", None) is None for m in norms)
+    with pytest.raises(ValueError, match="norm_tiles"):
+        flce.patch(model, norm_tiles=0)
+
+
 class _Residual(torch.nn.Module):
     """h + tanh(W·h + b): a block whose only saved activation, checkpointed, is its input."""
 

@@ -75,24 +75,40 @@ def _remove_checkpointing(model):
                 setattr(m, name, value)
 
 
-def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int = 1, **loss_options):
+def _layer_norms(model):
+    """The decoder layers' normalisation modules (RMSNorm by class name, nn.LayerNorm): token-wise
+    over the last dimension, so they can run in token tiles."""
+    def is_norm(m):
+        return type(m).__name__.endswith("RMSNorm") or isinstance(m, torch.nn.LayerNorm)
+    return [m for layer in _layers(model) for m in layer.modules() if is_norm(m)]
+
+
+def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int = 1, norm_tiles: int = 1,
+          **loss_options):
     """Route ``model``'s training loss through flce. ``loss_options`` go to
     ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``). ``checkpoint``: checkpoint
     every decoder layer (flce.offload, replacing transformers' own checkpointing function);
     ``offload``: and keep each layer's input in pinned host memory until its backward (implies
     ``checkpoint``); ``mlp_tiles``: compute each layer's MLP in that many token tiles
-    (flce.tiled_mlp). The offloader is ``model._flce_offloader``. Returns the model."""
+    (flce.tiled_mlp); ``norm_tiles``: the same for the layers' RMSNorms, which otherwise keep an
+    f32 copy of their input for the backward (4 bytes a value: Gemma 2's four norms a layer are a
+    third of what a LoRA layer saves; benchmarks/saved_bytes.py). The offloader is
+    ``model._flce_offloader``. Returns the model."""
     if not (hasattr(model, "model") and hasattr(model, "lm_head")):
         raise TypeError(f"flce.patch expects a causal LM with .model and .lm_head, got {type(model).__name__}")
     if getattr(model, "_flce_original_forward", None) is not None:
         return model
     if mlp_tiles < 1:
         raise ValueError(f"mlp_tiles must be >= 1, got {mlp_tiles}")
+    if norm_tiles < 1:
+        raise ValueError(f"norm_tiles must be >= 1, got {norm_tiles}")
     if checkpoint or offload:
         model._flce_offloader = _offload.Offloader(offload=offload)
         _install_checkpointing(model, model._flce_offloader)
     if mlp_tiles > 1:
         _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
+    if norm_tiles > 1:
+        _tiled.wrap_mlps(_layer_norms(model), norm_tiles)
     original = model.forward
     out_cls = _output_class(model)
     fields = set(getattr(out_cls, "__dataclass_fields__", {}))
@@ -133,4 +149,5 @@ def unpatch(model):
             model._flce_offloader = None
         if hasattr(model, "model") and getattr(model.model, "layers", None) is not None:
             _tiled.unwrap_mlps([m.mlp for m in model.model.layers if hasattr(m, "mlp")])
+            _tiled.unwrap_mlps(_layer_norms(model))
     return model

@@ -76,8 +76,9 @@ def tiled_mlp(function: Callable, x: torch.Tensor, tiles: int) -> torch.Tensor:
 
 def wrap_mlps(mlps, tiles: int):
     """Make every module of ``mlps`` compute through :func:`tiled_mlp` (its ``forward`` replaced on
-    the instance; it must take the hidden states as its one argument). Undo with
-    :func:`unwrap_mlps`."""
+    the instance; it must take the hidden states as its one argument and work row by row over
+    the last dimension: MLPs, and norms as ``flce.patch(..., norm_tiles=N)`` wraps them). Undo
+    with :func:`unwrap_mlps`."""
     if tiles < 1:
         raise ValueError(f"tiles must be >= 1, got {tiles}")
     for mlp in mlps:
