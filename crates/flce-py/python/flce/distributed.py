@@ -216,8 +216,10 @@ def linear_cross_entropy(input: Tensor, linear_weight_shard: Tensor, target: Ten
         raise ValueError("the DTensor arguments live on different device meshes")
     if meshes:
         mesh_group = next(iter(meshes.values()))
-        if process_group is not None and process_group != mesh_group:
-            raise ValueError("process_group differs from the DTensor arguments' device mesh group")
+        same = process_group is None or process_group is mesh_group or (
+            dist.get_process_group_ranks(process_group) == dist.get_process_group_ranks(mesh_group))
+        if not same:
+            raise ValueError("process_group holds other ranks than the DTensor arguments' device mesh")
         process_group = mesh_group
     group = process_group if process_group is not None else dist.group.WORLD
     if reduction not in _REDUCTIONS:
