@@ -82,11 +82,14 @@ struct Prepared {
 
 impl Drop for Prepared {
     fn drop(&mut self) {
-        // SAFETY: created by `prepare`, destroyed once; a failure has no one to report to.
+        // SAFETY: created by `prepare` (null where it failed before creating them), destroyed
+        // once; a failure has no one to report to.
         unsafe {
-            let _ = lt::cublasLtMatrixLayoutDestroy(self.a);
-            let _ = lt::cublasLtMatrixLayoutDestroy(self.b);
-            let _ = lt::cublasLtMatrixLayoutDestroy(self.c);
+            for l in [self.a, self.b, self.c] {
+                if !l.is_null() {
+                    let _ = lt::cublasLtMatrixLayoutDestroy(l);
+                }
+            }
             let _ = lt::cublasLtMatmulDescDestroy(self.desc);
         }
     }
