@@ -371,3 +371,42 @@ fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     assert_eq!(cublas.family, Family::Cublas);
     assert_eq!(cublas.vocab_chunk % 128, 0);
 }
+
+#[test]
+fn sm90_chunk_choice_keeps_every_plan_invariant() {
+    // pseudo-random shapes, dtypes, gradients and budgets (a fixed LCG: reproducible): the sm90
+    // plan fits its budget, keeps the unrefined plan's token chunk and accumulator place, never
+    // takes more G steps than it, and its tail (where there is one) keeps the tail's invariants
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |m: usize| {
+        state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % m
+    };
+    for _ in 0..300 {
+        let shape = Shape::new(1 + next(20_000), 8 * (1 + next(700)), 1 + next(300_000));
+        let dtype = [DType::BF16, DType::F16][next(2)];
+        let wanted = [BOTH, Wanted { de: true, dc: false, dbias: false }, Wanted::ALL][next(3)];
+        let budget = [None, Some(32 << 20), Some(256 << 20), Some(2 << 30)][next(4)];
+        let sms = [2, 108, 132][next(3)];
+        let (Ok(sm80), Ok(sm90)) = (
+            backward_plan(shape, dtype, wanted, budget, BackwardMode::FusedTiles, Family::Sm80, sms),
+            backward_plan(shape, dtype, wanted, budget, BackwardMode::FusedTiles, Family::Sm90, sms),
+        ) else {
+            continue; // no plan within a tiny budget: the same for both families
+        };
+        let ctx = format!("{shape:?} {dtype:?} {wanted:?} {budget:?} {sms} SMs");
+        let limit = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, BackwardMode::FusedTiles));
+        assert!(sm90.workspace_bytes <= limit.max(sm80.workspace_bytes), "{ctx}");
+        assert_eq!(sm90.token_chunk, sm80.token_chunk, "{ctx}");
+        assert_eq!(sm90.dc_tail().is_some(), sm80.dc_tail().is_some(), "{ctx}");
+        assert!(sm90.vocab_chunk <= sm80.vocab_chunk && sm90.vocab_chunk % TILE_N == 0, "{ctx}");
+        let as_sm90 = BackwardPlan { family: Family::Sm90, ..sm80.clone() };
+        assert!(sm90_grad_steps(&sm90, sms) <= sm90_grad_steps(&as_sm90, sms), "{ctx}");
+        if sm90.dc_tail().is_some() {
+            check_tail(shape, dtype, &sm90);
+        }
+        // every vocabulary row in exactly one chunk
+        let covered: usize = (0..sm90.vocab_chunks()).map(|i| sm90.vocab_range(i).len()).sum();
+        assert_eq!(covered, shape.v, "{ctx}");
+    }
+}
