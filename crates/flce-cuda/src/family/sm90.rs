@@ -11,7 +11,7 @@ use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap
 use crate::error::Check;
 use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{sm90_grid, BackwardPlan, ForwardPlan};
+use crate::plan::{grad_grid, BackwardPlan, ForwardPlan};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -99,7 +99,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 
 /// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles; the
 /// chunk's 256-column tiles shared out over as many blocks per token tile as keep the SMs busiest
-/// ([`sm90_grid`] without an L2 budget: every token tile its own block). Within 32 MB (32 slots ×
+/// ([`grad_grid`]: every token tile its own block, no L2 budget). Within 32 MB (32 slots ×
 /// 4 splits at a Llama 3 chunk of 27 tiles) the G kernel read less (ncu, H200 2026-12-01: DRAM
 /// 35% → 23%, L2 hits 66% → 76%) but took no less time (654 → 664 µs; fwd+bwd −1.0 to +0.9 ms by
 /// shape, benchmarks/h200-2026-12-01-s8/l2-grid/): its time is the main loop's and the stores'.
@@ -112,7 +112,7 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     let cluster = cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let grid = sm90_grid(rows, tiles, call.be.sm_count(), tiles, 0, 0, cluster);
+    let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);
     let params = Sm90GradParams {
         map_e,
         map_c,

@@ -292,27 +292,30 @@ fn sm90_balanced_chunks(plan: BackwardPlan, mode: BackwardMode, budget: usize, s
     if plan.token_chunk < shape.n {
         return plan;
     }
-    let in_tail = plan.dc_tail().is_some();
+    let (in_tail, largest, family) = (plan.dc_tail().is_some(), plan.vocab_chunk, plan.family);
     let good = good_vocab_chunk(mode);
-    let mut best = (sm90_grad_steps(&plan, sm_count), plan.clone());
-    let below = (good.div_ceil(SM90_TILE_N)..=plan.vocab_chunk.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
-    for vc in below.filter(|&vc| vc < plan.vocab_chunk) {
-        let tail = match (in_tail, dc_tail(shape, dtype, wanted, shape.n, vc)) {
-            (false, _) => None,
-            (true, Some(t)) => Some(t),
-            (true, None) => continue,
+    let (mut best_steps, mut best) = (sm90_grad_steps(&plan, sm_count), plan);
+    let below = (good.div_ceil(SM90_TILE_N)..=largest.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
+    for vc in below.filter(|&vc| vc < largest) {
+        let tail = if in_tail {
+            match dc_tail(shape, dtype, wanted, shape.n, vc) {
+                Some(t) => Some(t),
+                None => continue,
+            }
+        } else {
+            None
         };
         let mut p = layout(shape, dtype, wanted, mode, shape.n, vc, tail);
         if p.workspace_bytes > budget {
             continue;
         }
-        p.family = plan.family;
+        p.family = family;
         let steps = sm90_grad_steps(&p, sm_count);
-        if steps < best.0 {
-            best = (steps, p);
+        if steps < best_steps {
+            (best_steps, best) = (steps, p);
         }
     }
-    best.1
+    best
 }
 
 /// The backward plan of one rank's vocabulary slice (shared/phases.cu, `CudaLoss::backward_slice`):

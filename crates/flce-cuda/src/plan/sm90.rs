@@ -96,11 +96,16 @@ pub fn sm90_grid(
     *pick.expect("at least one candidate grid")
 }
 
-/// Tile steps of one G launch over `token_tiles` × `vocab_tiles` (the grid of
-/// `family::sm90::grad_chunk`: every token tile its own slot, the split count of
-/// [`super::best_split`]): the longest block's tiles times the waves of blocks.
+/// The grid of one G launch (`family::sm90::grad_chunk`) over `token_tiles` × `vocab_tiles`:
+/// every token tile its own slot (no L2 budget), the split count of [`super::best_split`].
+pub fn grad_grid(token_tiles: usize, vocab_tiles: usize, sm_count: usize, cluster: usize) -> Sm90Grid {
+    sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, 0, 0, cluster)
+}
+
+/// Tile steps of one G launch over `token_tiles` × `vocab_tiles` ([`grad_grid`], no cluster):
+/// the longest block's tiles times the waves of blocks.
 pub fn grad_launch_steps(token_tiles: usize, vocab_tiles: usize, sm_count: usize) -> usize {
-    let g = sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, 0, 0, 1);
+    let g = grad_grid(token_tiles, vocab_tiles, sm_count, 1);
     (g.slots * g.splits).div_ceil(sm_count.max(1)) * g.tiles_per_split
 }
 

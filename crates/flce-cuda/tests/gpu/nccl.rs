@@ -6,17 +6,15 @@
 //! `FLCE_NCCL_LIBRARY` (scripts/gpu-verify.sh points it at the torch wheel's libnccl.so.2).
 
 use flce_core::testing::{rel_err, to_f64, DataKind, RandomProblem};
-use flce_core::{DType, Element, Options, Reduction, Shape};
+use flce_core::{DType, Element, Options, Shape};
 use flce_cuda::nccl::NcclComm;
 use flce_cuda::phases::slice_backward_workspace_bytes;
 use flce_cuda::plan::slice_backward_plan;
 use flce_cuda::vocab_parallel::{exchange_bytes, Exchange};
-use flce_cuda::{
-    BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    DeviceInputs, ForwardConfig,
-};
+use flce_cuda::{BackwardConfig, BackwardMode, CudaLoss, DeviceForwardOutputs, DeviceGrads, ForwardConfig};
 
-use crate::oracle::{go_for, gpu_run, poisoned};
+use crate::oracle::{go_for, go_on_device, gpu_run, poisoned};
+use crate::phases::rows_of;
 
 /// What one rank downloads: loss, lse, dE, its dC rows.
 struct RankRun<T> {
@@ -43,13 +41,8 @@ fn rank_step<T: Element>(
     let es = std::mem::size_of::<T>();
     let up = be.upload(&p.inputs(), opts).map_err(s)?;
     let (offset, rows) = (cut.0, cut.1 - cut.0);
-    let x = DeviceInputs {
-        c: up.inputs.c + (offset * d * es) as u64,
-        bias: up.inputs.bias.map(|b| b + (offset * es) as u64),
-        class_weights: up.inputs.class_weights.map(|w| w + 4 * offset as u64),
-        shape: Shape::new(n_override.unwrap_or(n), d, rows),
-        ..up.inputs
-    };
+    let mut x = rows_of(&up.inputs, offset, rows);
+    x.shape.n = n_override.unwrap_or(n);
     let stream = std::ptr::null_mut();
     let exb = poisoned(exchange_bytes(n, comm.ranks()))?;
     let ex = Exchange { ptr: exb.ptr(), bytes: exchange_bytes(n, comm.ranks()) };
@@ -64,13 +57,7 @@ fn rank_step<T: Element>(
         DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: Some(ptl.ptr()), scalars: sc.ptr(), status: st.ptr() };
     unsafe { be.vocab_parallel_forward(comm, &x, opts, slice, &plan, ws.workspace(), ex, &out, stream) }.map_err(s)?;
     let (share, de, dc) = (poisoned(n * d * 4)?, poisoned(n * d * es)?, poisoned(rows * d * es)?);
-    let go = go_for(opts, n);
-    let go_d = DeviceBuffer::from_slice(&go).map_err(c)?;
-    let gop = if opts.reduction == Reduction::None {
-        DeviceGradOutput::PerToken(go_d.ptr())
-    } else {
-        DeviceGradOutput::Scalar(go_d.ptr())
-    };
+    let (_go_d, gop) = go_on_device(opts, &go_for(opts, n))?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
     let bplan = slice_backward_plan(x.shape, x.dtype, grads.wanted(), None).map_err(s)?;
     let bws = poisoned(slice_backward_workspace_bytes(&bplan, x.class_weights.is_some()))?;

@@ -45,6 +45,17 @@ pub(crate) fn check_finite(name: &str, xs: &[f64]) -> Result<(), String> {
     }
 }
 
+/// `go` (from [`go_for`]) on the device, as the backward's grad_output for `opts`' reduction.
+pub(crate) fn go_on_device(opts: &Options, go: &[f32]) -> Result<(DeviceBuffer, DeviceGradOutput), String> {
+    let go_d = DeviceBuffer::from_slice(go).map_err(|x| x.to_string())?;
+    let gop = if opts.reduction == Reduction::None {
+        DeviceGradOutput::PerToken(go_d.ptr())
+    } else {
+        DeviceGradOutput::Scalar(go_d.ptr())
+    };
+    Ok((go_d, gop))
+}
+
 pub(crate) fn go_for(opts: &Options, n: usize) -> Vec<f32> {
     match opts.reduction {
         Reduction::None => (0..n).map(|i| 0.5 + (i % 5) as f32 * 0.25).collect(),
@@ -99,15 +110,10 @@ pub(crate) fn gpu_run_on<T: Element>(
     let de = buf(s.n * s.d * es)?;
     let dc = buf(s.v * s.d * es)?;
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
-    let go_d = DeviceBuffer::from_slice(go).map_err(|x| x.to_string())?;
+    let (_go_d, gop) = go_on_device(opts, go)?;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
     let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), config).map_err(e)?;
     let ws2 = buf(bplan.workspace_bytes)?;
-    let gop = if opts.reduction == Reduction::None {
-        DeviceGradOutput::PerToken(go_d.ptr())
-    } else {
-        DeviceGradOutput::Scalar(go_d.ptr())
-    };
     unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, stream) }.map_err(e)?;
     be.context().synchronize().map_err(|x| format!("backward: {x:?}"))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())

@@ -6,15 +6,27 @@
 
 use flce_core::cpu::phases::VocabSlice;
 use flce_core::testing::{rel_err, to_f64, DataKind, RandomProblem};
-use flce_core::{DType, Element, Options, Reduction, Shape};
+use flce_core::{DType, Element, Options, Shape};
 use flce_cuda::phases::{slice_backward_workspace_bytes, RankPartials, SlicePartials, PARTIAL_FIELDS};
 use flce_cuda::plan::slice_backward_plan;
 use flce_cuda::{
-    BackwardConfig, BackwardMode, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    DeviceInputs, ForwardConfig,
+    BackwardConfig, BackwardMode, CudaLoss, DeviceForwardOutputs, DeviceGrads, DeviceInputs, ForwardConfig,
 };
 
-use crate::oracle::{go_for, gpu_run, poisoned};
+use crate::oracle::{go_for, go_on_device, gpu_run, poisoned};
+
+/// The inputs of a rank holding rows [offset, offset + rows) of the classifier (and of the bias
+/// and class weights), and every token.
+pub(crate) fn rows_of(x: &DeviceInputs, offset: usize, rows: usize) -> DeviceInputs {
+    let es = x.dtype.size_in_bytes();
+    DeviceInputs {
+        c: x.c + (offset * x.shape.d * es) as u64,
+        bias: x.bias.map(|b| b + (offset * es) as u64),
+        class_weights: x.class_weights.map(|w| w + 4 * offset as u64),
+        shape: Shape::new(x.shape.n, x.shape.d, rows),
+        ..*x
+    }
+}
 
 /// Slices [cuts[k], cuts[k+1]) of the vocabulary, one of them a single row.
 fn cuts(v: usize) -> Vec<usize> {
@@ -44,17 +56,7 @@ pub(crate) fn run_phases<T: Element>(
     let rows = poisoned(ranks * n * PARTIAL_FIELDS * 8)?;
     let sums = poisoned(ranks * 8)?;
     let status = poisoned(4)?;
-    let slice_inputs = |k: usize| -> DeviceInputs {
-        let (o, rows_k) = (cuts[k], cuts[k + 1] - cuts[k]);
-        let x = up.inputs;
-        DeviceInputs {
-            c: x.c + (o * d * es) as u64,
-            bias: x.bias.map(|b| b + (o * es) as u64),
-            class_weights: x.class_weights.map(|w| w + 4 * o as u64),
-            shape: Shape::new(n, d, rows_k),
-            ..x
-        }
-    };
+    let slice_inputs = |k: usize| rows_of(&up.inputs, cuts[k], cuts[k + 1] - cuts[k]);
     // phase 1 on every slice
     for (k, &offset) in cuts[..ranks].iter().enumerate() {
         let x = slice_inputs(k);
@@ -93,12 +95,7 @@ pub(crate) fn run_phases<T: Element>(
     let dc = poisoned(v * d * es)?;
     let db = if bias { Some(poisoned(v * es)?) } else { None };
     let shares = poisoned(ranks * n * d * 4)?;
-    let go_d = DeviceBuffer::from_slice(&go).map_err(c)?;
-    let gop = if opts.reduction == Reduction::None {
-        DeviceGradOutput::PerToken(go_d.ptr())
-    } else {
-        DeviceGradOutput::Scalar(go_d.ptr())
-    };
+    let (_go_d, gop) = go_on_device(opts, &go)?;
     for (k, &offset) in cuts[..ranks].iter().enumerate() {
         let x = slice_inputs(k);
         let grads = DeviceGrads {
