@@ -156,7 +156,9 @@ def _slice_backward_plan(problem, device: int, wants, class_weights: bool):
     return _flce.cuda_slice_backward_plan(problem, device, wants, class_weights)
 
 
+@functools.lru_cache(maxsize=1)
 def _dtensor_types():
+    """(DTensor, Replicate, Shard), imported once (every flce.linear_cross_entropy call asks)."""
     try:
         from torch.distributed.tensor import DTensor, Replicate, Shard
     except ImportError:  # a torch without DTensor: nothing can be one
