@@ -65,14 +65,21 @@ impl Blas {
     }
 }
 
-impl Drop for Blas {
-    fn drop(&mut self) {
+impl Blas {
+    /// Destroys the handle (a later [`Blas::bind`] would create another).
+    pub(crate) fn release(&mut self) {
         if let Some(Handle(h)) = self.handle.get_mut().ok().and_then(|b| b.take()) {
             // SAFETY: the handle was created by us and is no longer used.
             unsafe {
                 let _ = cublas::cublasDestroy_v2(h);
             }
         }
+    }
+}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

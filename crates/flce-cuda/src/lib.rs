@@ -42,6 +42,7 @@ pub mod nccl;
 pub mod phases;
 pub mod plan;
 mod runtime;
+mod side;
 mod step;
 pub mod vocab_parallel;
 

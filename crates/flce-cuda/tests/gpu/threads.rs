@@ -77,3 +77,67 @@ pub(crate) fn run_device_one(be: &CudaLoss) -> Result<String, String> {
     }
     Ok("device 1 bitwise equal to device 0, context unchanged".into())
 }
+
+/// The backward's and the three-product pass's dC products on the side stream (the default) give
+/// the bits of the same calls on the caller's stream alone (`CudaLoss::with_side_stream`): one
+/// chunked default backward, a backward whose small budget makes many vocabulary chunks, and the
+/// three-product pass in 128-token chunks, at shapes where V and D are not multiples of the tiles.
+pub(crate) fn run_side_stream() -> Result<String, String> {
+    use flce_cuda::plan::{step_plan, Wanted};
+    let e = |x: flce_core::Error| x.to_string();
+    let on = CudaLoss::new(0).map_err(e)?.with_side_stream(true);
+    let off = CudaLoss::new(0).map_err(e)?.with_side_stream(false);
+    let opts = Options { label_smoothing: 0.1, ..Options::default() };
+    let mut report = vec![];
+    for (i, shape) in
+        [Shape::new(300, 128, 2049), Shape::new(257, 520, 3001), Shape::new(1, 64, 1000)].into_iter().enumerate()
+    {
+        let p = RandomProblem::<bf16>::new(shape, 50 + i as u64, DataKind::Peaky, 0.1, &opts, true, false);
+        let go = go_for(&opts, shape.n);
+        let wanted = Wanted { de: true, dc: true, dbias: true };
+        let fconfig = ForwardConfig::default();
+        // a third of the default budget: many vocabulary chunks, or token chunks too (where the
+        // shape has a smaller plan at all)
+        let default_plan =
+            on.backward_plan(shape, flce_core::DType::BF16, wanted, BackwardConfig::default()).map_err(e)?;
+        let mut configs = vec![BackwardConfig::default()];
+        let mut chunks = vec![(default_plan.vocab_chunks(), default_plan.token_chunks())];
+        let small = BackwardConfig { budget: Some(default_plan.workspace_bytes / 3), ..BackwardConfig::default() };
+        if let Ok(p) = on.backward_plan(shape, flce_core::DType::BF16, wanted, small) {
+            configs.push(small);
+            chunks.push((p.vocab_chunks(), p.token_chunks()));
+        }
+        for config in configs {
+            let mut runs = vec![];
+            for be in [&on, &off] {
+                let up = be.upload(&p.inputs(), &opts).map_err(e)?;
+                runs.push(bits(&gpu_run::<bf16>(be, &up, &opts, &go, fconfig, config)?));
+            }
+            if runs[0] != runs[1] {
+                return Err(format!("{shape}: backward (budget {:?}) differs with the side stream", config.budget));
+            }
+        }
+        let one = step_plan(shape, flce_core::DType::BF16, wanted, usize::MAX).map_err(e)?;
+        let per_row = one.ldg * 6;
+        let budget = one.workspace_bytes - (one.token_chunk - one.token_chunk.min(128)) * per_row + 4096;
+        let chunked = step_plan(shape, flce_core::DType::BF16, wanted, budget).map_err(e)?;
+        let mut runs = vec![];
+        for be in [&on, &off] {
+            let up = be.upload(&p.inputs(), &opts).map_err(e)?;
+            runs.push(bits(&crate::step::step_run_with::<bf16>(be, &up, &opts, &chunked)?));
+        }
+        if runs[0] != runs[1] {
+            return Err(format!(
+                "{shape}: three-product pass ({} token chunks) differs with the side stream",
+                chunked.token_chunks()
+            ));
+        }
+        let chunks: Vec<String> = chunks.iter().map(|(v, t)| format!("{v}×{t}")).collect();
+        report.push(format!(
+            "{shape}: backward {} chunks, three-product {}",
+            chunks.join(" / "),
+            chunked.token_chunks()
+        ));
+    }
+    Ok(format!("bitwise equal on one stream and two: {}", report.join("; ")))
+}
