@@ -11,7 +11,6 @@ use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspa
 use crate::family::{self, Family};
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator};
-use crate::side::BoundSide;
 
 /// Which pass a vocabulary chunk is computed in.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -22,12 +21,6 @@ enum Pass {
     Tail,
     /// The last vocabulary chunk's dC rows, from the G the main pass left in the workspace.
     TailKeptG,
-}
-
-/// cuBLAS on the caller's stream, and the side stream that runs a chunk's dC beside its dE.
-struct Products<'a> {
-    main: &'a BoundBlas<'a>,
-    side: Option<&'a BoundSide<'a>>,
 }
 
 /// The resolved destinations of one backward call.
@@ -122,12 +115,8 @@ impl CudaLoss {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
         let dst = Targets { grads: *grads, de_acc, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
-        // dC beside dE (crate::side): only where a chunk runs both
-        let both = grads.dc.is_some() && de_acc.is_some() && plan.first_tail_chunk() > 0;
-        let side = if both && self.side_by_side { Some(self.side.bind(stream)?) } else { None };
-        let products = Products { main: &blas, side: side.as_ref() };
         for vc in 0..plan.vocab_chunks() {
-            self.vocab_chunk(call, &products, plan, &dst, lse, vc, Pass::Main)?;
+            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
         }
         if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
             self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
@@ -137,8 +126,9 @@ impl CudaLoss {
         // there, before the recomputes overwrite G.
         for vc in plan.tail_chunks().rev() {
             let pass = if vc + 1 == plan.vocab_chunks() { Pass::TailKeptG } else { Pass::Tail };
-            self.vocab_chunk(call, &products, plan, &dst, lse, vc, pass)?;
+            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, pass)?;
         }
+        drop(blas);
         if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
             self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
         }
@@ -150,14 +140,13 @@ impl CudaLoss {
     unsafe fn vocab_chunk(
         &self,
         call: &Call<'_>,
-        products: &Products<'_>,
+        blas: &BoundBlas<'_>,
         plan: &BackwardPlan,
         dst: &Targets,
         lse: DevPtr,
         vc: usize,
         pass: Pass,
     ) -> Result<()> {
-        let blas = products.main;
         let (x, ws, stream) = (call.x, call.ws, call.stream);
         let (d, s) = (x.shape.d, x.dtype.size_in_bytes() as u64);
         let input = Elem::Input(x.dtype);
@@ -198,11 +187,6 @@ impl CudaLoss {
                 };
                 self.kernels.launch(x.dtype, &reduce, stream)?;
             }
-            // dC on the side stream when dE runs too (crate::side); joined below
-            let side = products.side.filter(|_| writes_dc && pass == Pass::Main && dst.de_acc.is_some());
-            if let Some(side) = side {
-                side.fork()?;
-            }
             if let (Some(dc), true) = (dst.grads.dc, writes_dc) {
                 // dC[vocab] (+)= Gᵀ·E[tokens]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
                 let beta = (1 - first_tokens) as f32;
@@ -212,7 +196,7 @@ impl CudaLoss {
                 };
                 let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
                 let b = Mat::new(g, input, plan.ldg).t();
-                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(side.map_or(blas, |s| s.blas()))?;
+                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
             }
             if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
                 // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
@@ -221,9 +205,6 @@ impl CudaLoss {
                 let b = Mat::new(g, input, plan.ldg);
                 let out = Mat::new(acc + tokens.start as u64 * d as u64 * 4, Elem::F32, d);
                 Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
-            }
-            if let Some(side) = side {
-                side.join()?;
             }
         }
         if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {

@@ -65,21 +65,14 @@ impl Blas {
     }
 }
 
-impl Blas {
-    /// Destroys the handle (a later [`Blas::bind`] would create another).
-    pub(crate) fn release(&mut self) {
+impl Drop for Blas {
+    fn drop(&mut self) {
         if let Some(Handle(h)) = self.handle.get_mut().ok().and_then(|b| b.take()) {
             // SAFETY: the handle was created by us and is no longer used.
             unsafe {
                 let _ = cublas::cublasDestroy_v2(h);
             }
         }
-    }
-}
-
-impl Drop for Blas {
-    fn drop(&mut self) {
-        self.release();
     }
 }
 

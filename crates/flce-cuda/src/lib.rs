@@ -42,7 +42,6 @@ pub mod nccl;
 pub mod phases;
 pub mod plan;
 mod runtime;
-mod side;
 mod step;
 pub mod vocab_parallel;
 

@@ -19,7 +19,6 @@ use crate::family::{self, BackwardMode, Family, ForwardMode};
 use crate::library::{require, Library};
 use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
 use crate::runtime::Kernels;
-use crate::side::{side_by_side, Side};
 
 /// What the caller asks of a forward plan: the mode and, for the cuBLAS family, its workspace
 /// budget (None: 10% of the gradient bytes).
@@ -81,9 +80,6 @@ pub struct CudaLoss {
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
-    /// The backward's second stream (crate::side), and whether the products use it.
-    pub(crate) side: Side,
-    pub(crate) side_by_side: bool,
 }
 
 /// One launch's context, handed to a family's launchers.
@@ -118,16 +114,7 @@ impl CudaLoss {
             .check("cuDeviceGetAttribute(multiprocessor count)")? as usize;
         let name = ctx.name().check("cuDeviceGetName")?;
         let kernels = Kernels::new(ctx.clone(), arch.clone());
-        Ok(CudaLoss {
-            ctx,
-            arch,
-            sm_count,
-            name,
-            kernels,
-            blas: Blas::default(),
-            side: Side::default(),
-            side_by_side: side_by_side(),
-        })
+        Ok(CudaLoss { ctx, arch, sm_count, name, kernels, blas: Blas::default() })
     }
 
     /// Number of CUDA devices (0 when the driver is missing).
@@ -153,15 +140,6 @@ impl CudaLoss {
     #[doc(hidden)]
     pub fn planning_for_sms(mut self, sms: usize) -> Self {
         self.sm_count = sms.max(1);
-        self
-    }
-
-    /// This backend with the backward's dC products on a second stream (`true`, the default
-    /// unless `FLCE_BWD_STREAMS=1`) or on the caller's stream alone: the GPU tests compare the two
-    /// bit for bit.
-    #[doc(hidden)]
-    pub fn with_side_stream(mut self, on: bool) -> Self {
-        self.side_by_side = on;
         self
     }
 

@@ -64,14 +64,6 @@ impl CudaLoss {
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
         let (partials, target_logit) = (ws.at(plan.partials), ws.at(plan.target_logit));
         let blas = self.blas.bind(stream)?;
-        // a chunk's dC runs on the side stream (crate::side), beside its dE and the next chunk's
-        // logits and statistics; it is joined before the next G overwrites the G it reads
-        let side = if grads.dc.is_some() && grads.de.is_some() && self.side_by_side {
-            Some(self.side.bind(stream)?)
-        } else {
-            None
-        };
-        let mut forked = false;
         for chunk in 0..plan.token_chunks() {
             let tokens = plan.token_range(chunk);
             let (n0, nlen) = (tokens.start as u64, tokens.len());
@@ -127,14 +119,7 @@ impl CudaLoss {
                 logits,
                 ldl: plan.ldg as i32,
             };
-            if std::mem::take(&mut forked) {
-                side.as_ref().expect("forked on it").join()?;
-            }
             self.kernels.launch(x.dtype, &grad, stream)?;
-            if let Some(side) = &side {
-                side.fork()?;
-                forked = true;
-            }
             if let Some(de) = grads.de {
                 // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
                 let b = Mat::new(g, input, plan.ldg);
@@ -149,8 +134,7 @@ impl CudaLoss {
                 };
                 let b = Mat::new(g, input, plan.ldg).t();
                 let beta = if first { 0.0 } else { 1.0 };
-                let on = side.as_ref().map_or(&blas, |s| s.blas());
-                Gemm { m: d, n: v, k: nlen, a: Mat::new(e_chunk, input, d), b, beta, out }.run(on)?;
+                Gemm { m: d, n: v, k: nlen, a: Mat::new(e_chunk, input, d), b, beta, out }.run(&blas)?;
             }
             if let (Some(acc), Some(part)) = (plan.db_acc, plan.db_partial) {
                 let reduce = DbReduceParams {
@@ -164,10 +148,7 @@ impl CudaLoss {
                 self.kernels.launch(x.dtype, &reduce, stream)?;
             }
         }
-        if forked {
-            side.as_ref().expect("forked on it").join()?;
-        }
-        drop((side, blas));
+        drop(blas);
         // the whole forward's outputs from the partials of every chunk
         self.finish(&call, partials, target_logit, plan.stats_splits, out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {

@@ -17,16 +17,6 @@ pub(crate) fn step_run<T: Element>(
     c: &Case,
     plan: &StepPlan,
 ) -> Result<GpuRun<T>, String> {
-    step_run_with(be, up, &c.opts, plan)
-}
-
-/// [`step_run`] with these options.
-pub(crate) fn step_run_with<T: Element>(
-    be: &CudaLoss,
-    up: &UploadedInputs,
-    opts: &flce_core::Options,
-    plan: &StepPlan,
-) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let buf = poisoned;
     let es = std::mem::size_of::<T>();
@@ -41,7 +31,7 @@ pub(crate) fn step_run_with<T: Element>(
         status: status.ptr(),
     };
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    unsafe { be.forward_backward(&up.inputs, opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
+    unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward: {x:?}"))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
