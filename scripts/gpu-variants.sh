@@ -39,16 +39,19 @@ for label in labels:
             continue
         for line in filter(None, lines):
             j = json.loads(line)
-            rows.setdefault(j["shape"], {}).setdefault(label, []).append((j["fwd_ms"], j["fb_ms"], j["cublas_ms"]))
-print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | cuBLAS ms | runs |")
-print("|---|---|---|---|---|---|---|---|")
+            # the three-product pass's time, where BENCH_ARGS asked for one (nan: none)
+            rows.setdefault(j["shape"], {}).setdefault(label, []).append(
+                (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("step_ms", float("nan"))))
+print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for shape, by in rows.items():
-    med = {l: tuple(statistics.median(x[k] for x in v) for k in range(3)) for l, v in by.items()}
+    med = {l: tuple(statistics.median(x[k] for x in v) for k in range(4)) for l, v in by.items()}
     base = med.get(labels[0])
     for label in labels:
         if label not in med:
             continue
         m = med[label]
-        rel = (f"{m[0] / base[0]:.3f}", f"{m[1] / base[1]:.3f}") if base else ("-", "-")
-        print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {m[2]:.2f} | {len(by[label])} |")
+        rel = [f"{m[k] / base[k]:.3f}" if base and base[k] == base[k] else "-" for k in (0, 1, 3)]
+        step = f"{m[3]:.2f}" if m[3] == m[3] else "-"
+        print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {step} | {rel[2]} | {m[2]:.2f} | {len(by[label])} |")
 PY
