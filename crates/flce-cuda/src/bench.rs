@@ -52,8 +52,7 @@ impl CudaLoss {
     pub unsafe fn logits_gemm(&self, x: &DeviceInputs, out: DevPtr, stream: Stream) -> Result<()> {
         let Shape { n, d, v } = x.shape;
         let input = Elem::Input(x.dtype);
-        // the reference GEMM stays cublasGemmEx under the FLCE_BLAS_LT knob
-        let blas = self.blas.bind_gemm_ex(stream)?;
+        let blas = self.blas.bind(stream)?;
         // column-major: out (V × N) = Cᵀ(V × D) · E(D × N)
         let gemm = Gemm {
             m: v,

@@ -9,7 +9,6 @@ use cudarc::cublas::sys as cublas;
 use flce_core::{DType, Result};
 
 use crate::abi::DevPtr;
-use crate::blas_lt::{lt_choice, BlasLt, LtChoice, LtWorkspace};
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::library::{require, Library};
@@ -18,41 +17,24 @@ struct Handle(cublas::cublasHandle_t);
 // SAFETY: the handle is only used under Blas's mutex.
 unsafe impl Send for Handle {}
 
-/// The cuBLAS handle of one device (and its cuBLASLt state, for the `FLCE_BLAS_LT` knob).
+/// The cuBLAS handle of one device.
 #[derive(Default)]
 pub(crate) struct Blas {
     handle: Mutex<Option<Handle>>,
-    lt: BlasLt,
 }
 
-/// The handle bound to a stream, held for the duration of a pass; under `FLCE_BLAS_LT` the
-/// products run through cuBLASLt with the pass's workspace.
-pub(crate) struct BoundBlas<'a> {
-    guard: MutexGuard<'a, Option<Handle>>,
-    lt: Option<(&'a BlasLt, LtChoice, LtWorkspace)>,
-    stream: Stream,
-}
+/// The handle bound to a stream, held for the duration of a pass.
+pub(crate) struct BoundBlas<'a>(MutexGuard<'a, Option<Handle>>);
 
 impl BoundBlas<'_> {
     pub(crate) fn raw(&self) -> cublas::cublasHandle_t {
-        self.guard.as_ref().expect("created by Blas::bind").0
+        self.0.as_ref().expect("created by Blas::bind").0
     }
 }
 
 impl Blas {
-    /// The handle, created on first use, bound to `stream`, locked for the caller; the products
-    /// run through cuBLASLt when `FLCE_BLAS_LT` asks for it (a measurement knob, blas_lt.rs).
+    /// The handle, created on first use, bound to `stream`, locked for the caller.
     pub(crate) fn bind(&self, stream: Stream) -> Result<BoundBlas<'_>> {
-        let mut bound = self.bind_gemm_ex(stream)?;
-        if let Some(choice) = lt_choice() {
-            // SAFETY: called within a bound context (every pass binds its device first).
-            bound.lt = Some((&self.lt, choice, unsafe { LtWorkspace::new(stream) }?));
-        }
-        Ok(bound)
-    }
-
-    /// As [`Blas::bind`], always cublasGemmEx (`flce bench`'s reference GEMM).
-    pub(crate) fn bind_gemm_ex(&self, stream: Stream) -> Result<BoundBlas<'_>> {
         let mut guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             require(Library::Cublas)?;
@@ -61,7 +43,7 @@ impl Blas {
         let raw = guard.as_ref().expect("just created").0;
         // SAFETY: a live handle; the stream belongs to this context.
         unsafe { cudarc::cublas::result::set_stream(raw, stream as cublas::cudaStream_t) }.check("cublasSetStream")?;
-        Ok(BoundBlas { guard, lt: None, stream })
+        Ok(BoundBlas(guard))
     }
 }
 
@@ -77,7 +59,7 @@ impl Drop for Blas {
 }
 
 /// Element type of a matrix in a product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Elem {
     /// The problem's input dtype.
     Input(DType),
@@ -128,14 +110,7 @@ pub(crate) struct Gemm {
 impl Gemm {
     /// # Safety
     /// Every matrix must be device memory valid for its extent on the handle's stream.
-    pub(crate) unsafe fn run(&self, blas: &BoundBlas<'_>) -> Result<()> {
-        match &blas.lt {
-            Some((lt, choice, ws)) => lt.run(self, *choice, ws, blas.stream),
-            None => Ok(self.run_gemm_ex(blas)?),
-        }
-    }
-
-    unsafe fn run_gemm_ex(&self, blas: &BoundBlas<'_>) -> CudaResult<()> {
+    pub(crate) unsafe fn run(&self, blas: &BoundBlas<'_>) -> CudaResult<()> {
         let op = |m: &Mat| {
             if m.transposed {
                 cublas::cublasOperation_t::CUBLAS_OP_T

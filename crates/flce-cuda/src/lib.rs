@@ -26,7 +26,6 @@ pub mod abi;
 mod backward;
 pub mod bench;
 mod blas;
-mod blas_lt;
 pub mod cache;
 pub mod compile;
 mod context;

@@ -12,8 +12,6 @@ pub enum Library {
     Driver,
     Nvrtc,
     Cublas,
-    /// cuBLASLt: only under the `FLCE_BLAS_LT` measurement knob (blas_lt.rs).
-    CublasLt,
 }
 
 impl Library {
@@ -22,7 +20,6 @@ impl Library {
             Library::Driver => "cuda",
             Library::Nvrtc => "nvrtc",
             Library::Cublas => "cublas",
-            Library::CublasLt => "cublasLt",
         }
     }
     fn display(self) -> &'static str {
@@ -30,14 +27,13 @@ impl Library {
             Library::Driver => "libcuda (the NVIDIA driver)",
             Library::Nvrtc => "libnvrtc (NVRTC)",
             Library::Cublas => "libcublas (cuBLAS)",
-            Library::CublasLt => "libcublasLt (cuBLASLt)",
         }
     }
 }
 
 /// Check that `lib` can be loaded (cached per library).
 pub fn require(lib: Library) -> CudaResult<()> {
-    static CACHE: [OnceLock<bool>; 4] = [OnceLock::new(), OnceLock::new(), OnceLock::new(), OnceLock::new()];
+    static CACHE: [OnceLock<bool>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = &CACHE[lib as usize];
     let candidates = cudarc::get_lib_name_candidates(lib.stem());
     let ok = *slot.get_or_init(|| {
