@@ -10,7 +10,7 @@ use crate::blas::{BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
 use crate::loss::{Call, CudaLoss};
-use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator};
+use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
 
 /// Which pass a vocabulary chunk is computed in.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -151,7 +151,11 @@ impl CudaLoss {
         let (d, s) = (x.shape.d, x.dtype.size_in_bytes() as u64);
         let input = Elem::Input(x.dtype);
         let vocab = plan.vocab_range(vc);
-        let g = ws.at(plan.g);
+        let ldg = plan.g_ldg(vc);
+        let g = match (plan.g_buffer(vc), dst.grads.dc) {
+            (GBuffer::Dc { byte_offset, .. }, Some(dc)) => dc + byte_offset as u64,
+            _ => ws.at(plan.g),
+        };
         let writes_dc = pass != Pass::Main || vc < plan.first_tail_chunk();
         debug_assert!(pass != Pass::TailKeptG || plan.token_chunks() == 1);
         for tc in 0..plan.token_chunks() {
@@ -165,7 +169,7 @@ impl CudaLoss {
                 v0: vocab.start as i32,
                 v_end: vocab.end as i32,
                 g_out: g,
-                ldg: plan.ldg as i32,
+                ldg: ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
             match (pass, plan.family) {
@@ -195,14 +199,14 @@ impl CudaLoss {
                     _ => Mat::new(dc + vocab.start as u64 * d as u64 * s, input, d),
                 };
                 let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
-                let b = Mat::new(g, input, plan.ldg).t();
+                let b = Mat::new(g, input, ldg).t();
                 Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
             }
             if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
                 // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
                 let beta = (vc > 0) as i32 as f32;
                 let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
-                let b = Mat::new(g, input, plan.ldg);
+                let b = Mat::new(g, input, ldg);
                 let out = Mat::new(acc + tokens.start as u64 * d as u64 * 4, Elem::F32, d);
                 Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
             }
@@ -216,6 +220,25 @@ impl CudaLoss {
 
 /// Where dE's f32 accumulator is for `plan` and `grads` (None when dE is not wanted).
 pub(crate) fn de_accumulator(plan: &BackwardPlan, grads: &DeviceGrads, ws: &Workspace) -> Result<Option<DevPtr>> {
+    if !plan.dc_scratch.is_empty() {
+        match grads.dc {
+            Some(dc) if dc % 16 == 0 => {}
+            Some(dc) => {
+                return Err(Error::InvalidOption {
+                    name: "grads.dc",
+                    value: format!("{dc:#x}"),
+                    reason: "dC must be 16-byte aligned (it holds the first chunks' G during the call)",
+                })
+            }
+            None => {
+                return Err(Error::InvalidOption {
+                    name: "plan",
+                    value: "dc_scratch".into(),
+                    reason: "the plan puts G in dC's rows, but dC is not given",
+                })
+            }
+        }
+    }
     Ok(match (plan.de_acc, grads.de, grads.dc) {
         (DeAccumulator::NotWanted, ..) => None,
         (DeAccumulator::InPlace, de, _) => de,

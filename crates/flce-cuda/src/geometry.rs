@@ -142,6 +142,14 @@ pub fn sm90_l2_budget() -> usize {
     })
 }
 
+/// Whether backward plans put their first chunks' G in dC's unwritten rows
+/// ([`crate::plan::with_dc_scratch`]): yes, unless `FLCE_DC_SCRATCH=0` (read once; a measurement
+/// knob).
+pub fn dc_scratch_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_DC_SCRATCH").map_or(true, |v| v.trim() != "0"))
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();

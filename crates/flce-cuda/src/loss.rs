@@ -184,7 +184,8 @@ impl CudaLoss {
     ) -> Result<BackwardPlan> {
         let fused = family::fused_family(&self.arch, shape, dtype);
         let mode = config.mode.resolve(fused, config.logit_options);
-        plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)
+        let plan = plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)?;
+        Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })
     }
 
     /// The plan was made for this call: same shape and dtype, a family this device runs.

@@ -96,14 +96,32 @@ pub struct BackwardPlan {
     /// Column sums of G per row tile (when db is wanted).
     pub db_partial: Option<Region>,
     pub workspace_bytes: usize,
+    /// The ends of the leading vocabulary chunks whose G is written into dC's rows past the chunk
+    /// (not yet written, so free) instead of the workspace: larger chunks at the same memory
+    /// ([`super::with_dc_scratch`]). Empty: every chunk is `vocab_chunk` rows, its G in the
+    /// workspace. The chunks after them are `vocab_chunk` rows from the last end.
+    pub dc_scratch: Vec<usize>,
+}
+
+/// Where a vocabulary chunk's G is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GBuffer {
+    /// The plan's `g` region of the workspace, row pitch `ldg`.
+    Workspace,
+    /// The caller's dC buffer at this byte offset (past the chunk's own rows), row pitch `ldg`.
+    Dc { byte_offset: usize, ldg: usize },
 }
 
 impl BackwardPlan {
     pub fn token_chunks(&self) -> usize {
         self.shape.n.div_ceil(self.token_chunk)
     }
+    /// The first vocabulary row of the `vocab_chunk`-row chunks (after the dC-scratch chunks).
+    pub fn uniform_start(&self) -> usize {
+        self.dc_scratch.last().copied().unwrap_or(0)
+    }
     pub fn vocab_chunks(&self) -> usize {
-        self.shape.v.div_ceil(self.vocab_chunk)
+        self.dc_scratch.len() + (self.shape.v - self.uniform_start()).div_ceil(self.vocab_chunk)
     }
     /// The tokens of token chunk `i`.
     pub fn token_range(&self, i: usize) -> Range<usize> {
@@ -111,7 +129,29 @@ impl BackwardPlan {
     }
     /// The vocabulary rows of vocabulary chunk `i`.
     pub fn vocab_range(&self, i: usize) -> Range<usize> {
-        chunk_range(i, self.vocab_chunk, self.shape.v)
+        let k = self.dc_scratch.len();
+        if i < k {
+            return if i == 0 { 0 } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
+        }
+        let start = self.uniform_start();
+        let r = chunk_range(i - k, self.vocab_chunk, self.shape.v - start);
+        start + r.start..start + r.end
+    }
+    /// Where vocabulary chunk `i`'s G goes.
+    pub fn g_buffer(&self, i: usize) -> GBuffer {
+        if i >= self.dc_scratch.len() {
+            return GBuffer::Workspace;
+        }
+        let r = self.vocab_range(i);
+        let row_bytes = self.shape.d * self.dtype.size_in_bytes();
+        GBuffer::Dc { byte_offset: super::align(r.end * row_bytes), ldg: r.len().div_ceil(TILE_N) * TILE_N }
+    }
+    /// The row pitch of vocabulary chunk `i`'s G.
+    pub fn g_ldg(&self, i: usize) -> usize {
+        match self.g_buffer(i) {
+            GBuffer::Workspace => self.ldg,
+            GBuffer::Dc { ldg, .. } => ldg,
+        }
     }
     /// dE's accumulator in dC's tail, if the plan put it there.
     pub fn dc_tail(&self) -> Option<DcTail> {
@@ -122,7 +162,9 @@ impl BackwardPlan {
     }
     /// The first vocabulary chunk of the tail pass (`vocab_chunks()` when there is none).
     pub fn first_tail_chunk(&self) -> usize {
-        self.dc_tail().map_or(self.vocab_chunks(), |t| t.first_row / self.vocab_chunk)
+        self.dc_tail().map_or(self.vocab_chunks(), |t| {
+            self.dc_scratch.len() + (t.first_row - self.uniform_start()) / self.vocab_chunk
+        })
     }
     /// The vocabulary chunks of the tail pass: their dC rows are written only after dE is final.
     pub fn tail_chunks(&self) -> Range<usize> {
@@ -230,6 +272,7 @@ fn layout(
         logits,
         db_partial,
         workspace_bytes: l.bytes(),
+        dc_scratch: vec![],
     }
 }
 

@@ -6,6 +6,7 @@
 //! The PyTorch binding asks for the plans once per shape and hands them back with every call.
 
 mod backward;
+mod dc_scratch;
 mod forward;
 mod sm90;
 mod step;
@@ -14,8 +15,9 @@ mod tests;
 
 pub use backward::{
     backward_plan, default_backward_budget, slice_backward_plan, sm90_grad_steps, BackwardPlan, DcAccumulator, DcTail,
-    DeAccumulator,
+    DeAccumulator, GBuffer,
 };
+pub use dc_scratch::with_dc_scratch;
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SPLITS,
