@@ -80,7 +80,7 @@ pub fn with_dc_scratch(mut plan: BackwardPlan) -> BackwardPlan {
             None => (v - end).div_ceil(vc),
         };
         let chunks = ends.len() + uniform;
-        if best.as_ref().is_none_or(|(c, _)| chunks < *c) {
+        if best.as_ref().map_or(true, |(c, _)| chunks < *c) {
             best = Some((chunks, ends));
         }
     }
