@@ -4,7 +4,7 @@
 
 use flce_core::cpu::{self, reference};
 use flce_core::testing::{to_f64, DataKind, RandomProblem};
-use flce_core::{bf16, f16, Element, GradOutput, Options, Reduction, Shape};
+use flce_core::{bf16, f16, Element, GradOutput, Options, Real, Reduction, Shape};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -123,9 +123,13 @@ fn check<T: Element>(case: &Case) -> Result<(), TestCaseError> {
     }
     if opts.return_accuracy {
         let acc = fwd.accuracy.unwrap() as f64;
+        // a row whose two largest logits tie within f32 rounding (a saturated softcap at tiny D)
+        // may pick either as its argmax: each such row may move the accuracy by one token
+        let ties = near_tied_rows(&inputs, opts) as f64;
+        let counted = (inputs.targets.iter().filter(|&&t| t != opts.ignore_index).count() as f64 - 1.0).max(1.0);
         prop_assert!(
-            (acc - oracle.accuracy).abs() < 1e-6 || (acc.is_nan() && oracle.accuracy.is_nan()),
-            "accuracy {acc} vs {}",
+            (acc - oracle.accuracy).abs() < 1e-6 + ties / counted || (acc.is_nan() && oracle.accuracy.is_nan()),
+            "accuracy {acc} vs {} ({ties} near-tied rows)",
             oracle.accuracy
         );
     } else {
@@ -241,4 +245,25 @@ fn materialized_matches_oracle() {
         let e = flce_core::testing::rel_err(&to_f64(got), want);
         assert!(e < 8e-3, "{name} rel {e:e}");
     }
+}
+
+/// Rows whose two largest logits z = softcap(E·Cᵀ + b), in f64, lie within f32 rounding of each
+/// other (where the f32 CPU pass and the f64 oracle may choose different argmaxes).
+fn near_tied_rows<T: Real>(inputs: &flce_core::HostInputs<'_, T>, opts: &Options) -> usize {
+    let Shape { n, d, v } = inputs.shape;
+    (0..n)
+        .filter(|&i| {
+            let mut z: Vec<f64> = (0..v)
+                .map(|j| {
+                    let x: f64 = (0..d)
+                        .map(|k| inputs.e[i * d + k].real_to_f64() * inputs.c[j * d + k].real_to_f64())
+                        .sum::<f64>()
+                        + inputs.bias.map_or(0.0, |b| b[j].real_to_f64());
+                    opts.softcap.map_or(x, |s| s as f64 * (x / s as f64).tanh())
+                })
+                .collect();
+            z.sort_by(|a, b| b.total_cmp(a));
+            v > 1 && z[0] - z[1] <= 1e-5 * (1.0 + z[0].abs())
+        })
+        .count()
 }
