@@ -154,6 +154,7 @@ impl CudaLoss {
         let ldg = plan.g_ldg(vc);
         let g = match (plan.g_buffer(vc), dst.grads.dc) {
             (GBuffer::Dc { byte_offset, .. }, Some(dc)) => dc + byte_offset as u64,
+            // (a Dc buffer without dC was refused by check_dc_as_scratch)
             _ => ws.at(plan.g),
         };
         let writes_dc = pass != Pass::Main || vc < plan.first_tail_chunk();
@@ -218,47 +219,36 @@ impl CudaLoss {
     }
 }
 
+/// The caller's dC, where the plan uses its bytes as scratch while the call runs (dE's f32
+/// accumulator in its tail, the first chunks' G past their rows): given, and 16-byte aligned.
+fn check_dc_as_scratch(plan: &BackwardPlan, grads: &DeviceGrads) -> Result<()> {
+    let (unaligned, missing_value, missing) = match (plan.dc_tail(), plan.dc_scratch.is_empty()) {
+        (Some(_), _) => (
+            "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
+            "de_acc: DcTail",
+            "dE's accumulator is in dC's tail, but dC is not given",
+        ),
+        (None, false) => (
+            "dC must be 16-byte aligned (it holds the first chunks' G during the call)",
+            "dc_scratch",
+            "the plan puts G in dC's rows, but dC is not given",
+        ),
+        (None, true) => return Ok(()),
+    };
+    match grads.dc {
+        Some(dc) if dc % 16 == 0 => Ok(()),
+        Some(dc) => Err(Error::InvalidOption { name: "grads.dc", value: format!("{dc:#x}"), reason: unaligned }),
+        None => Err(Error::InvalidOption { name: "plan", value: missing_value.into(), reason: missing }),
+    }
+}
+
 /// Where dE's f32 accumulator is for `plan` and `grads` (None when dE is not wanted).
 pub(crate) fn de_accumulator(plan: &BackwardPlan, grads: &DeviceGrads, ws: &Workspace) -> Result<Option<DevPtr>> {
-    if !plan.dc_scratch.is_empty() {
-        match grads.dc {
-            Some(dc) if dc % 16 == 0 => {}
-            Some(dc) => {
-                return Err(Error::InvalidOption {
-                    name: "grads.dc",
-                    value: format!("{dc:#x}"),
-                    reason: "dC must be 16-byte aligned (it holds the first chunks' G during the call)",
-                })
-            }
-            None => {
-                return Err(Error::InvalidOption {
-                    name: "plan",
-                    value: "dc_scratch".into(),
-                    reason: "the plan puts G in dC's rows, but dC is not given",
-                })
-            }
-        }
-    }
+    check_dc_as_scratch(plan, grads)?;
     Ok(match (plan.de_acc, grads.de, grads.dc) {
         (DeAccumulator::NotWanted, ..) => None,
         (DeAccumulator::InPlace, de, _) => de,
         (DeAccumulator::Workspace(r), ..) => Some(ws.at(r)),
-        (DeAccumulator::DcTail(tail), _, Some(dc)) => {
-            if dc % 16 != 0 {
-                return Err(Error::InvalidOption {
-                    name: "grads.dc",
-                    value: format!("{dc:#x}"),
-                    reason: "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
-                });
-            }
-            Some(dc + tail.byte_offset as u64)
-        }
-        (DeAccumulator::DcTail(_), _, None) => {
-            return Err(Error::InvalidOption {
-                name: "plan",
-                value: "de_acc: DcTail".into(),
-                reason: "dE's accumulator is in dC's tail, but dC is not given",
-            })
-        }
+        (DeAccumulator::DcTail(tail), _, dc) => Some(dc.expect("checked above") + tail.byte_offset as u64),
     })
 }
