@@ -40,6 +40,10 @@ pub struct BenchArgs {
     /// and class weights: what options cost).
     #[arg(long, default_value = "plain")]
     loss_options: String,
+    /// Gradients the backward computes: both (dE and dC) or de (the classifier frozen, as with
+    /// LoRA: dE only).
+    #[arg(long, default_value = "both")]
+    grads: String,
     /// CUDA device ordinal.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -101,6 +105,13 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         }
         other => return Err(flce::Error::Unsupported(format!("--loss-options '{other}': expected plain or all"))),
     };
+    let want_dc = match args.grads.as_str() {
+        "both" => true,
+        "de" => false,
+        other => return Err(flce::Error::Unsupported(format!("--grads '{other}': expected both or de"))),
+    };
+    // the products an exact forward + backward needs: the logits, their recompute, dE, dC
+    let products = 3.0 + want_dc as u8 as f32;
     let mut rows = vec![];
     let mut json = String::new();
     for (name, shape) in shapes {
@@ -118,7 +129,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             &opts,
             bias,
         );
-        let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config)?;
+        let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config, want_dc)?;
         if args.step_budget_mb > 0 {
             call = call.with_step::<T>(args.step_budget_mb << 20)?;
         }
@@ -146,11 +157,11 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             format!(", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}", mb(bytes))
         });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
-        let grad_bytes = (n + v) * d * es;
+        let grad_bytes = (n + want_dc as usize * v) * d * es;
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of 4) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}, chunk {}), bwd {:?} chunk {}x{}{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of {products}) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}, chunk {}), bwd {:?} chunk {}x{}{}{} |",
             fwd_ms / gemm_ms,
-            fb_ms / (4.0 * gemm_ms),
+            fb_ms / (products * gemm_ms),
             mb(fwd_extra),
             mb(bws.bytes()),
             100.0 * bws.bytes() as f64 / grad_bytes as f64,
@@ -162,10 +173,12 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.token_chunk,
             bplan.vocab_chunk,
             bplan.dc_tail().map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
+            if bplan.token_outer { ", token chunks outer" } else { "" },
         ));
         json.push_str(&format!(
-            "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
+            "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"grads\": \"{}\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
             args.loss_options,
+            args.grads,
             T::DTYPE,
             mb(fwd_extra),
             mb(fwd_extra.max(bws.bytes()) + grad_bytes),

@@ -177,7 +177,7 @@ fn run_cuda<T: Element>(args: &DemoArgs, shape: Shape, opts: &Options, ordinal: 
     let es = std::mem::size_of::<T>();
     let stream = std::ptr::null_mut();
     let x = up.inputs;
-    let call = GpuCall::new::<T>(&be, &up, opts, Default::default(), Default::default())?;
+    let call = GpuCall::new::<T>(&be, &up, opts, Default::default(), Default::default(), true)?;
     let (fws, bws) = (&call.fws, &call.bws);
     let fwd_ms = time_ms(2, 5, || call.forward())?;
     let fb_ms = time_ms(1, 5, || {

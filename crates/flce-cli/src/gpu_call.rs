@@ -28,22 +28,24 @@ pub struct GpuCall<'a> {
 }
 
 impl<'a> GpuCall<'a> {
-    /// Buffers and plans for `up` (dE and dC wanted, grad_output 1).
+    /// Buffers and plans for `up` (dE wanted, dC if `want_dc`; grad_output 1).
     pub fn new<T: Element>(
         be: &'a CudaLoss,
         up: &'a UploadedInputs,
         opts: &'a Options,
         fconfig: ForwardConfig,
         bconfig: BackwardConfig,
+        want_dc: bool,
     ) -> Result<Self> {
         let s = up.inputs.shape;
         let es = std::mem::size_of::<T>();
         let lse = DeviceBuffer::new(4 * s.n)?;
         let (scalars, status) = (DeviceBuffer::new(16)?, DeviceBuffer::new(4)?);
-        let (de, dc) = (DeviceBuffer::new(s.n * s.d * es)?, DeviceBuffer::new(s.v * s.d * es)?);
+        let de = DeviceBuffer::new(s.n * s.d * es)?;
+        let dc = DeviceBuffer::new(if want_dc { s.v * s.d * es } else { 0 })?;
         let out =
             DeviceForwardOutputs { lse: lse.ptr(), per_token_loss: None, scalars: scalars.ptr(), status: status.ptr() };
-        let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: None };
+        let grads = DeviceGrads { de: Some(de.ptr()), dc: want_dc.then(|| dc.ptr()), dbias: None };
         let fplan = be.forward_plan(s, T::DTYPE, fconfig);
         let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), bconfig)?;
         let fws = DeviceBuffer::new(fplan.workspace_bytes)?;

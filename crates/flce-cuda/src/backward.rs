@@ -115,11 +115,26 @@ impl CudaLoss {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
         let dst = Targets { grads: *grads, de_acc, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
-        for vc in 0..plan.vocab_chunks() {
-            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
-        }
-        if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
-            self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
+        if plan.token_outer {
+            // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
+            for tc in 0..plan.token_chunks() {
+                for vc in 0..plan.vocab_chunks() {
+                    self.chunk_pair(call, &blas, plan, &dst, lse, vc, tc, Pass::Main)?;
+                }
+                if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
+                    let tokens = plan.token_range(tc);
+                    let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
+                    let de_rows = de + tokens.start as u64 * row_bytes;
+                    self.round_into(x.dtype, acc, de_rows, tokens.len() * x.shape.d, stream)?;
+                }
+            }
+        } else {
+            for vc in 0..plan.vocab_chunks() {
+                self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
+            }
+            if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
+                self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
+            }
         }
         // The main pass ended with the last vocabulary chunk and left its G in the workspace (a
         // tail plan has one token chunk): its dC rows need no recompute, so the tail pass starts
@@ -135,7 +150,8 @@ impl CudaLoss {
         Ok(())
     }
 
-    /// Every token chunk of vocabulary chunk `vc` in `pass`.
+    /// Every token chunk of vocabulary chunk `vc` in `pass`, and the chunk's dC rounded from its
+    /// accumulator.
     #[allow(clippy::too_many_arguments)]
     unsafe fn vocab_chunk(
         &self,
@@ -145,6 +161,33 @@ impl CudaLoss {
         dst: &Targets,
         lse: DevPtr,
         vc: usize,
+        pass: Pass,
+    ) -> Result<()> {
+        debug_assert!(pass != Pass::TailKeptG || plan.token_chunks() == 1);
+        for tc in 0..plan.token_chunks() {
+            self.chunk_pair(call, blas, plan, dst, lse, vc, tc, pass)?;
+        }
+        let (x, d, s) = (call.x, call.x.shape.d, call.x.dtype.size_in_bytes() as u64);
+        if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {
+            let vocab = plan.vocab_range(vc);
+            let dc_rows = dc + vocab.start as u64 * d as u64 * s;
+            self.round_into(x.dtype, call.ws.at(r), dc_rows, vocab.len() * d, call.stream)?;
+        }
+        Ok(())
+    }
+
+    /// Vocabulary chunk `vc` × token chunk `tc` in `pass`: G by the family, db's column sums, the
+    /// dC and dE products into their accumulators.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn chunk_pair(
+        &self,
+        call: &Call<'_>,
+        blas: &BoundBlas<'_>,
+        plan: &BackwardPlan,
+        dst: &Targets,
+        lse: DevPtr,
+        vc: usize,
+        tc: usize,
         pass: Pass,
     ) -> Result<()> {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
@@ -158,62 +201,58 @@ impl CudaLoss {
             _ => ws.at(plan.g),
         };
         let writes_dc = pass != Pass::Main || vc < plan.first_tail_chunk();
-        debug_assert!(pass != Pass::TailKeptG || plan.token_chunks() == 1);
-        for tc in 0..plan.token_chunks() {
-            let tokens = plan.token_range(tc);
-            let chunk = GradChunk {
-                lse,
-                token_scale: ws.at(plan.token_scale),
-                scalars: ws.at(plan.scalars),
-                n0: tokens.start as i32,
-                n_end: tokens.end as i32,
-                v0: vocab.start as i32,
-                v_end: vocab.end as i32,
-                g_out: g,
-                ldg: ldg as i32,
-                db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
-            };
-            match (pass, plan.family) {
-                (Pass::TailKeptG, _) => {}
-                (_, Family::Cublas) => family::cublas::grad_chunk(call, blas, plan, chunk)?,
-                (_, Family::Sm80) => family::sm80::grad_chunk(call, plan, chunk)?,
-                (_, Family::Sm90) if !x.rows_aligned() => family::sm80::grad_chunk(call, plan, chunk)?,
-                (_, Family::Sm90) => family::sm90::grad_chunk(call, plan, chunk)?,
-            }
-            let first_tokens = (tc == 0) as i32;
-            if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {
-                let reduce = DbReduceParams {
-                    db_partial: chunk.db_partial,
-                    row_tiles: tokens.len().div_ceil(crate::geometry::TILE_M) as i32,
-                    ldb: plan.ldg as i32,
-                    count: vocab.len() as i32,
-                    accumulate: 1 - first_tokens,
-                    db_acc: acc + 4 * vocab.start as u64,
-                };
-                self.kernels.launch(x.dtype, &reduce, stream)?;
-            }
-            if let (Some(dc), true) = (dst.grads.dc, writes_dc) {
-                // dC[vocab] (+)= Gᵀ·E[tokens]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
-                let beta = (1 - first_tokens) as f32;
-                let out = match plan.dc_acc {
-                    DcAccumulator::Workspace(r) => Mat::new(ws.at(r), Elem::F32, d),
-                    _ => Mat::new(dc + vocab.start as u64 * d as u64 * s, input, d),
-                };
-                let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
-                let b = Mat::new(g, input, ldg).t();
-                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
-            }
-            if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
-                // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
-                let beta = (vc > 0) as i32 as f32;
-                let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
-                let b = Mat::new(g, input, ldg);
-                let out = Mat::new(acc + tokens.start as u64 * d as u64 * 4, Elem::F32, d);
-                Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
-            }
+        let tokens = plan.token_range(tc);
+        let chunk = GradChunk {
+            lse,
+            token_scale: ws.at(plan.token_scale),
+            scalars: ws.at(plan.scalars),
+            n0: tokens.start as i32,
+            n_end: tokens.end as i32,
+            v0: vocab.start as i32,
+            v_end: vocab.end as i32,
+            g_out: g,
+            ldg: ldg as i32,
+            db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
+        };
+        match (pass, plan.family) {
+            (Pass::TailKeptG, _) => {}
+            (_, Family::Cublas) => family::cublas::grad_chunk(call, blas, plan, chunk)?,
+            (_, Family::Sm80) => family::sm80::grad_chunk(call, plan, chunk)?,
+            (_, Family::Sm90) if !x.rows_aligned() => family::sm80::grad_chunk(call, plan, chunk)?,
+            (_, Family::Sm90) => family::sm90::grad_chunk(call, plan, chunk)?,
         }
-        if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {
-            self.round_into(x.dtype, ws.at(r), dc + vocab.start as u64 * d as u64 * s, vocab.len() * d, stream)?;
+        let first_tokens = (tc == 0) as i32;
+        if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {
+            let reduce = DbReduceParams {
+                db_partial: chunk.db_partial,
+                row_tiles: tokens.len().div_ceil(crate::geometry::TILE_M) as i32,
+                ldb: plan.ldg as i32,
+                count: vocab.len() as i32,
+                accumulate: 1 - first_tokens,
+                db_acc: acc + 4 * vocab.start as u64,
+            };
+            self.kernels.launch(x.dtype, &reduce, stream)?;
+        }
+        if let (Some(dc), true) = (dst.grads.dc, writes_dc) {
+            // dC[vocab] (+)= Gᵀ·E[tokens]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
+            let beta = (1 - first_tokens) as f32;
+            let out = match plan.dc_acc {
+                DcAccumulator::Workspace(r) => Mat::new(ws.at(r), Elem::F32, d),
+                _ => Mat::new(dc + vocab.start as u64 * d as u64 * s, input, d),
+            };
+            let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
+            let b = Mat::new(g, input, ldg).t();
+            Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
+        }
+        if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
+            // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
+            let beta = (vc > 0) as i32 as f32;
+            let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
+            let b = Mat::new(g, input, ldg);
+            // (a token-outer workspace accumulator holds this token chunk's rows only)
+            let first_row = if plan.token_outer && plan.de_acc.needs_rounding() { 0 } else { tokens.start };
+            let out = Mat::new(acc + first_row as u64 * d as u64 * 4, Elem::F32, d);
+            Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
         }
         Ok(())
     }

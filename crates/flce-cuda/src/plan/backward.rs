@@ -101,6 +101,10 @@ pub struct BackwardPlan {
     /// ([`super::with_dc_scratch`]). Empty: every chunk is `vocab_chunk` rows, its G in the
     /// workspace. The chunks after them are `vocab_chunk` rows from the last end.
     pub dc_scratch: Vec<usize>,
+    /// The token chunks are the outer loop: each token chunk's dE is completed over the whole
+    /// vocabulary (its f32 accumulator `token_chunk` rows) and rounded before the next. Only
+    /// without dC ([`super::token_outer`]); otherwise the vocabulary chunks are outer.
+    pub token_outer: bool,
 }
 
 /// Where a vocabulary chunk's G is written.
@@ -186,6 +190,9 @@ const MAX_TAIL_FRACTION_INV: usize = 3;
 /// logits, whose f32 logits cost 4 more bytes per element).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n);
+    if super::token_outer::applies(wanted) {
+        return tenth.max(super::token_outer::good_workspace(shape, dtype, wanted, mode));
+    }
     let rows = good_vocab_chunk(mode).min(shape.v.div_ceil(TILE_N) * TILE_N);
     let tail = dc_tail(shape, dtype, wanted, shape.n, rows);
     tenth.max(layout(shape, dtype, wanted, mode, shape.n, rows, tail).workspace_bytes)
@@ -193,7 +200,7 @@ pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode:
 
 /// The smallest vocabulary chunk an unchunked-token plan should use (below it, chunking tokens
 /// is preferred): 1024 rows for the fused tiles, 512 for cuBLAS logits.
-fn good_vocab_chunk(mode: BackwardMode) -> usize {
+pub(super) fn good_vocab_chunk(mode: BackwardMode) -> usize {
     match mode {
         BackwardMode::FusedTiles | BackwardMode::FusedSm80 => 1024,
         // (Auto is resolved before planning; unresolved, it plans as cuBLAS logits)
@@ -217,8 +224,9 @@ fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab
 }
 
 /// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's
-/// tail instead of the workspace.
-fn layout(
+/// tail instead of the workspace. Without dC the token chunks are outer, and dE's accumulator
+/// holds one token chunk.
+pub(super) fn layout(
     shape: Shape,
     dtype: DType,
     wanted: Wanted,
@@ -231,6 +239,7 @@ fn layout(
     let s = dtype.size_in_bytes();
     let f32_inputs = dtype == DType::F32;
     let chunked = token_chunk < n;
+    let token_outer = super::token_outer::applies(wanted);
     let ldg = vocab_chunk.div_ceil(TILE_N) * TILE_N;
     let rows = token_chunk.min(n);
     let mut l = Layout::default();
@@ -242,7 +251,7 @@ fn layout(
         (false, ..) => DeAccumulator::NotWanted,
         (true, true, _) => DeAccumulator::InPlace,
         (true, false, Some(t)) => DeAccumulator::DcTail(t),
-        (true, false, None) => DeAccumulator::Workspace(l.take(4 * n * d)),
+        (true, false, None) => DeAccumulator::Workspace(l.take(4 * if token_outer { rows } else { n } * d)),
     };
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let g = l.take(rows * ldg * s);
@@ -273,6 +282,7 @@ fn layout(
         db_partial,
         workspace_bytes: l.bytes(),
         dc_scratch: vec![],
+        token_outer,
     }
 }
 
@@ -385,6 +395,9 @@ fn backward_layout_plan(
     budget: usize,
     mode: BackwardMode,
 ) -> Result<BackwardPlan> {
+    if super::token_outer::applies(wanted) {
+        return super::token_outer::plan(shape, dtype, wanted, budget, mode);
+    }
     let v_pad = shape.v.div_ceil(TILE_N) * TILE_N;
     let good = good_vocab_chunk(mode).min(v_pad);
     let fits = |token_chunk: usize, vocab_chunk: usize, tail: Option<DcTail>| {
@@ -423,14 +436,17 @@ fn backward_layout_plan(
         }
     }
     // small vocabulary chunks for all tokens rather than none
-    tail.or(best).ok_or_else(|| {
-        let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N, None).workspace_bytes;
-        Error::InvalidOption {
-            name: "workspace_budget",
-            value: budget.to_string(),
-            reason: if min > budget { "below the smallest backward workspace for this shape" } else { "no plan fits" },
-        }
-    })
+    tail.or(best).ok_or_else(|| no_plan(shape, dtype, wanted, mode, budget))
+}
+
+/// The error when no plan fits `budget`.
+pub(super) fn no_plan(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode, budget: usize) -> Error {
+    let min = layout(shape, dtype, wanted, mode, TILE_M.min(shape.n), TILE_N, None).workspace_bytes;
+    Error::InvalidOption {
+        name: "workspace_budget",
+        value: budget.to_string(),
+        reason: if min > budget { "below the smallest backward workspace for this shape" } else { "no plan fits" },
+    }
 }
 
 /// The largest k in 1..=max with `fits(k)`, for `fits` monotone (true up to some k): binary search.

@@ -12,6 +12,7 @@ mod sm90;
 mod step;
 #[cfg(test)]
 mod tests;
+pub mod token_outer;
 
 pub use backward::{
     backward_plan, default_backward_budget, slice_backward_plan, sm90_grad_steps, BackwardPlan, DcAccumulator, DcTail,

@@ -10,6 +10,7 @@
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
 
 mod bad_input;
+mod frozen;
 mod nccl;
 mod oracle;
 mod phases;
@@ -25,6 +26,7 @@ use flce_core::{bf16, f16, DType, Options, Reduction, Shape};
 use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
+use frozen::run_frozen;
 use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
 use phases::run_phases;
@@ -48,6 +50,8 @@ pub(crate) struct Case {
     /// Plan as if the GPU had this many SMs (CudaLoss::planning_for_sms): the sm90 blocks then
     /// run several token tiles each, as on a full GPU at the model shapes.
     pub sms: Option<usize>,
+    /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
+    pub frozen: bool,
 }
 
 /// The vocabulary-parallel phases on one GPU (tests/gpu/phases.rs): (name, dtype, shape,
@@ -143,6 +147,7 @@ fn cases() -> Vec<Case> {
                     big: false,
                     fused: false,
                     sms: None,
+            frozen: false,
                 });
             }
         }
@@ -159,6 +164,7 @@ fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
+            frozen: false,
         });
         // a budget small enough to chunk tokens as well as the vocabulary (dC and db accumulate)
         out.push(Case {
@@ -173,6 +179,7 @@ fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
+            frozen: false,
         });
     }
     // two SMs: blocks that walk several token tiles (the ring, row statistics, coefficients and db
@@ -197,6 +204,31 @@ fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: Some(2),
+            frozen: false,
+        });
+    }
+    // the classifier frozen (dE and db only): several token chunks at the default budget (N above
+    // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
+    for (dtype, what, shape, opts, extras) in [
+        (DType::BF16, "all", Shape::new(2000, 96, 10_000), all.clone(), true),
+        (DType::F16, "plain", Shape::new(2000, 96, 10_000), base.clone(), false),
+        (DType::F32, "all", Shape::new(2000, 96, 10_000), all.clone(), true),
+        (DType::BF16, "none", Shape::new(1100, 136, 9001), Options { reduction: Reduction::None, ..base.clone() }, false),
+        (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, true),
+    ] {
+        out.push(Case {
+            name: format!("{dtype} {what} ({},{},{}) frozen-classifier", shape.n, shape.d, shape.v),
+            shape,
+            dtype,
+            opts,
+            bias: extras,
+            weights: extras,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: None,
+            frozen: true,
         });
     }
     // the model shapes, and one past 2^31 logits (N·V = 4.2e9: every N×V index must be 64-bit)
@@ -218,6 +250,7 @@ fn cases() -> Vec<Case> {
                 big: true,
                 fused,
                 sms: None,
+            frozen: false,
             });
         }
     }
@@ -332,6 +365,9 @@ fn main() {
                 };
                 let f = || -> Result<String, String> {
                     match (c.dtype, c.big) {
+                        (DType::BF16, false) if c.frozen => run_frozen::<bf16>(be, c),
+                        (DType::F16, false) if c.frozen => run_frozen::<f16>(be, c),
+                        (DType::F32, false) if c.frozen => run_frozen::<f32>(be, c),
                         (DType::BF16, false) => run_oracle::<bf16>(be, c),
                         (DType::F16, false) => run_oracle::<f16>(be, c),
                         (DType::F32, false) => run_oracle::<f32>(be, c),
