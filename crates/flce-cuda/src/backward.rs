@@ -3,7 +3,9 @@
 //! shared accumulators and cuBLAS), dE rounded once, and the tail pass that recomputes G for the
 //! dC rows that shared bytes with dE's accumulator. Never synchronises the stream.
 
-use flce_core::{check_grad_output, Error, Options, Result};
+use std::ops::Range;
+
+use flce_core::{check_grad_output, DType, Error, Options, Result};
 
 use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams};
 use crate::blas::{BoundBlas, Elem, Gemm, Mat};
@@ -133,7 +135,11 @@ impl CudaLoss {
                 self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
             }
             if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
-                self.round_into(x.dtype, acc, de, x.shape.n * x.shape.d, stream)?;
+                // the rows kept in dE's own buffer first: their bytes are the others' destination
+                let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
+                self.round_de_head(x.dtype, de, head, x.shape.d, stream)?;
+                let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
+                self.round_into(x.dtype, acc, de + head as u64 * row_bytes, (x.shape.n - head) * x.shape.d, stream)?;
             }
         }
         // The main pass ended with the last vocabulary chunk and left its G in the workspace (a
@@ -146,6 +152,23 @@ impl CudaLoss {
         drop(blas);
         if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
             self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
+        }
+        Ok(())
+    }
+
+    /// dE's accumulator rows [0, rows) kept in dE's own buffer (f32 row r at byte 4·D·(r + 1),
+    /// [`crate::plan::DcTail::rows_in_de`]) rounded in place into dE's rows [0, rows). At 16-bit
+    /// dtypes the rounded rows [a, b) (bytes [2Da, 2Db)) overlap f32 row r only if
+    /// r < b/2 − 1; in passes with b ≤ 2a + 2 — rows [0, 2), [2, 6), [6, 14), … — every f32 row
+    /// a pass writes over was read by an earlier pass (stream order), none of its own.
+    unsafe fn round_de_head(&self, dtype: DType, de: DevPtr, rows: usize, d: usize, stream: Stream) -> Result<()> {
+        debug_assert!(rows == 0 || dtype.size_in_bytes() == 2);
+        let (f32_row, row) = (4 * d as u64, (d * dtype.size_in_bytes()) as u64);
+        let mut a = 0usize;
+        while a < rows {
+            let b = (2 * a + 2).min(rows);
+            self.round_into(dtype, de + f32_row * (a as u64 + 1), de + row * a as u64, (b - a) * d, stream)?;
+            a = b;
         }
         Ok(())
     }
@@ -248,19 +271,50 @@ impl CudaLoss {
             // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
             let beta = (vc > 0) as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
-            let b = Mat::new(g, input, ldg);
-            // (a token-outer workspace accumulator holds this token chunk's rows only)
-            let first_row = if plan.token_outer && plan.de_acc.needs_rounding() { 0 } else { tokens.start };
-            let out = Mat::new(acc + first_row as u64 * d as u64 * 4, Elem::F32, d);
-            Gemm { m: d, n: tokens.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
+            for (rows, out) in de_acc_rows(plan, dst.grads.de, acc, &tokens) {
+                let b = Mat::new(g + (rows.start - tokens.start) as u64 * ldg as u64 * s, input, ldg);
+                let out = Mat::new(out, Elem::F32, d);
+                Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
+            }
         }
         Ok(())
     }
 }
 
+/// The token rows of `tokens` whose dE accumulator rows are contiguous, each with the address of
+/// its first row's accumulator: the accumulator's rows in dE's own buffer (a [`DcTail`] with
+/// `rows_in_de`: row r at byte 4·D·(r + 1)), then the rest at `acc` (from
+/// [`DcTail::rows_in_de`] on; a token-outer workspace accumulator holds this token chunk's rows
+/// only, any other all N rows).
+fn de_acc_rows(
+    plan: &BackwardPlan,
+    de: Option<DevPtr>,
+    acc: DevPtr,
+    tokens: &Range<usize>,
+) -> Vec<(Range<usize>, DevPtr)> {
+    let row = 4 * plan.shape.d as u64;
+    let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
+    let mut out = vec![];
+    if let (Some(de), true) = (de, tokens.start < head) {
+        out.push((tokens.start..head.min(tokens.end), de + row * (tokens.start as u64 + 1)));
+    }
+    let rest = tokens.start.max(head)..tokens.end;
+    let first = if plan.token_outer && plan.de_acc.needs_rounding() { tokens.start } else { head };
+    if !rest.is_empty() {
+        out.push((rest.clone(), acc + row * (rest.start - first) as u64));
+    }
+    out
+}
+
 /// The caller's dC, where the plan uses its bytes as scratch while the call runs (dE's f32
 /// accumulator in its tail, the first chunks' G past their rows): given, and 16-byte aligned.
 fn check_dc_as_scratch(plan: &BackwardPlan, grads: &DeviceGrads) -> Result<()> {
+    if let (Some(t), Some(de)) = (plan.dc_tail(), grads.de) {
+        if t.rows_in_de > 0 && de % 16 != 0 {
+            let reason = "dE must be 16-byte aligned (it holds part of its own f32 accumulator during the call)";
+            return Err(Error::InvalidOption { name: "grads.de", value: format!("{de:#x}"), reason });
+        }
+    }
     let (unaligned, missing_value, missing) = match (plan.dc_tail(), plan.dc_scratch.is_empty()) {
         (Some(_), _) => (
             "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",

@@ -150,6 +150,14 @@ pub fn dc_scratch_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DC_SCRATCH").map_or(true, |v| v.trim() != "0"))
 }
 
+/// Whether every backward plan with dE's accumulator in dC's tail keeps its first rows in dE's
+/// own buffer (`plan::with_de_head`; a measurement knob: `FLCE_DE_HEAD=always`). By default only
+/// the plans whose accumulator would not fit a third of dC do.
+pub fn de_head_always() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").is_ok_and(|v| v.trim() == "always"))
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();

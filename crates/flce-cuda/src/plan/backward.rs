@@ -14,6 +14,10 @@
 //! `first_row`, accumulates dE over all chunks and rounds it into dE; a tail pass writes the dC
 //! rows from `first_row` on over the finished accumulator — the last chunk's from the G the main
 //! pass left in the workspace, the others' logits recomputed (at most a third of the vocabulary).
+//! Where all N rows would make that tail longer than a third (N above ~V/6), the accumulator's
+//! first half lives in dE's own bytes instead ([`DcTail::rows_in_de`]), and only the rest in dC.
+//!
+//! Without dC the token chunks are outer instead ([`super::token_outer`]).
 
 use std::ops::Range;
 
@@ -57,16 +61,31 @@ pub enum DcAccumulator {
     Workspace(Region),
 }
 
-/// Where dE's f32 accumulator sits inside the caller's dC buffer, and which dC rows are written
-/// only after dE is final (their logits recomputed in the tail pass).
+/// Where dE's f32 accumulator sits inside the caller's dC buffer (and, for its first rows, in
+/// dE's own buffer), and which dC rows are written only after dE is final (their logits
+/// recomputed in the tail pass).
+///
+/// dE's own bytes hold half as many f32 rows as it has tokens: with `rows_in_de` > 0 the
+/// accumulator's rows [0, rows_in_de) live there (f32 row r at byte 4·D·(r + 1): one row's slack
+/// at the front lets the rounding compact them in place, see `round_de_head`), and only rows
+/// [rows_in_de, N) in dC, halving the tail pass. Needed where all N rows would take more than a
+/// third of dC (Llama 3 from ~21k tokens).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DcTail {
-    /// Byte offset of the accumulator in dC (a multiple of 256; the accumulator runs to at most
-    /// the end of dC).
+    /// Byte offset in dC of the accumulator's rows [rows_in_de, N) (a multiple of 256; they run
+    /// to at most the end of dC).
     pub byte_offset: usize,
     /// First vocabulary row of the tail pass: a multiple of `vocab_chunk`, and no row before it
     /// shares bytes with the accumulator.
     pub first_row: usize,
+    /// The accumulator's first rows, kept in dE's own buffer (0: none).
+    pub rows_in_de: usize,
+}
+
+/// The accumulator rows dE's own buffer holds in a [`DcTail`] plan: half its token count as f32
+/// rows, less the row of slack at the front (0 below 4 tokens).
+pub fn de_head_rows(n: usize, dtype: DType) -> usize {
+    (n * dtype.size_in_bytes() / 4).saturating_sub(1)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -210,17 +229,45 @@ pub(super) fn good_vocab_chunk(mode: BackwardMode) -> usize {
 
 /// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
 /// inputs (f32 dE accumulates in place), one token chunk, and a tail pass over at most a third
-/// of the vocabulary.
+/// of the vocabulary — all N rows in dC where that holds, else its first rows in dE's own buffer
+/// ([`DcTail::rows_in_de`]).
 fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> Option<DcTail> {
-    let Shape { n, d, v } = shape;
+    let n = shape.n;
     if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < n {
         return None;
     }
-    let acc_bytes = 4 * n * d;
+    let head = de_head_rows(n, dtype);
+    dc_tail_with(shape, dtype, vocab_chunk, 0).or_else(|| match head {
+        0 => None,
+        _ => dc_tail_with(shape, dtype, vocab_chunk, head),
+    })
+}
+
+/// The tail of a plan whose accumulator keeps `rows_in_de` rows in dE, if its tail pass is at
+/// most a third of the vocabulary.
+pub(super) fn dc_tail_with(shape: Shape, dtype: DType, vocab_chunk: usize, rows_in_de: usize) -> Option<DcTail> {
+    let Shape { n, d, v } = shape;
+    let acc_bytes = 4 * (n - rows_in_de) * d;
     let dc_bytes = v * d * dtype.size_in_bytes();
     let byte_offset = dc_bytes.checked_sub(acc_bytes)? / ALIGN * ALIGN;
     let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
-    ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(DcTail { byte_offset, first_row })
+    let tail = DcTail { byte_offset, first_row, rows_in_de };
+    ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail)
+}
+
+/// `plan` with its accumulator's first rows in dE's own buffer where it has a tail with all N in
+/// dC: a tail pass half as long, for an in-place compaction of those rows (a measurement knob,
+/// `FLCE_DE_HEAD=always`; by default only plans that need it have it).
+pub fn with_de_head(mut plan: BackwardPlan) -> BackwardPlan {
+    let head = de_head_rows(plan.shape.n, plan.dtype);
+    if let (Some(t), true) = (plan.dc_tail(), plan.dc_scratch.is_empty() && head > 0) {
+        if t.rows_in_de == 0 {
+            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, head) {
+                plan.de_acc = DeAccumulator::DcTail(tail);
+            }
+        }
+    }
+    plan
 }
 
 /// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's
@@ -409,7 +456,7 @@ fn backward_layout_plan(
     // is the largest chunk, at or below the largest that fits, where it is.
     let largest_fitting = |in_tail: bool| -> Option<BackwardPlan> {
         // the accumulator's place does not change the workspace of a tail plan with the chunk
-        let probe_tail = in_tail.then_some(DcTail { byte_offset: 0, first_row: 0 });
+        let probe_tail = in_tail.then_some(DcTail { byte_offset: 0, first_row: 0, rows_in_de: 0 });
         let largest = largest_multiple(v_pad / TILE_N, |k| fits(shape.n, k * TILE_N, probe_tail))? * TILE_N;
         if !in_tail {
             return Some(layout(shape, dtype, wanted, mode, shape.n, largest, None));

@@ -67,7 +67,10 @@ fn check_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> DcTail {
     let t = p.dc_tail().expect("dE accumulator in dC's tail");
     let row_bytes = shape.d * dtype.size_in_bytes();
     assert_eq!(t.byte_offset % ALIGN, 0);
-    assert!(t.byte_offset + 4 * shape.n * shape.d <= shape.v * row_bytes, "accumulator past dC's end");
+    assert!(t.byte_offset + 4 * (shape.n - t.rows_in_de) * shape.d <= shape.v * row_bytes, "accumulator past dC's end");
+    // the head rows (with their row of slack) within dE's own bytes
+    assert!(4 * shape.d * (t.rows_in_de + 1) <= shape.n * row_bytes || t.rows_in_de == 0, "head past dE's end");
+    assert!(t.rows_in_de <= de_head_rows(shape.n, dtype));
     assert!(t.first_row * row_bytes <= t.byte_offset, "accumulator overlaps a main-pass row");
     assert_eq!(t.first_row % p.vocab_chunk, 0);
     assert!(t.first_row > 0 && (shape.v - t.first_row) * 3 <= shape.v);
@@ -100,8 +103,9 @@ fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
         assert!(p.tail_chunks().is_empty());
         p
     };
-    // more than a third of the vocabulary would be recomputed (Llama 3 at 32k tokens)
-    let p = no_tail(Shape::new(32_768, 4096, 128_256), DType::BF16, BOTH);
+    // more than a third of the vocabulary would be recomputed even with half the accumulator in
+    // dE's own buffer (Llama 3 at 64k tokens)
+    let p = no_tail(Shape::new(65_536, 4096, 128_256), DType::BF16, BOTH);
     assert!(matches!(p.de_acc, DeAccumulator::Workspace(_)));
     // the accumulator is larger than dC
     no_tail(Shape::new(255, 507, 123), DType::BF16, BOTH);
@@ -111,6 +115,43 @@ fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
     assert_eq!(no_tail(GEMMA, DType::F32, BOTH).de_acc, DeAccumulator::InPlace);
     let p = no_tail(GEMMA, DType::BF16, Wanted { de: true, dc: false, dbias: false });
     assert_eq!(p.dc_acc, DcAccumulator::NotWanted);
+}
+
+#[test]
+fn de_accumulator_head_in_de_keeps_long_sequences_within_ten_percent() {
+    // Llama 3 at 21k-39k tokens (Qwen 2.5 at 32k, D 2048 at 24k, Gemma 2 at 64k): all N rows of the accumulator
+    // would make a tail over a third of dC; with the first half in dE's own buffer they do not
+    for shape in [
+        Shape::new(21_504, 4096, 128_256),
+        Shape::new(32_768, 4096, 128_256),
+        Shape::new(38_912, 4096, 128_256),
+        Shape::new(32_768, 3584, 152_064),
+        Shape::new(24_576, 2048, 128_256),
+        Shape::new(65_536, 2304, 256_000),
+        // the GPU tests' case (crates/flce-cuda/tests/gpu/main.rs)
+        Shape::new(3000, 64, 12_000),
+    ] {
+        for family in [Family::Sm80, Family::Sm90] {
+            let p = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, family, 132).unwrap();
+            let grads = gradient_bytes(shape, DType::BF16, BOTH);
+            // (the small case's workspace is the good chunk's, over 10% of its tiny gradients)
+            let limit = if shape.n < 8192 { p.workspace_bytes } else { grads / 10 };
+            assert!(p.workspace_bytes <= limit, "{shape:?}: {} > {}", p.workspace_bytes, grads / 10);
+            let t = check_tail(shape, DType::BF16, &p);
+            assert_eq!(t.rows_in_de, de_head_rows(shape.n, DType::BF16), "{shape:?}");
+            let p = with_dc_scratch(p);
+            assert_eq!(p.dc_tail(), Some(t), "{shape:?}");
+        }
+    }
+    // at 8k tokens all N rows fit the third: no head unless asked (FLCE_DE_HEAD=always)
+    let p = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+    assert_eq!(check_tail(LLAMA, DType::BF16, &p).rows_in_de, 0);
+    let head = with_de_head(p.clone());
+    let t = check_tail(LLAMA, DType::BF16, &head);
+    assert_eq!((t.rows_in_de, head.workspace_bytes, head.vocab_chunk), (4095, p.workspace_bytes, p.vocab_chunk));
+    assert!(t.first_row > p.dc_tail().unwrap().first_row, "a shorter tail pass");
+    assert_eq!(de_head_rows(3, DType::BF16), 0);
+    assert_eq!(de_head_rows(4, DType::F16), 1);
 }
 
 #[test]

@@ -147,7 +147,7 @@ fn cases() -> Vec<Case> {
                     big: false,
                     fused: false,
                     sms: None,
-            frozen: false,
+                    frozen: false,
                 });
             }
         }
@@ -207,13 +207,41 @@ fn cases() -> Vec<Case> {
             frozen: false,
         });
     }
+    // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
+    // (plan::DcTail::rows_in_de; its rows rounded in place)
+    for (dtype, what, opts, extras) in [
+        (DType::BF16, "plain", base.clone(), false),
+        (DType::BF16, "all", all.clone(), true),
+        (DType::F16, "none", Options { reduction: Reduction::None, ..base.clone() }, false),
+    ] {
+        out.push(Case {
+            name: format!("{dtype} {what} (3000,64,12000) de-head"),
+            shape: Shape::new(3000, 64, 12_000),
+            dtype,
+            opts,
+            bias: extras,
+            weights: extras,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: None,
+            frozen: false,
+        });
+    }
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
         (DType::BF16, "all", Shape::new(2000, 96, 10_000), all.clone(), true),
         (DType::F16, "plain", Shape::new(2000, 96, 10_000), base.clone(), false),
         (DType::F32, "all", Shape::new(2000, 96, 10_000), all.clone(), true),
-        (DType::BF16, "none", Shape::new(1100, 136, 9001), Options { reduction: Reduction::None, ..base.clone() }, false),
+        (
+            DType::BF16,
+            "none",
+            Shape::new(1100, 136, 9001),
+            Options { reduction: Reduction::None, ..base.clone() },
+            false,
+        ),
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, true),
     ] {
         out.push(Case {
@@ -250,11 +278,25 @@ fn cases() -> Vec<Case> {
                 big: true,
                 fused,
                 sms: None,
-            frozen: false,
+                frozen: false,
             });
         }
     }
     out
+}
+
+/// The de-head cases must plan dE's accumulator partly in dE's own buffer, on every family.
+fn require_de_head(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    use flce_cuda::{BackwardConfig, BackwardMode, Wanted};
+    let wanted = Wanted { de: true, dc: true, dbias: c.bias };
+    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
+        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
+        let p = be.backward_plan(c.shape, c.dtype, wanted, config).map_err(|e| e.to_string())?;
+        if p.dc_tail().map_or(0, |t| t.rows_in_de) == 0 {
+            return Err(format!("{mode:?}: the plan keeps no accumulator rows in dE: {:?}", p.de_acc));
+        }
+    }
+    Ok(())
 }
 
 fn main() {
@@ -364,6 +406,9 @@ fn main() {
                     None => be,
                 };
                 let f = || -> Result<String, String> {
+                    if c.name.ends_with("de-head") {
+                        require_de_head(be, c)?;
+                    }
                     match (c.dtype, c.big) {
                         (DType::BF16, false) if c.frozen => run_frozen::<bf16>(be, c),
                         (DType::F16, false) if c.frozen => run_frozen::<f16>(be, c),

@@ -127,11 +127,7 @@ pub(crate) fn gpu_run_wanting<T: Element>(
     let dc = buf(s.v * s.d * es)?;
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let (_go_d, gop) = go_on_device(opts, go)?;
-    let grads = DeviceGrads {
-        de: Some(de.ptr()),
-        dc: want_dc.then(|| dc.ptr()),
-        dbias: db.as_ref().map(|b| b.ptr()),
-    };
+    let grads = DeviceGrads { de: Some(de.ptr()), dc: want_dc.then(|| dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
     let bplan = be.backward_plan(s, T::DTYPE, grads.wanted(), config).map_err(e)?;
     let ws2 = buf(bplan.workspace_bytes)?;
     unsafe { be.backward(&up.inputs, opts, lse.ptr(), gop, &grads, ws2.workspace(), &bplan, stream) }.map_err(e)?;
