@@ -48,9 +48,19 @@ pub(crate) fn check_step<T: Element>(
     let s = up.inputs.shape;
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
     let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX).map_err(|e| e.to_string())?;
-    let per_row = one_chunk.ldg * (4 + std::mem::size_of::<T>());
-    let small = one_chunk.workspace_bytes - (one_chunk.token_chunk - one_chunk.token_chunk.min(128)) * per_row;
-    let chunked = step_plan(s, T::DTYPE, wanted, small + 4096).map_err(|e| e.to_string())?;
+    // the smallest budget with a plan: 128-token chunks (where one chunk needs no f32 dC
+    // accumulator, the chunked plan does, so it is not one chunk's bytes less 128 tokens' rows)
+    let (mut lo, mut hi) = (0usize, one_chunk.workspace_bytes);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if step_plan(s, T::DTYPE, wanted, mid).is_ok() {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let small = lo;
+    let chunked = step_plan(s, T::DTYPE, wanted, small).map_err(|e| e.to_string())?;
     if chunked.token_chunk != s.n.min(128) {
         return Err(format!("budget {small} gave token chunks of {}", chunked.token_chunk));
     }
