@@ -150,12 +150,12 @@ pub fn dc_scratch_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DC_SCRATCH").map_or(true, |v| v.trim() != "0"))
 }
 
-/// Whether every backward plan with dE's accumulator in dC's tail keeps its first rows in dE's
-/// own buffer (`plan::with_de_head`; a measurement knob: `FLCE_DE_HEAD=always`). By default only
-/// the plans whose accumulator would not fit a third of dC do.
-pub fn de_head_always() -> bool {
+/// Whether backward plans keep the first rows of dE's f32 accumulator in dE's own buffer
+/// ([`crate::plan::DcTail::rows_in_de`]): yes, unless `FLCE_DE_HEAD=0` (read once; a measurement
+/// knob: all N rows then go in dC's tail where it still holds them, `plan::without_de_head`).
+pub fn de_head_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").is_ok_and(|v| v.trim() == "always"))
+    *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
 }
 
 /// The defines the kernels compile with.

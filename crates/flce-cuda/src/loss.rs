@@ -185,7 +185,7 @@ impl CudaLoss {
         let fused = family::fused_family(&self.arch, shape, dtype);
         let mode = config.mode.resolve(fused, config.logit_options);
         let plan = plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)?;
-        let plan = if crate::geometry::de_head_always() { plan::with_de_head(plan) } else { plan };
+        let plan = if crate::geometry::de_head_enabled() { plan } else { plan::without_de_head(plan) };
         Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })
     }
 

@@ -68,8 +68,8 @@ pub enum DcAccumulator {
 /// dE's own bytes hold half as many f32 rows as it has tokens: with `rows_in_de` > 0 the
 /// accumulator's rows [0, rows_in_de) live there (f32 row r at byte 4·D·(r + 1): one row's slack
 /// at the front lets the rounding compact them in place, see `round_de_head`), and only rows
-/// [rows_in_de, N) in dC, halving the tail pass. Needed where all N rows would take more than a
-/// third of dC (Llama 3 from ~21k tokens).
+/// [rows_in_de, N) in dC, halving the tail pass — which is what lets Llama 3 from ~21k to ~42k
+/// tokens have a tail at all, and shortens it everywhere (H200: fwd+bwd 0.986x at Llama 3 8k).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DcTail {
     /// Byte offset in dC of the accumulator's rows [rows_in_de, N) (a multiple of 256; they run
@@ -229,18 +229,13 @@ pub(super) fn good_vocab_chunk(mode: BackwardMode) -> usize {
 
 /// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
 /// inputs (f32 dE accumulates in place), one token chunk, and a tail pass over at most a third
-/// of the vocabulary — all N rows in dC where that holds, else its first rows in dE's own buffer
-/// ([`DcTail::rows_in_de`]).
+/// of the vocabulary; its first rows in dE's own buffer ([`DcTail::rows_in_de`]; all N in dC
+/// below 4 tokens).
 fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> Option<DcTail> {
-    let n = shape.n;
-    if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < n {
+    if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < shape.n {
         return None;
     }
-    let head = de_head_rows(n, dtype);
-    dc_tail_with(shape, dtype, vocab_chunk, 0).or_else(|| match head {
-        0 => None,
-        _ => dc_tail_with(shape, dtype, vocab_chunk, head),
-    })
+    dc_tail_with(shape, dtype, vocab_chunk, de_head_rows(shape.n, dtype))
 }
 
 /// The tail of a plan whose accumulator keeps `rows_in_de` rows in dE, if its tail pass is at
@@ -255,19 +250,31 @@ pub(super) fn dc_tail_with(shape: Shape, dtype: DType, vocab_chunk: usize, rows_
     ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail)
 }
 
-/// `plan` with its accumulator's first rows in dE's own buffer where it has a tail with all N in
-/// dC: a tail pass half as long, for an in-place compaction of those rows (a measurement knob,
-/// `FLCE_DE_HEAD=always`; by default only plans that need it have it).
-pub fn with_de_head(mut plan: BackwardPlan) -> BackwardPlan {
-    let head = de_head_rows(plan.shape.n, plan.dtype);
-    if let (Some(t), true) = (plan.dc_tail(), plan.dc_scratch.is_empty() && head > 0) {
-        if t.rows_in_de == 0 {
-            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, head) {
+/// `plan` with all N rows of its accumulator in dC's tail (no rows in dE's own buffer) where
+/// that tail is still at most a third of the vocabulary: the plans before the head rows, kept
+/// as a measurement knob (`FLCE_DE_HEAD=0`). Before [`super::with_dc_scratch`].
+pub fn without_de_head(mut plan: BackwardPlan) -> BackwardPlan {
+    if let (Some(t), true) = (plan.dc_tail(), plan.dc_scratch.is_empty()) {
+        if t.rows_in_de > 0 {
+            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, 0) {
                 plan.de_acc = DeAccumulator::DcTail(tail);
             }
         }
     }
     plan
+}
+
+/// Modeled seconds of what differs between two one-token-chunk plans of a shape: the tail pass's
+/// recomputed logits (its rows but the last chunk's, 2·N·D FLOP each at ~650 TFLOP/s) and dE's
+/// f32 accumulator read and written by every vocabulary chunk's product (N·D·8 bytes at
+/// ~3.5 TB/s). At the default budget only the tail plan fits where it matters; with a larger
+/// budget the workspace accumulator's plan wins where the tail is long (Llama 3 at 32k tokens
+/// and 1 GB: a 26% tail, ~9.5 ms against ~5.5 ms of accumulator traffic).
+fn modeled_seconds(p: &BackwardPlan) -> f64 {
+    let Shape { n, d, v } = p.shape;
+    let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(p.vocab_chunk));
+    let accumulated = if p.wanted.de { v.div_ceil(p.vocab_chunk) } else { 0 };
+    2.0 * (recomputed * n * d) as f64 / 650e12 + 8.0 * (accumulated * n * d) as f64 / 3.5e12
 }
 
 /// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's
@@ -468,10 +475,10 @@ fn backward_layout_plan(
     };
     let tail = largest_fitting(true);
     let best = largest_fitting(false);
-    for p in [&tail, &best].into_iter().flatten() {
-        if p.vocab_chunk >= good {
-            return Ok(p.clone());
-        }
+    // of the two with a good chunk, the faster by the model (the tail plan on a tie)
+    let good_plans = [&tail, &best].into_iter().flatten().filter(|p| p.vocab_chunk >= good);
+    if let Some(p) = good_plans.min_by(|a, b| modeled_seconds(a).total_cmp(&modeled_seconds(b))) {
+        return Ok(p.clone());
     }
     // Chunk tokens: for the largest vocabulary chunk in 2048, 1024, ..., 128, the largest token
     // chunk (multiple of 128) that fits.

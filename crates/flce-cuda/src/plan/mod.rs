@@ -15,7 +15,7 @@ mod tests;
 pub mod token_outer;
 
 pub use backward::{
-    backward_plan, de_head_rows, default_backward_budget, slice_backward_plan, sm90_grad_steps, with_de_head,
+    backward_plan, de_head_rows, default_backward_budget, slice_backward_plan, sm90_grad_steps, without_de_head,
     BackwardPlan, DcAccumulator, DcTail, DeAccumulator, GBuffer,
 };
 pub use dc_scratch::with_dc_scratch;

@@ -143,13 +143,26 @@ fn de_accumulator_head_in_de_keeps_long_sequences_within_ten_percent() {
             assert_eq!(p.dc_tail(), Some(t), "{shape:?}");
         }
     }
-    // at 8k tokens all N rows fit the third: no head unless asked (FLCE_DE_HEAD=always)
+    // at 8k tokens all N rows would fit the third too (FLCE_DE_HEAD=0 puts them there): the
+    // head halves the tail at the same chunks and workspace
     let p = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
-    assert_eq!(check_tail(LLAMA, DType::BF16, &p).rows_in_de, 0);
-    let head = with_de_head(p.clone());
-    let t = check_tail(LLAMA, DType::BF16, &head);
-    assert_eq!((t.rows_in_de, head.workspace_bytes, head.vocab_chunk), (4095, p.workspace_bytes, p.vocab_chunk));
-    assert!(t.first_row > p.dc_tail().unwrap().first_row, "a shorter tail pass");
+    assert_eq!(check_tail(LLAMA, DType::BF16, &p).rows_in_de, 4095);
+    let all_in_dc = without_de_head(p.clone());
+    let t = check_tail(LLAMA, DType::BF16, &all_in_dc);
+    assert_eq!((t.rows_in_de, all_in_dc.workspace_bytes, all_in_dc.vocab_chunk), (0, p.workspace_bytes, p.vocab_chunk));
+    assert!(t.first_row < p.dc_tail().unwrap().first_row, "a longer tail pass");
+    // where all N rows would not fit the third, the plan keeps its head
+    let long = backward_plan(
+        Shape::new(32_768, 4096, 128_256),
+        DType::BF16,
+        BOTH,
+        None,
+        BackwardMode::FusedTiles,
+        Family::Sm90,
+        132,
+    )
+    .unwrap();
+    assert_eq!(without_de_head(long.clone()), long);
     assert_eq!(de_head_rows(3, DType::BF16), 0);
     assert_eq!(de_head_rows(4, DType::F16), 1);
 }
@@ -157,11 +170,10 @@ fn de_accumulator_head_in_de_keeps_long_sequences_within_ten_percent() {
 #[test]
 fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
     // crates/flce-cuda/tests/gpu/ runs both kernel families on these shapes in bf16 and f16
-    // (at N = 1 the fused family's 1024-row chunk covers V: it keeps the workspace plan)
+    // (at N = 1 one chunk covers V, no tail: see below)
     let cases = [
         (Shape::new(129, 200, 5003), BackwardMode::CublasLogits),
         (Shape::new(129, 200, 5003), BackwardMode::FusedTiles),
-        (Shape::new(1, 64, 1000), BackwardMode::CublasLogits),
     ];
     for (shape, mode) in cases {
         for dtype in [DType::BF16, DType::F16] {
@@ -171,7 +183,11 @@ fn the_gpu_tests_odd_shapes_take_the_tail_plan() {
                 assert!(!p.tail_chunks().is_empty(), "a tail pass exists");
             }
         }
-    }
+    } // N = 1: the workspace accumulator (4·D bytes) with one chunk over all of V costs less, by the
+      // model, than a tail plan's two chunks
+    let one = Shape::new(1, 64, 1000);
+    let p = backward_plan(one, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm80, 132).unwrap();
+    assert!(matches!(p.de_acc, DeAccumulator::Workspace(_)) && p.vocab_chunks() == 1, "{p:?}");
 }
 
 #[test]
@@ -380,7 +396,7 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
 #[test]
 fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     const QWEN: Shape = Shape { n: 8192, d: 3584, v: 152_064 };
-    for (shape, sm80_chunk, sm90_chunk) in [(LLAMA, 6784, 6144), (GEMMA, 7296, 7168), (QWEN, 6912, 6656)] {
+    for (shape, sm80_chunk, sm90_chunk) in [(LLAMA, 6784, 6656), (GEMMA, 7296, 7168), (QWEN, 6912, 6656)] {
         let sm80 = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
         let sm90 = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
         assert_eq!((sm80.vocab_chunk, sm90.vocab_chunk), (sm80_chunk, sm90_chunk), "{shape:?}");
@@ -393,15 +409,15 @@ fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
         assert!(sm90_grad_steps(&sm90, 132) < sm90_grad_steps(&as_sm90, 132), "{shape:?}");
     }
     // Llama 3's numbers: 6784 rows are 26.5 tiles, 2 splits of 14 over 64 token tiles (128 blocks,
-    // one wave of 14 steps); 6144 rows are 24 tiles in 12 steps
+    // one wave of 14 steps); 6656 rows are 26 tiles in 13 steps
     let llama = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
     assert_eq!(super::sm90::grad_launch_steps(64, 27, 132), 14);
-    assert_eq!(super::sm90::grad_launch_steps(64, 24, 132), 12);
-    // 21 chunks (the last of 21 tiles: 2 splits of 11), tail chunks 18..21 with two recomputes,
-    // a step per launch; the largest chunk took 18 × 14 + 12 (the last, 24 tiles) + 2 × 14 + 21
-    assert_eq!(super::sm90::grad_launch_steps(64, 21, 132), 11);
-    assert_eq!((llama.vocab_chunks(), llama.tail_chunks()), (21, 18..21));
-    assert_eq!(sm90_grad_steps(&llama, 132), 20 * 12 + 11 + 2 * 12 + 23);
+    assert_eq!(super::sm90::grad_launch_steps(64, 26, 132), 13);
+    // 20 chunks (the last of 7 tiles: 4 steps), tail chunks 18..20 (half the accumulator in dE's
+    // own bytes: a short tail) with one recompute, a step per launch
+    assert_eq!(super::sm90::grad_launch_steps(64, 7, 132), 4);
+    assert_eq!((llama.vocab_chunks(), llama.tail_chunks()), (20, 18..20));
+    assert_eq!(sm90_grad_steps(&llama, 132), 19 * (13 + 1) + (4 + 1) + (13 + 1));
     // a byte budget: still within it; the cuBLAS family's plan is the largest chunk that fits
     for budget in [64 << 20, 256 << 20, 1 << 30] {
         let p =
