@@ -264,17 +264,26 @@ pub fn without_de_head(mut plan: BackwardPlan) -> BackwardPlan {
     plan
 }
 
-/// Modeled seconds of what differs between two one-token-chunk plans of a shape: the tail pass's
-/// recomputed logits (its rows but the last chunk's, 2·N·D FLOP each at ~650 TFLOP/s) and dE's
-/// f32 accumulator read and written by every vocabulary chunk's product (N·D·8 bytes at
-/// ~3.5 TB/s). At the default budget only the tail plan fits where it matters; with a larger
-/// budget the workspace accumulator's plan wins where the tail is long (Llama 3 at 32k tokens
-/// and 1 GB: a 26% tail, ~9.5 ms against ~5.5 ms of accumulator traffic).
+/// Modeled seconds of what differs between two one-token-chunk plans of a shape, from the H200's
+/// measurements: the tail pass's recomputed logits (its rows but the last chunk's, 2·N·D FLOP each
+/// at ~650 TFLOP/s), and per vocabulary chunk (with the leading chunks' G in dC's rows, as
+/// [`super::with_dc_scratch`] will make them) the part of dE's accumulator traffic (N·D·8 bytes at
+/// ~3.5 TB/s) that its product's own compute does not hide, plus ~0.19 ms per 32k tokens of
+/// launch tails (perf-notes v16: 126 → 33 chunks saved 17.4 ms at Llama 3 32k; 21 → 11 nothing
+/// measurable at 8k). At the default budget only the tail plan fits where it matters; with a
+/// larger one the workspace accumulator's plan wins where the tail is long (v17: Llama 3 32k,
+/// 224 ms with the 537 MB accumulator in the workspace against 243 with a 26% tail).
 fn modeled_seconds(p: &BackwardPlan) -> f64 {
     let Shape { n, d, v } = p.shape;
+    let p = super::with_dc_scratch(p.clone());
     let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(p.vocab_chunk));
-    let accumulated = if p.wanted.de { v.div_ceil(p.vocab_chunk) } else { 0 };
-    2.0 * (recomputed * n * d) as f64 / 650e12 + 8.0 * (accumulated * n * d) as f64 / 3.5e12
+    let nd = (n * d) as f64;
+    let chunk = |rows: usize| {
+        let unhidden = if p.wanted.de { (8.0 * nd / 3.5e12 - 2.0 * nd * rows as f64 / 650e12).max(0.0) } else { 0.0 };
+        unhidden + 0.19e-3 * n as f64 / 32_768.0
+    };
+    let chunks: f64 = (0..p.vocab_chunks()).map(|i| chunk(p.vocab_range(i).len())).sum();
+    2.0 * recomputed as f64 * nd / 650e12 + chunks
 }
 
 /// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's
@@ -475,10 +484,14 @@ fn backward_layout_plan(
     };
     let tail = largest_fitting(true);
     let best = largest_fitting(false);
-    // of the two with a good chunk, the faster by the model (the tail plan on a tie)
-    let good_plans = [&tail, &best].into_iter().flatten().filter(|p| p.vocab_chunk >= good);
-    if let Some(p) = good_plans.min_by(|a, b| modeled_seconds(a).total_cmp(&modeled_seconds(b))) {
-        return Ok(p.clone());
+    // of the two with a good chunk, the tail plan unless the model has the other faster by more
+    // than its own error (5% of one logits product: at 8k tokens it cannot tell them apart)
+    let [t, b] = [&tail, &best].map(|p| p.as_ref().filter(|p| p.vocab_chunk >= good));
+    let logits_seconds = 2.0 * (shape.n * shape.d * shape.v) as f64 / 650e12;
+    match (t, b) {
+        (Some(t), Some(b)) if modeled_seconds(b) < modeled_seconds(t) - 0.05 * logits_seconds => return Ok(b.clone()),
+        (Some(p), _) | (None, Some(p)) => return Ok(p.clone()),
+        (None, None) => {}
     }
     // Chunk tokens: for the largest vocabulary chunk in 2048, 1024, ..., 128, the largest token
     // chunk (multiple of 128) that fits.

@@ -467,3 +467,23 @@ fn sm90_chunk_choice_keeps_every_plan_invariant() {
         assert_eq!(covered, shape.v, "{ctx}");
     }
 }
+
+#[test]
+fn a_budget_that_holds_the_accumulator_takes_the_faster_plan_at_long_sequences() {
+    // Llama 3 at 32k tokens: the default 10% budget has only the tail plan (26% of the vocabulary
+    // recomputed); 640 MB holds the 537 MB workspace accumulator with no tail, which the model
+    // prefers (measured: 224 ms against 243, docs/perf-notes.md v17)
+    let long = Shape::new(32_768, 4096, 128_256);
+    let plan = |budget| backward_plan(long, DType::BF16, BOTH, budget, BackwardMode::FusedTiles, Family::Sm90, 132);
+    assert!(plan(None).unwrap().dc_tail().is_some());
+    // (577 MiB: b4843ca's default plan there, vocabulary chunks of 1024 rows)
+    let old = plan(Some(577 << 20)).unwrap();
+    assert!(matches!(old.de_acc, DeAccumulator::Workspace(_)) && old.vocab_chunk == 1024, "{old:?}");
+    let roomy = plan(Some(640 << 20)).unwrap();
+    assert!(matches!(roomy.de_acc, DeAccumulator::Workspace(_)) && roomy.tail_chunks().is_empty(), "{roomy:?}");
+    // at 8k the tail plan stays the faster one at any budget
+    for budget in [None, Some(640 << 20), Some(4 << 30)] {
+        let p = backward_plan(LLAMA, DType::BF16, BOTH, budget, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        assert!(p.dc_tail().is_some(), "{budget:?}");
+    }
+}
