@@ -41,7 +41,8 @@
 //! The loss adds its
 //! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
 //! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
-//! 8192 tokens), flce the 10%-of-gradients workspace.
+//! 8192 tokens), flce the 10%-of-gradients workspace (with LoRA, the frozen head's dE-only
+//! workspace: 10% of dE or ~1024 tokens' worth, whichever is more).
 //!
 //! The step's peak is the larger of two phases: forward/backward (weights, gradients, optimizer
 //! states, held activations and the larger of the loss's and the recompute's transients, less
@@ -285,7 +286,14 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let loss = match setup.loss {
         Loss::Plain => (PLAIN_LOSS_BYTES_PER_LOGIT * logits) as u64,
         Loss::Compile => (COMPILE_LOSS_BYTES_PER_LOGIT * logits) as u64,
-        // default workspace: 10% of the LM head's gradient bytes (dE and dC), plus lse
+        // default workspace: 10% of the LM head's gradient bytes (dE and dC), plus lse; with LoRA
+        // the head is frozen (dE only): 10% of dE, or the token-outer plan's good chunks where
+        // that is more (flce-cuda's plan/token_outer.rs: 1024 tokens' f32 dE accumulator and
+        // their G over 8192 vocabulary rows)
+        Loss::Flce if lora => {
+            let good = 4 * 1024 * model.hidden + BF16 * 1024 * model.vocab.min(8192);
+            (BF16 * tokens * model.hidden / 10).max(good) + 4 * tokens
+        }
         Loss::Flce => BF16 * (tokens + model.vocab) * model.hidden / 10 + 4 * tokens,
     };
     // the loss runs at the end of the forward, the recompute during the backward: not both at once
