@@ -69,7 +69,9 @@ def build(args, device, tokens):
             # Qwen 2.5: q/k/v with biases (Qwen2Attention's own), tied embeddings at this size
             cfg, cls = transformers.Qwen2Config(tie_word_embeddings=True, **common), transformers.Qwen2ForCausalLM
         else:
-            cfg, cls = transformers.LlamaConfig(**common), transformers.LlamaForCausalLM
+            # Llama 3.2 1B ties its embeddings (its config.json; LlamaConfig's default does not:
+            # the runs before 2026-12-01's eleventh session measured an untied model)
+            cfg, cls = transformers.LlamaConfig(tie_word_embeddings=True, **common), transformers.LlamaForCausalLM
     cfg._attn_implementation = args.attn
     torch.manual_seed(0)
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32

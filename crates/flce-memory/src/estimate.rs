@@ -48,10 +48,12 @@
 //! states, held activations and the larger of the loss's and the recompute's transients, less
 //! what of the held layer inputs the backward has freed by the time the layers' gradients exist)
 //! and the optimizer step (weights, gradients, states and the step's temporaries: torch's foreach AdamW
-//! makes two moment-sized temporary lists; measured on the H200, 2026-12-01, Llama-3.2-1B full
-//! fine-tune: a 14.03 GiB peak, the same in every activation mode and at 16k and 32k tokens, for
-//! 9.2 GiB of weights, gradients and bf16 moments). Checked against the H200's measured peaks in
-//! the tests (`the_plan_matches_the_h200_measurements`).
+//! makes one moment-sized temporary list, `_foreach_sqrt` of the second moments; measured on the
+//! H200, 2026-12-01: Llama-3.2-1B as built then, with untied embeddings (1.50 B parameters),
+//! a 14,364 MB peak in every activation mode at 16k tokens, for 11,431 MB of weights, gradients
+//! and bf16 moments and 2,858 MB of one list; Qwen2.5-1.5B, tied, 14,801 MB for 11,780 + 2,945).
+//! Checked against the H200's measured peaks in the tests
+//! (`the_plan_matches_the_h200_measurements`).
 
 use crate::model::Model;
 
@@ -110,11 +112,12 @@ impl Optimizer {
         }
     }
 
-    /// The step's temporaries per trainable parameter: two moment-sized lists for torch's foreach
-    /// AdamW; bitsandbytes' 8-bit step and SGD update in place.
+    /// The step's temporaries per trainable parameter: one moment-sized list for torch's foreach
+    /// AdamW (`exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`, in the moments' dtype);
+    /// bitsandbytes' 8-bit step and SGD update in place.
     fn step_bytes_per_param(self) -> u64 {
         match self {
-            Optimizer::AdamW | Optimizer::AdamWBf16 => self.bytes_per_param(),
+            Optimizer::AdamW | Optimizer::AdamWBf16 => self.bytes_per_param() / 2,
             Optimizer::AdamW8bit | Optimizer::Sgd => 0,
         }
     }
@@ -306,7 +309,10 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // what the layers hold: every held activation but the head's and the mask
     let overlap = layer_grads.min(activations - head - window_mask);
     let optimizer_step = setup.optimizer.step_bytes_per_param() * trainable;
-    let backward = gradients + activations + transient - overlap;
+    // an untied input embedding's gradient is made last, after every layer's backward has freed
+    // its held input: never beside the activations
+    let late_embedding = if lora || model.tied_embeddings { 0 } else { BF16 * model.vocab * model.hidden };
+    let backward = gradients - late_embedding + activations + transient - overlap;
     let allocated = weights + optimizer + backward.max(gradients + optimizer_step);
     let allocator_slack = (ALLOCATOR_SLACK * allocated as f64) as u64;
     let peak = allocated + allocator_slack + CUDA_CONTEXT_BYTES;
