@@ -10,12 +10,12 @@
 //! dE's f32 accumulator (N·D·4 bytes, 134 MB at Llama 3) would take most of that budget and force
 //! small vocabulary chunks, each costing a read and a write of the whole accumulator. When dC is
 //! also wanted and the vocabulary is large against N, the accumulator lives instead in the last
-//! bytes of the caller's dC buffer ([`DcTail`]): the main pass writes the dC chunks before
+//! bytes of the caller's dC buffer ([`super::DcTail`]): the main pass writes the dC chunks before
 //! `first_row`, accumulates dE over all chunks and rounds it into dE; a tail pass writes the dC
 //! rows from `first_row` on over the finished accumulator — the last chunk's from the G the main
 //! pass left in the workspace, the others' logits recomputed (at most a third of the vocabulary).
 //! Where all N rows would make that tail longer than a third (N above ~V/6), the accumulator's
-//! first half lives in dE's own bytes instead ([`DcTail::rows_in_de`]), and only the rest in dC.
+//! first half lives in dE's own bytes instead ([`super::DcTail::rows_in_de`]), and only the rest in dC.
 //!
 //! Without dC the token chunks are outer instead ([`super::token_outer`]).
 
@@ -23,7 +23,8 @@ use std::ops::Range;
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
+use super::dc_tail::{dc_tail, modeled_seconds, DcTail};
+use super::{chunk_range, gradient_bytes, Layout, Region, Wanted};
 use crate::family::{BackwardMode, Family};
 use crate::geometry::{SM90_TILE_M, SM90_TILE_N, TILE_M, TILE_N};
 
@@ -59,33 +60,6 @@ pub enum DcAccumulator {
     /// An f32 chunk accumulator in the workspace, rounded into dC after the chunk's last token
     /// chunk.
     Workspace(Region),
-}
-
-/// Where dE's f32 accumulator sits inside the caller's dC buffer (and, for its first rows, in
-/// dE's own buffer), and which dC rows are written only after dE is final (their logits
-/// recomputed in the tail pass).
-///
-/// dE's own bytes hold half as many f32 rows as it has tokens: with `rows_in_de` > 0 the
-/// accumulator's rows [0, rows_in_de) live there (f32 row r at byte 4·D·(r + 1): one row's slack
-/// at the front lets the rounding compact them in place, see `round_de_head`), and only rows
-/// [rows_in_de, N) in dC, halving the tail pass — which is what lets Llama 3 from ~21k to ~42k
-/// tokens have a tail at all, and shortens it everywhere (H200: fwd+bwd 0.986x at Llama 3 8k).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DcTail {
-    /// Byte offset in dC of the accumulator's rows [rows_in_de, N) (a multiple of 256; they run
-    /// to at most the end of dC).
-    pub byte_offset: usize,
-    /// First vocabulary row of the tail pass: a multiple of `vocab_chunk`, and no row before it
-    /// shares bytes with the accumulator.
-    pub first_row: usize,
-    /// The accumulator's first rows, kept in dE's own buffer (0: none).
-    pub rows_in_de: usize,
-}
-
-/// The accumulator rows dE's own buffer holds in a [`DcTail`] plan: half its token count as f32
-/// rows, less the row of slack at the front (0 below 4 tokens).
-pub fn de_head_rows(n: usize, dtype: DType) -> usize {
-    (n * dtype.size_in_bytes() / 4).saturating_sub(1)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -195,18 +169,13 @@ impl BackwardPlan {
     }
 }
 
-/// At most this fraction (1/n) of the vocabulary is recomputed by the tail pass.
-/// The trade: the tail pass costs that fraction of a logits product (less its last chunk, whose G
-/// the main pass leaves behind); without the tail, every vocabulary chunk reads and writes the
-/// N·D·4-byte accumulator, and the accumulator squeezes the chunks (Llama 3 at 16k tokens: 268 MB of accumulator; a 10% budget then leaves 512-row chunks
-/// and ~135 GB of accumulator traffic, against a 26% tail pass).
-const MAX_TAIL_FRACTION_INV: usize = 3;
-
 /// The default workspace budget: 10% of the gradient bytes less what a call holds besides the
 /// workspace (lse, per-token loss, grad_output and their allocator rounding: 16 bytes a token), so
 /// that a whole training call stays within gradients + 10%; but never below what the smallest
 /// good unchunked plan needs (1024 vocabulary rows per chunk for the fused tiles, 512 for cuBLAS
-/// logits, whose f32 logits cost 4 more bytes per element).
+/// logits, whose f32 logits cost 4 more bytes per element) — which, past N ≈ V/3 where dE's
+/// accumulator has no tail plan, includes the accumulator; without dC, the token-outer plan's
+/// good chunks ([`super::token_outer`]).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n);
     if super::token_outer::applies(wanted) {
@@ -225,65 +194,6 @@ pub(super) fn good_vocab_chunk(mode: BackwardMode) -> usize {
         // (Auto is resolved before planning; unresolved, it plans as cuBLAS logits)
         BackwardMode::CublasLogits | BackwardMode::Auto => 512,
     }
-}
-
-/// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
-/// inputs (f32 dE accumulates in place), one token chunk, and a tail pass over at most a third
-/// of the vocabulary; its first rows in dE's own buffer ([`DcTail::rows_in_de`]; all N in dC
-/// below 4 tokens).
-fn dc_tail(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, vocab_chunk: usize) -> Option<DcTail> {
-    if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < shape.n {
-        return None;
-    }
-    dc_tail_with(shape, dtype, vocab_chunk, de_head_rows(shape.n, dtype))
-}
-
-/// The tail of a plan whose accumulator keeps `rows_in_de` rows in dE, if its tail pass is at
-/// most a third of the vocabulary.
-pub(super) fn dc_tail_with(shape: Shape, dtype: DType, vocab_chunk: usize, rows_in_de: usize) -> Option<DcTail> {
-    let Shape { n, d, v } = shape;
-    let acc_bytes = 4 * (n - rows_in_de) * d;
-    let dc_bytes = v * d * dtype.size_in_bytes();
-    let byte_offset = dc_bytes.checked_sub(acc_bytes)? / ALIGN * ALIGN;
-    let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
-    let tail = DcTail { byte_offset, first_row, rows_in_de };
-    ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail)
-}
-
-/// `plan` with all N rows of its accumulator in dC's tail (no rows in dE's own buffer) where
-/// that tail is still at most a third of the vocabulary: the plans before the head rows, kept
-/// as a measurement knob (`FLCE_DE_HEAD=0`). Before [`super::with_dc_scratch`].
-pub fn without_de_head(mut plan: BackwardPlan) -> BackwardPlan {
-    if let (Some(t), true) = (plan.dc_tail(), plan.dc_scratch.is_empty()) {
-        if t.rows_in_de > 0 {
-            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, 0) {
-                plan.de_acc = DeAccumulator::DcTail(tail);
-            }
-        }
-    }
-    plan
-}
-
-/// Modeled seconds of what differs between two one-token-chunk plans of a shape, from the H200's
-/// measurements: the tail pass's recomputed logits (its rows but the last chunk's, 2·N·D FLOP each
-/// at ~650 TFLOP/s), and per vocabulary chunk (with the leading chunks' G in dC's rows, as
-/// [`super::with_dc_scratch`] will make them) the part of dE's accumulator traffic (N·D·8 bytes at
-/// ~3.5 TB/s) that its product's own compute does not hide, plus ~0.19 ms per 32k tokens of
-/// launch tails (perf-notes v16: 126 → 33 chunks saved 17.4 ms at Llama 3 32k; 21 → 11 nothing
-/// measurable at 8k). At the default budget only the tail plan fits where it matters; with a
-/// larger one the workspace accumulator's plan wins where the tail is long (v17: Llama 3 32k,
-/// 224 ms with the 537 MB accumulator in the workspace against 243 with a 26% tail).
-fn modeled_seconds(p: &BackwardPlan) -> f64 {
-    let Shape { n, d, v } = p.shape;
-    let p = super::with_dc_scratch(p.clone());
-    let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(p.vocab_chunk));
-    let nd = (n * d) as f64;
-    let chunk = |rows: usize| {
-        let unhidden = if p.wanted.de { (8.0 * nd / 3.5e12 - 2.0 * nd * rows as f64 / 650e12).max(0.0) } else { 0.0 };
-        unhidden + 0.19e-3 * n as f64 / 32_768.0
-    };
-    let chunks: f64 = (0..p.vocab_chunks()).map(|i| chunk(p.vocab_range(i).len())).sum();
-    2.0 * recomputed as f64 * nd / 650e12 + chunks
 }
 
 /// The plan of one (token chunk, vocabulary chunk) choice; `tail` puts dE's accumulator in dC's

@@ -7,6 +7,7 @@
 
 mod backward;
 mod dc_scratch;
+mod dc_tail;
 mod forward;
 mod sm90;
 mod step;
@@ -15,10 +16,11 @@ mod tests;
 pub mod token_outer;
 
 pub use backward::{
-    backward_plan, de_head_rows, default_backward_budget, slice_backward_plan, sm90_grad_steps, without_de_head,
-    BackwardPlan, DcAccumulator, DcTail, DeAccumulator, GBuffer,
+    backward_plan, default_backward_budget, slice_backward_plan, sm90_grad_steps, BackwardPlan, DcAccumulator,
+    DeAccumulator, GBuffer,
 };
 pub use dc_scratch::with_dc_scratch;
+pub use dc_tail::{de_head_rows, without_de_head, DcTail};
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SPLITS,
