@@ -30,6 +30,8 @@ struct Targets {
     grads: DeviceGrads,
     /// dE's f32 accumulator (None when dE is not wanted).
     de_acc: Option<DevPtr>,
+    /// Its last rows, where they do not fit dC ([`crate::plan::DcTail::overflow_rows`]).
+    de_overflow: Option<DevPtr>,
     db_acc: Option<DevPtr>,
 }
 
@@ -115,7 +117,8 @@ impl CudaLoss {
         lse: DevPtr,
     ) -> Result<()> {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
-        let dst = Targets { grads: *grads, de_acc, db_acc: plan.db_acc.map(|r| ws.at(r)) };
+        let de_overflow = plan.dc_tail().filter(|t| t.overflow_rows > 0).map(|t| ws.at(t.overflow));
+        let dst = Targets { grads: *grads, de_acc, de_overflow, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
         if plan.token_outer {
             // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
@@ -139,7 +142,9 @@ impl CudaLoss {
                 let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
                 self.round_de_head(x.dtype, de, head, x.shape.d, stream)?;
                 let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
-                self.round_into(x.dtype, acc, de + head as u64 * row_bytes, (x.shape.n - head) * x.shape.d, stream)?;
+                for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
+                    self.round_into(x.dtype, from, de + rows.start as u64 * row_bytes, rows.len() * x.shape.d, stream)?;
+                }
             }
         }
         // The main pass ended with the last vocabulary chunk and left its G in the workspace (a
@@ -271,7 +276,7 @@ impl CudaLoss {
             // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
             let beta = (vc > 0) as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
-            for (rows, out) in de_acc_rows(plan, dst.grads.de, acc, &tokens) {
+            for (rows, out) in de_acc_rows(plan, dst.grads.de, acc, dst.de_overflow, &tokens) {
                 let b = Mat::new(g + (rows.start - tokens.start) as u64 * ldg as u64 * s, input, ldg);
                 let out = Mat::new(out, Elem::F32, d);
                 Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
@@ -285,23 +290,31 @@ impl CudaLoss {
 /// its first row's accumulator: the accumulator's rows in dE's own buffer (a [`DcTail`] with
 /// `rows_in_de`: row r at byte 4·D·(r + 1)), then the rest at `acc` (from
 /// [`DcTail::rows_in_de`] on; a token-outer workspace accumulator holds this token chunk's rows
-/// only, any other all N rows).
+/// only, any other all N rows), and the rows past dC's end at `overflow`
+/// ([`DcTail::overflow_rows`]).
 fn de_acc_rows(
     plan: &BackwardPlan,
     de: Option<DevPtr>,
     acc: DevPtr,
+    overflow: Option<DevPtr>,
     tokens: &Range<usize>,
 ) -> Vec<(Range<usize>, DevPtr)> {
     let row = 4 * plan.shape.d as u64;
-    let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
+    let tail = plan.dc_tail();
+    let head = tail.map_or(0, |t| t.rows_in_de);
+    let spill = tail.map_or(plan.shape.n, |t| plan.shape.n - t.overflow_rows);
     let mut out = vec![];
     if let (Some(de), true) = (de, tokens.start < head) {
         out.push((tokens.start..head.min(tokens.end), de + row * (tokens.start as u64 + 1)));
     }
-    let rest = tokens.start.max(head)..tokens.end;
+    let rest = tokens.start.max(head)..tokens.end.min(spill);
     let first = if plan.token_outer && plan.de_acc.needs_rounding() { tokens.start } else { head };
     if !rest.is_empty() {
         out.push((rest.clone(), acc + row * (rest.start - first) as u64));
+    }
+    let past = tokens.start.max(spill)..tokens.end;
+    if let (Some(overflow), false) = (overflow, past.is_empty()) {
+        out.push((past.clone(), overflow + row * (past.start - spill) as u64));
     }
     out
 }

@@ -50,5 +50,5 @@ pub use error::{CudaError, STATUS_BAD_CLASS_WEIGHT, STATUS_OK};
 pub use family::{BackwardMode, Family, ForwardMode};
 pub use host::{DeviceBuffer, UploadedInputs};
 pub use loss::{BackwardConfig, CudaLoss, ForwardConfig};
-pub use plan::{BackwardPlan, ForwardPlan, StepPlan, Wanted};
+pub use plan::{BackwardPlan, ForwardPlan, StepPlan, TailReach, Wanted};
 pub use runtime::Kernel;

@@ -16,6 +16,8 @@
 //! pass left in the workspace, the others' logits recomputed (at most a third of the vocabulary).
 //! Where all N rows would make that tail longer than a third (N above ~V/6), the accumulator's
 //! first half lives in dE's own bytes instead ([`super::DcTail::rows_in_de`]), and only the rest in dC.
+//! Past N ≈ V/3, where that rest takes more than a third of dC, the tail pass may recompute more
+//! of the vocabulary — up to all of it — rather than break the budget ([`super::TailReach`]).
 //!
 //! Without dC the token chunks are outer instead ([`super::token_outer`]).
 
@@ -23,7 +25,7 @@ use std::ops::Range;
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::dc_tail::{dc_tail, modeled_seconds, DcTail};
+use super::dc_tail::{dc_tail, modeled_seconds, whole_tail_overflow_rows, DcTail, TailReach};
 use super::{chunk_range, gradient_bytes, Layout, Region, Wanted};
 use crate::family::{BackwardMode, Family};
 use crate::geometry::{SM90_TILE_M, SM90_TILE_N, TILE_M, TILE_N};
@@ -173,17 +175,27 @@ impl BackwardPlan {
 /// workspace (lse, per-token loss, grad_output and their allocator rounding: 16 bytes a token), so
 /// that a whole training call stays within gradients + 10%; but never below what the smallest
 /// good unchunked plan needs (1024 vocabulary rows per chunk for the fused tiles, 512 for cuBLAS
-/// logits, whose f32 logits cost 4 more bytes per element) — which, past N ≈ V/3 where dE's
-/// accumulator has no tail plan, includes the accumulator; without dC, the token-outer plan's
-/// good chunks ([`super::token_outer`]).
+/// logits, whose f32 logits cost 4 more bytes per element). Past N ≈ V/3, where dE's accumulator
+/// has no tail plan over at most a third of the vocabulary, that plan's tail reaches further
+/// ([`TailReach::Whole`]: up to a fifth product) rather than take the accumulator's N·D·4 bytes.
+/// Without dC, the token-outer plan's good chunks ([`super::token_outer`]).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
     let tenth = (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n);
     if super::token_outer::applies(wanted) {
         return tenth.max(super::token_outer::good_workspace(shape, dtype, wanted, mode));
     }
     let rows = good_vocab_chunk(mode).min(shape.v.div_ceil(TILE_N) * TILE_N);
-    let tail = dc_tail(shape, dtype, wanted, shape.n, rows);
-    tenth.max(layout(shape, dtype, wanted, mode, shape.n, rows, tail).workspace_bytes)
+    let good = |tail| layout(shape, dtype, wanted, mode, shape.n, rows, tail).workspace_bytes;
+    // the good chunk with a tail of at most a third; else with the workspace accumulator where
+    // that stays within the tenth; else with a longer tail (up to all of the vocabulary)
+    let floor = match dc_tail(shape, dtype, wanted, shape.n, rows, TailReach::Third) {
+        Some(t) => good(Some(t)),
+        None => match (good(None), dc_tail(shape, dtype, wanted, shape.n, rows, TailReach::Whole)) {
+            (acc, Some(t)) if acc > tenth => acc.min(good(Some(t))),
+            (acc, _) => acc,
+        },
+    };
+    tenth.max(floor)
 }
 
 /// The smallest vocabulary chunk an unchunked-token plan should use (below it, chunking tokens
@@ -223,6 +235,9 @@ pub(super) fn layout(
     let de_acc = match (wanted.de, f32_inputs, tail) {
         (false, ..) => DeAccumulator::NotWanted,
         (true, true, _) => DeAccumulator::InPlace,
+        (true, false, Some(t)) if t.overflow_rows > 0 => {
+            DeAccumulator::DcTail(DcTail { overflow: l.take(4 * t.overflow_rows * d), ..t })
+        }
         (true, false, Some(t)) => DeAccumulator::DcTail(t),
         (true, false, None) => DeAccumulator::Workspace(l.take(4 * if token_outer { rows } else { n } * d)),
     };
@@ -318,18 +333,18 @@ fn sm90_balanced_chunks(plan: BackwardPlan, mode: BackwardMode, budget: usize, s
     if plan.token_chunk < shape.n {
         return plan;
     }
-    let (in_tail, largest, family) = (plan.dc_tail().is_some(), plan.vocab_chunk, plan.family);
+    let reach = plan.dc_tail().map(|t| t.reach(shape));
+    let (largest, family) = (plan.vocab_chunk, plan.family);
     let good = good_vocab_chunk(mode);
     let (mut best_steps, mut best) = (sm90_grad_steps(&plan, sm_count), plan);
     let below = (good.div_ceil(SM90_TILE_N)..=largest.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
     for vc in below.filter(|&vc| vc < largest) {
-        let tail = if in_tail {
-            match dc_tail(shape, dtype, wanted, shape.n, vc) {
+        let tail = match reach {
+            Some(reach) => match dc_tail(shape, dtype, wanted, shape.n, vc, reach) {
                 Some(t) => Some(t),
                 None => continue,
-            }
-        } else {
-            None
+            },
+            None => None,
         };
         let mut p = layout(shape, dtype, wanted, mode, shape.n, vc, tail);
         if p.workspace_bytes > budget {
@@ -380,20 +395,27 @@ fn backward_layout_plan(
     // accumulator in dC's tail where it can be, else in the workspace. Workspaces grow with the
     // chunk; whether the tail is possible does not change with it monotonically, so the tail plan
     // is the largest chunk, at or below the largest that fits, where it is.
-    let largest_fitting = |in_tail: bool| -> Option<BackwardPlan> {
+    let largest_fitting = |reach: Option<TailReach>| -> Option<BackwardPlan> {
         // the accumulator's place does not change the workspace of a tail plan with the chunk
-        let probe_tail = in_tail.then_some(DcTail { byte_offset: 0, first_row: 0, rows_in_de: 0 });
+        // (its overflow rows do not depend on the chunk)
+        let probe_tail = reach.map(|reach| DcTail {
+            byte_offset: 0,
+            first_row: 0,
+            rows_in_de: 0,
+            overflow_rows: if reach == TailReach::Whole { whole_tail_overflow_rows(shape, dtype, wanted) } else { 0 },
+            overflow: Region::default(),
+        });
         let largest = largest_multiple(v_pad / TILE_N, |k| fits(shape.n, k * TILE_N, probe_tail))? * TILE_N;
-        if !in_tail {
+        let Some(reach) = reach else {
             return Some(layout(shape, dtype, wanted, mode, shape.n, largest, None));
-        }
+        };
         (1..=largest / TILE_N).rev().map(|k| k * TILE_N).find_map(|vc| {
-            let tail = dc_tail(shape, dtype, wanted, shape.n, vc)?;
+            let tail = dc_tail(shape, dtype, wanted, shape.n, vc, reach)?;
             Some(layout(shape, dtype, wanted, mode, shape.n, vc, Some(tail)))
         })
     };
-    let tail = largest_fitting(true);
-    let best = largest_fitting(false);
+    let tail = largest_fitting(Some(TailReach::Third));
+    let best = largest_fitting(None);
     // of the two with a good chunk, the tail plan unless the model has the other faster by more
     // than its own error (5% of one logits product: at 8k tokens it cannot tell them apart)
     let [t, b] = [&tail, &best].map(|p| p.as_ref().filter(|p| p.vocab_chunk >= good));
@@ -402,6 +424,13 @@ fn backward_layout_plan(
         (Some(t), Some(b)) if modeled_seconds(b) < modeled_seconds(t) - 0.05 * logits_seconds => return Ok(b.clone()),
         (Some(p), _) | (None, Some(p)) => return Ok(p.clone()),
         (None, None) => {}
+    }
+    // Neither within the budget (past N ≈ V/3 at the default's 10%): a tail pass over more of the
+    // vocabulary, up to all of it, rather than chunked tokens (whose workspace holds all of
+    // dE's accumulator as well) or a broken budget
+    let whole = largest_fitting(Some(TailReach::Whole));
+    if let Some(p) = whole.as_ref().filter(|p| p.vocab_chunk >= good) {
+        return Ok(p.clone());
     }
     // Chunk tokens: for the largest vocabulary chunk in 2048, 1024, ..., 128, the largest token
     // chunk (multiple of 128) that fits.
@@ -413,7 +442,7 @@ fn backward_layout_plan(
         }
     }
     // small vocabulary chunks for all tokens rather than none
-    tail.or(best).ok_or_else(|| no_plan(shape, dtype, wanted, mode, budget))
+    tail.or(best).or(whole).ok_or_else(|| no_plan(shape, dtype, wanted, mode, budget))
 }
 
 /// The error when no plan fits `budget`.

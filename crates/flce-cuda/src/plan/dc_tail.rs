@@ -2,10 +2,19 @@
 //! past the rows the main pass writes, with its first rows in dE's own bytes ([`DcTail`]); the
 //! tail pass then writes the dC rows that shared bytes with it. And the model that chooses,
 //! where both fit, between such a tail plan and the workspace accumulator's.
+//!
+//! A tail pass recomputes the logits of its rows (all but its last chunk's), so a plan takes one
+//! over at most a third of the vocabulary ([`TailReach::Third`]) when it has the choice. Past
+//! N ≈ V/3 tokens (Llama 3 from ~39k) no such tail holds the accumulator, and the workspace
+//! accumulator (N·D·4 bytes: 2.1 GB at Llama 3 and 128k tokens, 114% of the gradient bytes)
+//! would break the budget: there the tail may reach the whole vocabulary ([`TailReach::Whole`],
+//! up to a fifth product), and where N > V even all of dC does not hold the accumulator's
+//! rows past dE's half, its last rows go to the workspace ([`DcTail::overflow_rows`]: 23 MB at
+//! Llama 3 and 131,072 tokens).
 
 use flce_core::{DType, Shape};
 
-use super::{with_dc_scratch, BackwardPlan, DeAccumulator, Wanted, ALIGN};
+use super::{with_dc_scratch, BackwardPlan, DeAccumulator, Region, Wanted, ALIGN};
 
 /// Where dE's f32 accumulator sits inside the caller's dC buffer (and, for its first rows, in
 /// dE's own buffer), and which dC rows are written only after dE is final (their logits
@@ -26,6 +35,42 @@ pub struct DcTail {
     pub first_row: usize,
     /// The accumulator's first rows, kept in dE's own buffer (0: none).
     pub rows_in_de: usize,
+    /// The accumulator's last rows, which neither dE's half nor all of dC holds (N above ~V),
+    /// kept in the workspace region `overflow` (0: none; then `byte_offset` is 0 and the tail
+    /// pass covers the whole vocabulary).
+    pub overflow_rows: usize,
+    /// The workspace region of the overflow rows (set by the plan's layout; empty without them).
+    pub overflow: Region,
+}
+
+impl DcTail {
+    /// The accumulator rows in dC's bytes (from `byte_offset`): after the head's, before the
+    /// overflow's.
+    pub fn rows_in_dc(&self, n: usize) -> usize {
+        n - self.rows_in_de - self.overflow_rows
+    }
+
+    /// The reach this tail needed.
+    pub fn reach(&self, shape: Shape) -> TailReach {
+        let third = self.overflow_rows == 0
+            && self.first_row > 0
+            && (shape.v - self.first_row) * MAX_TAIL_FRACTION_INV <= shape.v;
+        if third {
+            TailReach::Third
+        } else {
+            TailReach::Whole
+        }
+    }
+}
+
+/// How much of the vocabulary a tail pass may recompute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailReach {
+    /// At most a third ([`MAX_TAIL_FRACTION_INV`]), starting past row 0: a plan's choice.
+    Third,
+    /// Any part of it, up to all (then the main pass writes no dC row), and the accumulator's
+    /// rows past dC's end in the workspace: where nothing else keeps the budget.
+    Whole,
 }
 
 /// The accumulator rows dE's own buffer holds in a [`DcTail`] plan: half its token count as f32
@@ -42,33 +87,55 @@ pub fn de_head_rows(n: usize, dtype: DType) -> usize {
 const MAX_TAIL_FRACTION_INV: usize = 3;
 
 /// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
-/// inputs (f32 dE accumulates in place), one token chunk, and a tail pass over at most a third
-/// of the vocabulary; its first rows in dE's own buffer ([`DcTail::rows_in_de`]; all N in dC
-/// below 4 tokens).
+/// inputs (f32 dE accumulates in place), one token chunk, and a tail pass within `reach`; its
+/// first rows in dE's own buffer ([`DcTail::rows_in_de`]; all N in dC below 4 tokens).
 pub(super) fn dc_tail(
     shape: Shape,
     dtype: DType,
     wanted: Wanted,
     token_chunk: usize,
     vocab_chunk: usize,
+    reach: TailReach,
 ) -> Option<DcTail> {
     if !(wanted.de && wanted.dc) || dtype == DType::F32 || token_chunk < shape.n {
         return None;
     }
-    dc_tail_with(shape, dtype, vocab_chunk, de_head_rows(shape.n, dtype))
+    dc_tail_with(shape, dtype, vocab_chunk, de_head_rows(shape.n, dtype), reach)
 }
 
-/// The tail of a plan whose accumulator keeps `rows_in_de` rows in dE, if its tail pass is at
-/// most a third of the vocabulary.
-pub(super) fn dc_tail_with(shape: Shape, dtype: DType, vocab_chunk: usize, rows_in_de: usize) -> Option<DcTail> {
+/// The tail of a plan whose accumulator keeps `rows_in_de` rows in dE, if its tail pass is
+/// within `reach`.
+pub(super) fn dc_tail_with(
+    shape: Shape,
+    dtype: DType,
+    vocab_chunk: usize,
+    rows_in_de: usize,
+    reach: TailReach,
+) -> Option<DcTail> {
     let Shape { n, d, v } = shape;
     let acc_bytes = 4 * (n - rows_in_de) * d;
     let dc_bytes = v * d * dtype.size_in_bytes();
-    let byte_offset = dc_bytes.checked_sub(acc_bytes)? / ALIGN * ALIGN;
+    let (byte_offset, overflow_rows) = match (dc_bytes.checked_sub(acc_bytes), reach) {
+        (Some(room), _) => (room / ALIGN * ALIGN, 0),
+        (None, TailReach::Third) => return None,
+        (None, TailReach::Whole) => (0, n - rows_in_de - dc_bytes / (4 * d)),
+    };
     let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
-    let tail = DcTail { byte_offset, first_row, rows_in_de };
-    ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail)
+    let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
+    match reach {
+        TailReach::Third => ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail),
+        TailReach::Whole => Some(tail),
+    }
 }
+
+/// The overflow rows of a [`TailReach::Whole`] tail (they do not depend on the vocabulary
+/// chunk): 0 where dC holds every row past dE's half, or where no tail applies.
+pub(crate) fn whole_tail_overflow_rows(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    dc_tail(shape, dtype, wanted, shape.n, ANY_CHUNK, TailReach::Whole).map_or(0, |t| t.overflow_rows)
+}
+
+/// Any vocabulary chunk, for what does not depend on it.
+const ANY_CHUNK: usize = 128;
 
 /// `plan` with all N rows of its accumulator in dC's tail (no rows in dE's own buffer) where
 /// that tail is still at most a third of the vocabulary: the plans before the head rows, kept
@@ -76,7 +143,7 @@ pub(super) fn dc_tail_with(shape: Shape, dtype: DType, vocab_chunk: usize, rows_
 pub fn without_de_head(mut plan: BackwardPlan) -> BackwardPlan {
     if let (Some(t), true) = (plan.dc_tail(), plan.dc_scratch.is_empty()) {
         if t.rows_in_de > 0 {
-            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, 0) {
+            if let Some(tail) = dc_tail_with(plan.shape, plan.dtype, plan.vocab_chunk, 0, TailReach::Third) {
                 plan.de_acc = DeAccumulator::DcTail(tail);
             }
         }

@@ -20,7 +20,7 @@ pub use backward::{
     DeAccumulator, GBuffer,
 };
 pub use dc_scratch::with_dc_scratch;
-pub use dc_tail::{de_head_rows, without_de_head, DcTail};
+pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SPLITS,

@@ -64,18 +64,39 @@ fn default_backward_fits_ten_percent_at_gemma() {
 /// The tail invariants: the accumulator lies inside dC, after every row of the main pass; the
 /// tail pass starts on a chunk boundary and covers at most a third of the vocabulary.
 fn check_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> DcTail {
+    let t = check_any_tail(shape, dtype, p);
+    assert_eq!(t.reach(shape), TailReach::Third);
+    assert!(t.first_row > 0 && (shape.v - t.first_row) * 3 <= shape.v);
+    assert_eq!(t.overflow_rows, 0);
+    t
+}
+
+/// The invariants of every tail, whatever its reach: the head within dE's bytes, the middle
+/// within dC's and after every row the main pass writes, the overflow (only where dC is full)
+/// in its own workspace region.
+fn check_any_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> DcTail {
     let t = p.dc_tail().expect("dE accumulator in dC's tail");
     let row_bytes = shape.d * dtype.size_in_bytes();
+    let dc_bytes = shape.v * row_bytes;
     assert_eq!(t.byte_offset % ALIGN, 0);
-    assert!(t.byte_offset + 4 * (shape.n - t.rows_in_de) * shape.d <= shape.v * row_bytes, "accumulator past dC's end");
+    assert!(t.byte_offset + 4 * t.rows_in_dc(shape.n) * shape.d <= dc_bytes, "accumulator past dC's end");
     // the head rows (with their row of slack) within dE's own bytes
     assert!(4 * shape.d * (t.rows_in_de + 1) <= shape.n * row_bytes || t.rows_in_de == 0, "head past dE's end");
     assert!(t.rows_in_de <= de_head_rows(shape.n, dtype));
     assert!(t.first_row * row_bytes <= t.byte_offset, "accumulator overlaps a main-pass row");
-    assert_eq!(t.first_row % p.vocab_chunk, 0);
-    assert!(t.first_row > 0 && (shape.v - t.first_row) * 3 <= shape.v);
+    assert_eq!((t.first_row - p.uniform_start().min(t.first_row)) % p.vocab_chunk, 0);
+    if t.overflow_rows > 0 {
+        // only when dC is full: no room for one more row there
+        assert_eq!((t.byte_offset, t.first_row), (0, 0));
+        assert!(4 * (t.rows_in_dc(shape.n) + 1) * shape.d > dc_bytes);
+        assert_eq!(t.overflow.bytes, 4 * t.overflow_rows * shape.d);
+        assert!(t.overflow.offset + t.overflow.bytes <= p.workspace_bytes);
+    } else {
+        assert_eq!(t.overflow.bytes, 0);
+    }
     assert_eq!(p.token_chunk, shape.n);
-    assert_eq!(p.tail_chunks(), t.first_row / p.vocab_chunk..p.vocab_chunks());
+    assert_eq!(p.tail_chunks().end, p.vocab_chunks());
+    assert_eq!(p.vocab_range(p.first_tail_chunk()).start, t.first_row);
     t
 }
 
@@ -96,25 +117,90 @@ fn de_accumulator_in_dc_tail_keeps_llama_and_gemma_within_ten_percent() {
 }
 
 #[test]
-fn de_accumulator_stays_in_the_workspace_where_the_tail_cannot_hold_it() {
+fn de_accumulator_stays_in_the_workspace_where_no_tail_applies() {
     let no_tail = |shape: Shape, dtype: DType, wanted: Wanted| {
         let p = backward_plan(shape, dtype, wanted, None, BackwardMode::CublasLogits, Family::Sm80, 132).unwrap();
         assert!(p.dc_tail().is_none(), "{shape:?} {dtype:?} {wanted:?}");
         assert!(p.tail_chunks().is_empty());
         p
     };
-    // more than a third of the vocabulary would be recomputed even with half the accumulator in
-    // dE's own buffer (Llama 3 at 64k tokens)
-    let p = no_tail(Shape::new(65_536, 4096, 128_256), DType::BF16, BOTH);
-    assert!(matches!(p.de_acc, DeAccumulator::Workspace(_)));
-    // the accumulator is larger than dC
-    no_tail(Shape::new(255, 507, 123), DType::BF16, BOTH);
-    // one chunk covers the vocabulary: no main pass to hide the tail behind
+    // one chunk covers the vocabulary and the accumulator fits the tenth
     no_tail(Shape::new(1, 64, 300), DType::BF16, BOTH);
     // f32 accumulates dE in place; dC not wanted
     assert_eq!(no_tail(GEMMA, DType::F32, BOTH).de_acc, DeAccumulator::InPlace);
     let p = no_tail(GEMMA, DType::BF16, Wanted { de: true, dc: false, dbias: false });
     assert_eq!(p.dc_acc, DcAccumulator::NotWanted);
+}
+
+fn whole_overflow(shape: Shape) -> usize {
+    super::dc_tail::whole_tail_overflow_rows(shape, DType::BF16, BOTH)
+}
+
+#[test]
+fn past_a_third_of_the_vocabulary_the_tail_reaches_further_within_ten_percent() {
+    // N above ~V/3: dE's half of the accumulator leaves more than a third of dC to the rest, and
+    // the workspace accumulator (N·D·4 bytes) is 57-114% of the gradient bytes: the default
+    // plan's tail pass recomputes more of the vocabulary instead (Llama 3 at 131,072 tokens: all
+    // of it, 23 MB of the accumulator past dC's end in the workspace)
+    for (shape, overflows) in [
+        (Shape::new(43_008, 4096, 128_256), false),
+        (Shape::new(65_536, 4096, 128_256), false),
+        (Shape::new(131_072, 4096, 128_256), true),
+        (Shape::new(65_536, 3584, 152_064), false),
+        (Shape::new(131_072, 3584, 152_064), false),
+        (Shape::new(131_072, 2304, 256_000), false),
+        // the GPU tests' cases (crates/flce-cuda/tests/gpu/main.rs)
+        (Shape::new(3000, 64, 4000), false),
+        (Shape::new(5000, 64, 3000), true),
+        (Shape::new(255, 507, 123), true),
+    ] {
+        for family in [Family::Sm80, Family::Sm90] {
+            for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles] {
+                let ctx = format!("{shape:?} {family:?} {mode:?}");
+                let p = backward_plan(shape, DType::BF16, BOTH, None, mode, family, 132).unwrap();
+                let grads = gradient_bytes(shape, DType::BF16, BOTH);
+                // within 10%, or the good chunk's workspace where that is more: the small cases'
+                // tiny gradients, cuBLAS logits at 64k+ (512 rows of f32 logits for all N tokens), and
+                // the fused tiles' 1024 rows at 128k with Llama 3's overflow (268 + 23 MB, 13.8%)
+                let limit = default_backward_budget(shape, DType::BF16, BOTH, mode);
+                let rows = if mode == BackwardMode::FusedTiles { 1024 } else { 512 };
+                let good = rows * shape.n * if mode == BackwardMode::FusedTiles { 2 } else { 6 };
+                let overflow = 4 * whole_overflow(shape) * shape.d;
+                assert!(limit <= (grads / 10).max(good + overflow + (4 << 20)), "{ctx}: default budget {limit}");
+                eprintln!("{ctx}: {:.1}%", 100.0 * p.workspace_bytes as f64 / grads as f64);
+                assert!(p.workspace_bytes <= limit, "{ctx}: {} > {limit}", p.workspace_bytes);
+                let t = check_any_tail(shape, DType::BF16, &p);
+                assert_eq!((t.reach(shape), t.overflow_rows > 0), (TailReach::Whole, overflows), "{ctx}: {t:?}");
+                assert_eq!(t.rows_in_de, de_head_rows(shape.n, DType::BF16), "{ctx}");
+                assert_eq!(with_dc_scratch(p.clone()).dc_tail(), Some(t), "{ctx}");
+            }
+        }
+    }
+    // Llama 3 at 64k: about half the vocabulary recomputed (the accumulator's rest is half of dC)
+    let p = backward_plan(
+        Shape::new(65_536, 4096, 128_256),
+        DType::BF16,
+        BOTH,
+        None,
+        BackwardMode::FusedTiles,
+        Family::Sm90,
+        132,
+    )
+    .unwrap();
+    let t = p.dc_tail().unwrap();
+    assert!((0.45..0.6).contains(&(1.0 - t.first_row as f64 / 128_256.0)), "{t:?}");
+    // a budget that holds the accumulator still gets the workspace plan (no tail)
+    let roomy = backward_plan(
+        Shape::new(65_536, 4096, 128_256),
+        DType::BF16,
+        BOTH,
+        Some(1400 << 20),
+        BackwardMode::FusedTiles,
+        Family::Sm90,
+        132,
+    )
+    .unwrap();
+    assert!(matches!(roomy.de_acc, DeAccumulator::Workspace(_)), "{roomy:?}");
 }
 
 #[test]
@@ -459,8 +545,9 @@ fn sm90_chunk_choice_keeps_every_plan_invariant() {
         assert!(sm90.vocab_chunk <= sm80.vocab_chunk && sm90.vocab_chunk % TILE_N == 0, "{ctx}");
         let as_sm90 = BackwardPlan { family: Family::Sm90, ..sm80.clone() };
         assert!(sm90_grad_steps(&sm90, sms) <= sm90_grad_steps(&as_sm90, sms), "{ctx}");
-        if sm90.dc_tail().is_some() {
-            check_tail(shape, dtype, &sm90);
+        if let Some(t) = sm90.dc_tail() {
+            check_any_tail(shape, dtype, &sm90);
+            assert_eq!(Some(t.reach(shape)), sm80.dc_tail().map(|t| t.reach(shape)), "{ctx}");
         }
         // every vocabulary row in exactly one chunk
         let covered: usize = (0..sm90.vocab_chunks()).map(|i| sm90.vocab_range(i).len()).sum();

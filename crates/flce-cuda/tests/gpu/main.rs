@@ -229,6 +229,36 @@ fn cases() -> Vec<Case> {
             frozen: false,
         });
     }
+    // N above V/3: the tail pass recomputes more than a third of the vocabulary (3000, 64, 4000),
+    // and N above V: all of it, dE's accumulator rows past dC's end in the workspace (5000, 64,
+    // 3000) (plan::TailReach::Whole, DcTail::overflow_rows)
+    for (dtype, what, shape, opts, extras) in [
+        (DType::BF16, "all", Shape::new(3000, 64, 4000), all.clone(), true),
+        (DType::F16, "plain", Shape::new(3000, 64, 4000), base.clone(), false),
+        (DType::BF16, "all", Shape::new(5000, 64, 3000), all.clone(), true),
+        (
+            DType::BF16,
+            "none",
+            Shape::new(5000, 64, 3000),
+            Options { reduction: Reduction::None, ..base.clone() },
+            false,
+        ),
+    ] {
+        out.push(Case {
+            name: format!("{dtype} {what} ({},{},{}) long-tail", shape.n, shape.d, shape.v),
+            shape,
+            dtype,
+            opts,
+            bias: extras,
+            weights: extras,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: None,
+            frozen: false,
+        });
+    }
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
@@ -282,7 +312,39 @@ fn cases() -> Vec<Case> {
             });
         }
     }
+    // Llama 3 at 131,072 tokens (N above V): the default plan's tail pass covers the whole
+    // vocabulary and dE's accumulator spills past dC's end into the workspace
+    out.push(Case {
+        name: "bf16 llama3-128k sampled fused".into(),
+        shape: Shape::new(131_072, 4096, 128_256),
+        dtype: DType::BF16,
+        opts: Options::default(),
+        bias: false,
+        weights: false,
+        kind: DataKind::Peaky,
+        budget: None,
+        big: true,
+        fused: true,
+        sms: None,
+        frozen: false,
+    });
     out
+}
+
+/// The long-tail cases must plan a tail over more than a third of the vocabulary (and, with N
+/// above V, accumulator rows in the workspace), on every family.
+fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    use flce_cuda::{BackwardConfig, BackwardMode, TailReach, Wanted};
+    let wanted = Wanted { de: true, dc: true, dbias: c.bias };
+    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
+        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
+        let p = be.backward_plan(c.shape, c.dtype, wanted, config).map_err(|e| e.to_string())?;
+        let Some(t) = p.dc_tail() else { return Err(format!("{mode:?}: no tail: {:?}", p.de_acc)) };
+        if t.reach(c.shape) != TailReach::Whole || (c.shape.n > c.shape.v) != (t.overflow_rows > 0) {
+            return Err(format!("{mode:?}: not the long tail this case is for: {t:?}"));
+        }
+    }
+    Ok(())
 }
 
 /// The de-head cases must plan dE's accumulator partly in dE's own buffer, on every family.
@@ -408,6 +470,9 @@ fn main() {
                 let f = || -> Result<String, String> {
                     if c.name.ends_with("de-head") {
                         require_de_head(be, c)?;
+                    }
+                    if c.name.ends_with("long-tail") {
+                        require_long_tail(be, c)?;
                     }
                     match (c.dtype, c.big) {
                         (DType::BF16, false) if c.frozen => run_frozen::<bf16>(be, c),

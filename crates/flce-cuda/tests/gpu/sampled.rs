@@ -48,8 +48,20 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     // the last row, and both sides of the tail pass's first row when dE accumulated in dC's tail
     vocab.push(v - 1);
     let wanted = flce_cuda::plan::Wanted { de: true, dc: true, dbias: false };
+    let mut tokens = tokens;
     if let Some(tail) = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(|e| e.to_string())?.dc_tail() {
-        vocab.extend([tail.first_row - 1, tail.first_row]);
+        // (a tail over the whole vocabulary starts at row 0)
+        vocab.extend([tail.first_row.saturating_sub(1), tail.first_row]);
+        // and the tokens on both sides of each boundary of dE's accumulator: head in dE, rows in
+        // dC, overflow rows in the workspace
+        let spill = n - tail.overflow_rows;
+        tokens.extend([
+            tail.rows_in_de.saturating_sub(1),
+            tail.rows_in_de,
+            spill.saturating_sub(1),
+            spill.min(n - 1),
+            n - 1,
+        ]);
     }
     let grad = |z: f64, lse: f64, gi: f64, is_t: bool| -> f64 {
         let p = (z - lse).exp();
