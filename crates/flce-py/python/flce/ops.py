@@ -147,8 +147,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     ("auto": the GPU's fastest — the fused Hopper kernels on H100/H200 for calls without bias,
     softcap or label smoothing, cuBLAS chunks otherwise — "cublas", "fused" or "sm80", the
     portable fused kernels) pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
-    default: workspace ≤ 10% of the gradient bytes up to ~V/3 tokens, more beyond; logits
-    recomputed in the backward), a number
+    default: workspace ≤ 10% of the gradient bytes, or the smallest good chunk's where that is
+    more; logits recomputed in the backward, and past ~V/3 tokens part of the vocabulary's a
+    second time — 1.12-1.26x the time of a budget that holds dE's f32 accumulator), a number
     of bytes, "fast" (up to half the free device memory), or "peak" (on CUDA, what the call can
     take without raising the process's peak memory so far — for training loops, where the last
     step set the peak; the default's at the first step, on the CPU and under torch.compile). With
