@@ -14,6 +14,7 @@ backward, tiled MLPs aside), and the planner's
 download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
 
     python3 benchmarks/activation_memory.py --model Llama-3.2-1B --tokens 16384,32768,65536
+    python3 benchmarks/activation_memory.py --model Llama-3.2-1B --fused-adamw   # the backward sets the peak
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 65536
     python3 benchmarks/activation_memory.py --tiny --device cpu --tokens 128 --repeats 1   # smoke test
     # why a run runs out of memory: its row gets the largest live allocations and their sources
@@ -115,7 +116,9 @@ def allocated(device):
 def run(mode, args, device, tokens):
     model = patch(build(args, device, tokens), mode)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
+    # fused: one kernel updates each parameter in place; the default foreach step makes a
+    # moment-sized temporary list (_foreach_sqrt), which sets a full fine-tune's peak at 16k tokens
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=args.fused_adamw and device.type == "cuda")
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
     measured = {}
@@ -198,7 +201,8 @@ def predicted(args, tokens, mode):
     # f32 for peft's adapters (peft keeps them in f32)
     rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
                      attention="sdpa" if args.attn == "sdpa" else "flash",
-                     optimizer="adamw" if args.lora else "adamw-bf16", mlp_tiles=4 if mode.startswith("offload_tiled") else 1)
+                     optimizer=("adamw" if args.lora else "adamw-bf16") + ("-fused" if args.fused_adamw else ""),
+                     mlp_tiles=4 if mode.startswith("offload_tiled") else 1)
     r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
     return dict(plan_held_mb=r["activations_held"] / 2**20,
                 plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,
@@ -212,6 +216,7 @@ def run_in_child(args, cap_gb, tokens, mode):
            "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device, "--attn", args.attn]
     cmd += ["--gpu-gb", str(cap_gb)] if cap_gb else []
     cmd += ["--tiny"] if args.tiny else []
+    cmd += ["--fused-adamw"] if args.fused_adamw else []
     cmd += ["--oom-report"] if args.oom_report else []
     done = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write(done.stderr[-4000:] if done.returncode else "")
@@ -232,6 +237,9 @@ def main():
                     help="cap this process's GPU memory (torch.cuda.set_per_process_memory_fraction)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--tiny", action="store_true", help="a tiny Llama (smoke test)")
+    ap.add_argument("--fused-adamw", action="store_true",
+                    help="torch.optim.AdamW(fused=True) (CUDA): no moment-sized temporaries in the step, so the "
+                         "backward, not the optimizer step, sets a full fine-tune's peak")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=None)
     ap.add_argument("--oom-report", action="store_true",
@@ -284,7 +292,8 @@ def main():
             print(json.dumps(row), flush=True)
     if args.child:
         return
-    print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB")
+    print(f"\n{args.model if not args.tiny else 'tiny'}, LoRA r {args.lora or '-'}, GPU cap {args.gpu_gb:.0f} GiB"
+          f"{', fused AdamW' if args.fused_adamw else ''}")
     print("| tokens | mode | step ms | held MB (plan) | of it, blocks MB | peak MB (plan) | peak reserved MB | pinned MB "
           "| loss | loss = ckpt's | gradient norm vs ckpt's |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

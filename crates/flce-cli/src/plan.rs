@@ -20,7 +20,7 @@ pub struct PlanArgs {
     /// Sequences per step.
     #[arg(long, default_value_t = 1)]
     batch: u64,
-    /// adamw (f32 moments), adamw-bf16 (moments in the weights' bf16: torch.optim.AdamW on bf16 parameters), adamw8bit or sgd.
+    /// adamw (f32 moments), adamw-bf16 (moments in the weights' bf16: torch.optim.AdamW on bf16 parameters), adamw-fused / adamw-bf16-fused (torch.optim.AdamW(fused=True): no step temporaries), adamw8bit or sgd.
     #[arg(long, default_value = "adamw")]
     optimizer: String,
     /// LoRA rank on the attention projections; 0 for a full fine-tune.

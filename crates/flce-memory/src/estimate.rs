@@ -85,6 +85,11 @@ pub enum Optimizer {
     AdamWBf16,
     /// AdamW with 8-bit moments (bitsandbytes): 2 bytes per trainable parameter.
     AdamW8bit,
+    /// `torch.optim.AdamW(fused=True)` with f32 moments (8 bytes per trainable parameter): one
+    /// kernel updates each parameter in place, no temporary lists.
+    AdamWFused,
+    /// The same with bf16 moments (4 bytes), as on bf16 parameters.
+    AdamWBf16Fused,
     /// Plain SGD: no state.
     Sgd,
 }
@@ -96,8 +101,12 @@ impl std::str::FromStr for Optimizer {
             "adamw" | "adam" => Ok(Optimizer::AdamW),
             "adamw-bf16" | "adamw_bf16" | "adamwbf16" => Ok(Optimizer::AdamWBf16),
             "adamw8bit" | "adamw-8bit" | "8bit" => Ok(Optimizer::AdamW8bit),
+            "adamw-fused" | "adamw_fused" => Ok(Optimizer::AdamWFused),
+            "adamw-bf16-fused" | "adamw_bf16_fused" => Ok(Optimizer::AdamWBf16Fused),
             "sgd" => Ok(Optimizer::Sgd),
-            other => Err(format!("optimizer '{other}': expected adamw, adamw-bf16, adamw8bit or sgd")),
+            other => Err(format!(
+                "optimizer '{other}': expected adamw, adamw-bf16, adamw-fused, adamw-bf16-fused, adamw8bit or sgd"
+            )),
         }
     }
 }
@@ -105,8 +114,8 @@ impl std::str::FromStr for Optimizer {
 impl Optimizer {
     fn bytes_per_param(self) -> u64 {
         match self {
-            Optimizer::AdamW => 8,
-            Optimizer::AdamWBf16 => 4,
+            Optimizer::AdamW | Optimizer::AdamWFused => 8,
+            Optimizer::AdamWBf16 | Optimizer::AdamWBf16Fused => 4,
             Optimizer::AdamW8bit => 2,
             Optimizer::Sgd => 0,
         }
@@ -114,11 +123,11 @@ impl Optimizer {
 
     /// The step's temporaries per trainable parameter: one moment-sized list for torch's foreach
     /// AdamW (`exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs)`, in the moments' dtype);
-    /// bitsandbytes' 8-bit step and SGD update in place.
+    /// bitsandbytes' 8-bit step, the fused AdamW and SGD update in place.
     fn step_bytes_per_param(self) -> u64 {
         match self {
             Optimizer::AdamW | Optimizer::AdamWBf16 => self.bytes_per_param() / 2,
-            Optimizer::AdamW8bit | Optimizer::Sgd => 0,
+            Optimizer::AdamW8bit | Optimizer::AdamWFused | Optimizer::AdamWBf16Fused | Optimizer::Sgd => 0,
         }
     }
 }

@@ -286,3 +286,21 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
         .unwrap();
     assert!((23_296..29_184).contains(&longest), "{longest}");
 }
+
+#[test]
+fn a_fused_adamw_step_makes_no_temporaries() {
+    // torch.optim.AdamW(fused=True) updates each parameter in one kernel: the same states as the
+    // foreach step, none of its moment-sized temporary list
+    let m = Model::built_in("Llama-3.2-1B").unwrap();
+    let at = |optimizer: &str, seq| {
+        let o = optimizer.parse::<Optimizer>().unwrap();
+        estimate(&m, &Setup { optimizer: o, lora_rank: None, ..setup(Loss::Flce, Activations::Offloaded, seq) })
+    };
+    let (foreach, fused) = (at("adamw-bf16", 1024), at("adamw-bf16-fused", 1024));
+    assert_eq!((foreach.optimizer, fused.optimizer), (4 * m.params(), 4 * m.params()));
+    assert_eq!((foreach.optimizer_step, fused.optimizer_step), (2 * m.params(), 0));
+    assert!(fused.peak < foreach.peak, "at 1024 tokens the step sets the peak");
+    assert!(at("adamw-bf16-fused", 65_536).peak <= at("adamw-bf16", 65_536).peak);
+    assert_eq!(at("adamw-fused", 1024).optimizer, 8 * m.params());
+    assert!("adamw-fusd".parse::<Optimizer>().is_err());
+}

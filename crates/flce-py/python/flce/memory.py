@@ -16,7 +16,8 @@ def plan(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, bat
     """``model``: a built-in name (Llama-3.2-1B, Llama-3.1-8B, Qwen2.5-0.5B / 1.5B / 7B,
     Gemma-2-2B / 9B) or the path of a Hugging Face config.json. ``optimizer``: adamw (f32
     moments), adamw-bf16 (moments in the bf16 weights' dtype: ``torch.optim.AdamW`` on bf16
-    parameters), adamw8bit or sgd; ``lora_rank`` 0 for a full fine-tune. Returns one dict per
+    parameters), adamw-fused / adamw-bf16-fused (``torch.optim.AdamW(fused=True)``: no
+    temporaries in the step), adamw8bit or sgd; ``lora_rank`` 0 for a full fine-tune. Returns one dict per
     combination (bytes of each term, ``peak``, ``fits``, ``longest_seq``); prints the table.
     ``plot``: also write peak memory against sequence length (256 tokens to 1M, the GPU's size
     drawn across) as an SVG chart at that path. ``mlp_tiles``: the MLPs computed in that many token
