@@ -172,7 +172,15 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.family,
             bplan.token_chunk,
             bplan.vocab_chunk,
-            bplan.dc_tail().map_or(String::new(), |t| format!(", dE acc in dC tail (rows {}..)", t.first_row)),
+            bplan.dc_tail().map_or(String::new(), |t| {
+                let spill = if t.overflow_rows > 0 { format!(", {} rows in the workspace", t.overflow_rows) } else { String::new() };
+                format!(
+                    ", dE acc in dC tail (tail pass rows {}.., {:.0}% of V; {} rows in dE{spill})",
+                    t.first_row,
+                    100.0 * (v - t.first_row) as f64 / v as f64,
+                    t.rows_in_de
+                )
+            }),
             if bplan.token_outer { ", token chunks outer" } else { "" },
         ));
         json.push_str(&format!(
