@@ -26,7 +26,8 @@
 //! layer's backward on the GPU, not a change of these counts alone.
 //!
 //! With activation checkpointing a layer keeps only its input (2h per token) and one layer's
-//! activations are rebuilt during its backward; with offload the inputs wait in host memory and
+//! activations are rebuilt during its backward (flce.patch checkpoints the final norm too: 2h
+//! instead of its 6h, and offloaded with the layers' inputs; [`Setup::final_norm_checkpointed`]); with offload the inputs wait in host memory and
 //! two layers' inputs (the one in use and the prefetched next) stay on the GPU. With the MLP in
 //! k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
 //! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
@@ -211,6 +212,11 @@ pub struct Setup {
     /// The MLPs computed in this many token tiles (flce.tiled_mlp); 1: not tiled.
     pub mlp_tiles: u64,
     pub attention: Attention,
+    /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` since
+    /// 2026-12-01's twelfth session): it keeps its bf16 input (offloaded with the layers') instead
+    /// of its f32 input copy and output. The H200 runs the planner is checked against were made
+    /// before, without it.
+    pub final_norm_checkpointed: bool,
 }
 
 /// The memory of one training step, in bytes, term by term.
@@ -271,8 +277,15 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     } else {
         (per_layer - (mlp_input + mlp_product) * tokens, 0)
     };
-    // the final norm and the LM head's input
-    let head = (6 + BF16) * model.hidden * tokens;
+    // the final norm's saved tensors and the LM head's input (the loss's): 6h + 2h; with the norm
+    // checkpointed its input instead (2h), offloaded with the layers' — and then brought back
+    // while the loss's backward runs (flce.patch prefetches it from a hook on the loss)
+    let hidden = model.hidden * tokens;
+    let (head, head_prefetch) = match (setup.activations, setup.final_norm_checkpointed) {
+        (Activations::Kept, _) | (_, false) => ((6 + BF16) * hidden, 0),
+        (Activations::Checkpointed, true) => (2 * BF16 * hidden, 0),
+        (Activations::Offloaded, true) => (BF16 * hidden, BF16 * hidden),
+    };
     // a layer's backward also holds the MLP's gradient buffers (of gate, up and act(gate)·up) next
     // to its saved activations: 3i bf16 values a token, of one tile when tiled
     let mlp_grads = (BF16 * 3 * model.intermediate * tokens).div_ceil(tiles);
@@ -309,7 +322,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
         Loss::Flce => BF16 * (tokens + model.vocab) * model.hidden / 10 + 4 * tokens,
     };
     // the loss runs at the end of the forward, the recompute during the backward: not both at once
-    let transient = loss.max(recompute);
+    let transient = (loss + head_prefetch).max(recompute);
     // The backward frees a layer's held input as it creates that layer's gradients: at layer k
     // (from the top) the inputs of the k layers below and the gradients of the L − k above exist,
     // never all of both. Gradients are allocated as the backward makes them (zero_grad sets them

@@ -48,6 +48,9 @@ impl Request {
             activations,
             mlp_tiles: self.mlp_tiles,
             attention: self.attention,
+            // flce.patch checkpoints it; Hugging Face's own checkpointing (the other losses' rows)
+            // does not
+            final_norm_checkpointed: loss == Loss::Flce,
         }
     }
 
@@ -142,6 +145,6 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
             r.longest.map_or("none".to_string(), |t| t.to_string()),
         ));
     }
-    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against 21 peaks measured on an H200 (Llama-3.2-1B with untied embeddings and Qwen2.5-1.5B, full fine-tunes at 16k and 32k tokens; Gemma-2-2B LoRA at 8k and 16k with sdpa attention, at 16k and 23k with flex attention) they came within -3.8% to +7.0% (over by up to 7% where a full fine-tune's backward sets the peak at 32k without tiled MLPs); the allocator slack is what the caching allocator reserved beyond that in the capped runs (flce-memory's tests).\n");
+    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against 21 peaks measured on an H200 (Llama-3.2-1B with untied embeddings and Qwen2.5-1.5B, full fine-tunes at 16k and 32k tokens; Gemma-2-2B LoRA at 8k and 16k with sdpa attention, at 16k and 23k with flex attention) they came within -3.8% to +7.0% (over by up to 7% where a full fine-tune's backward sets the peak at 32k without tiled MLPs; those runs left the final norm outside the checkpoints, as flce.patch did then); the allocator slack is what the caching allocator reserved beyond that in the capped runs (flce-memory's tests).\n");
     s
 }

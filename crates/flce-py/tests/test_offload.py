@@ -183,7 +183,17 @@ def test_hf_patch_with_checkpoint_offload_and_tiled_mlps():
     # checkpointing + offload through transformers' checkpointing hook: bitwise
     loss1, grads1 = model_step(flce.patch(model, checkpoint=True, offload=True), ids)
     assert torch.equal(loss0, loss1) and bitwise(grads0, grads1)
-    assert model._flce_offloader.stats()["offloaded"] == 3
+    # the 3 layers' inputs and the final norm's; the norm's input prefetched from the loss's hook,
+    # each layer's by the backward of the one after it
+    s = model._flce_offloader.stats()
+    assert (s["offloaded"], s["prefetched"], s["in_flight"]) == (4, 4, 0), s
+    assert getattr(model.model.norm, "_flce_offload_forward", None) is not None
+    flce.unpatch(model)
+    assert getattr(model.model.norm, "_flce_offload_forward", None) is None
+    # checkpointing alone: the same, nothing offloaded
+    loss4, grads4 = model_step(flce.patch(model, checkpoint=True), ids)
+    assert torch.equal(loss0, loss4) and bitwise(grads0, grads4)
+    assert model._flce_offloader.stats()["offloaded"] == 0
     flce.unpatch(model)
     # + MLPs in 3 token tiles: the weight gradients are sums over tiles
     loss2, grads2 = model_step(flce.patch(model, checkpoint=True, offload=True, mlp_tiles=3), ids)

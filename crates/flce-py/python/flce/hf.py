@@ -10,8 +10,8 @@ trainer passes it), computed in float32; Gemma 2's ``final_logit_softcapping`` b
 ``softcap``.
 
 ``flce.patch(model, checkpoint=True, offload=True, mlp_tiles=4)`` also makes the decoder layers
-checkpointed with their inputs offloaded to pinned host memory (flce.offload) and their MLPs
-computed in token tiles (flce.tiled_mlp): on layers built on transformers'
+checkpointed with their inputs offloaded to pinned host memory (flce.offload), the final norm
+with them, and their MLPs computed in token tiles (flce.tiled_mlp): on layers built on transformers'
 ``GradientCheckpointingLayer`` through its checkpointing hook (which also turns the KV cache off
 while training, as transformers does for its own checkpointing); on others by wrapping each layer.
 """
@@ -59,11 +59,23 @@ def _install_checkpointing(model, offloader):
             m._gradient_checkpointing_func = func
     else:
         _offload.wrap_blocks(layers, offloader)
+    _offload.wrap_blocks(_final_norm(model), offloader)
+
+
+def _final_norm(model):
+    """The decoder's final norm (``model.model.norm``), checkpointed with the layers: left out, its
+    saved tensors (an RMSNorm's f32 copy of its input, 4 bytes a value, and its bf16 output for the
+    weight's gradient) stay on the device through the loss and the whole backward — as much as two
+    layer inputs at any length. Checkpointed, it keeps its input (offloaded with the layers'),
+    and is recomputed first in the backward."""
+    norm = getattr(model.model, "norm", None)
+    return [norm] if isinstance(norm, torch.nn.Module) else []
 
 
 def _remove_checkpointing(model):
     layers = _layers(model)
     _offload.unwrap_blocks(layers)
+    _offload.unwrap_blocks(_final_norm(model))
     for m in layers:
         saved = m.__dict__.pop("_flce_saved_checkpointing", None)
         if saved is None:
@@ -127,6 +139,11 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         loss = linear_cross_entropy(hidden, self.lm_head.weight, labels, getattr(self.lm_head, "bias", None),
                                     shift=True, reduction="sum" if num_items is not None else "mean",
                                     out_dtype=torch.float32, **options)
+        offloader = getattr(self, "_flce_offloader", None)
+        if offloader is not None and offloader.offload and loss.requires_grad:
+            # the backward starts with the final norm, whose input was offloaded last: bring it
+            # back while the loss's own backward runs
+            loss.register_hook(lambda grad: offloader.prefetch_newest())
         if num_items is not None:
             loss = loss / num_items
         extra = {k: getattr(outputs, k) for k in ("cache", "past_key_values", "hidden_states", "attentions")

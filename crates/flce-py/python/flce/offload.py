@@ -157,6 +157,15 @@ class Offloader:
         else:
             s.loaded = s.host.clone()
 
+    def prefetch_newest(self):
+        """Start bringing back the input saved last, if it is not on its way yet: the first one the
+        backward needs, which ``restore`` alone would fetch only when asked for it (flce.patch
+        calls this from a hook on the loss, so the copy overlaps the loss's backward)."""
+        newest = next((r() for r in reversed(self._order) if r() is not None), None)
+        if newest is not None and newest.loaded is None and newest.host is not None:
+            self._start_load(newest)
+            self.prefetched += 1
+
     def restore(self, s: _Saved) -> torch.Tensor:
         """The saved input on its device, ready for the current stream; starts the prefetch of
         the input saved before it (the next one the backward needs)."""
