@@ -211,6 +211,19 @@ def test_hf_patch_with_checkpoint_offload_and_tiled_mlps():
         flce.patch(flce.unpatch(model), mlp_tiles=0)
 
 
+def test_hf_patch_with_offload_under_torch_compile_is_bitwise_equal():
+    # the checkpoints and the loss's prefetch hook run outside the compiled graph (graph breaks)
+    model = tiny_llama()
+    ids = torch.randint(0, 300, (2, 33))
+    flce.patch(model, checkpoint=True, offload=True)
+    loss0, grads0 = model_step(model, ids)
+    loss1, grads1 = model_step(torch.compile(model, backend="eager"), ids)
+    assert torch.equal(loss0, loss1) and bitwise(grads0, grads1)
+    s = model._flce_offloader.stats()
+    assert (s["offloaded"], s["prefetched"], s["in_flight"]) == (8, 8, 0), s
+    flce.unpatch(model)
+
+
 def tiny_gemma2(seed=0):
     transformers = pytest.importorskip("transformers")
     cfg = transformers.Gemma2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,

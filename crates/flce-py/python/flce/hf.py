@@ -72,6 +72,14 @@ def _final_norm(model):
     return [norm] if isinstance(norm, torch.nn.Module) else []
 
 
+@torch.compiler.disable
+def _prefetch_from_the_loss(loss, offloader):
+    """The backward starts with the final norm, whose input was offloaded last: bring it back
+    while the loss's own backward runs (a hook on the loss; outside torch.compile's graph, as the
+    checkpoints are)."""
+    loss.register_hook(lambda grad: offloader.prefetch_newest())
+
+
 def _remove_checkpointing(model):
     layers = _layers(model)
     _offload.unwrap_blocks(layers)
@@ -141,9 +149,7 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
                                     out_dtype=torch.float32, **options)
         offloader = getattr(self, "_flce_offloader", None)
         if offloader is not None and offloader.offload and loss.requires_grad:
-            # the backward starts with the final norm, whose input was offloaded last: bring it
-            # back while the loss's own backward runs
-            loss.register_hook(lambda grad: offloader.prefetch_newest())
+            _prefetch_from_the_loss(loss, offloader)
         if num_items is not None:
             loss = loss / num_items
         extra = {k: getattr(outputs, k) for k in ("cache", "past_key_values", "hidden_states", "attentions")
