@@ -12,6 +12,8 @@ mod forward;
 mod sm90;
 mod step;
 #[cfg(test)]
+mod tail_tests;
+#[cfg(test)]
 mod tests;
 pub mod token_outer;
 
