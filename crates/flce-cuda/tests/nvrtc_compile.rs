@@ -74,3 +74,15 @@ fn nvrtc_takes_the_hopper_instructions_for_sm90a_only() {
     let err = compile_uncached(probe, "sm90_instructions.cu", &options(&Arch("sm_90".into()))).unwrap_err();
     assert!(err.to_string().contains("wgmma"), "{err}");
 }
+
+#[test]
+fn the_mn_major_probe_compiles_for_sm90a() {
+    // (run on a GPU by tests/gpu/mn_major.rs)
+    if !nvrtc_or_skip("the_mn_major_probe_compiles_for_sm90a") {
+        return;
+    }
+    let probe = include_str!("probes/sm90_mn_major.cu");
+    let cubin = compile_uncached(probe, "sm90_mn_major.cu", &options(&Arch("sm_90a".into())))
+        .unwrap_or_else(|e| panic!("sm_90a: {e}"));
+    assert!(cubin.len() > 1000);
+}

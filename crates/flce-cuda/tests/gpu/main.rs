@@ -12,6 +12,7 @@
 mod bad_input;
 mod cases;
 mod frozen;
+mod mn_major;
 mod nccl;
 mod oracle;
 mod phases;
@@ -29,6 +30,7 @@ use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
 use cases::{cases, nccl_cases, phase_cases, require_de_head, require_long_tail};
 use frozen::run_frozen;
+use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
 use phases::run_phases;
@@ -49,6 +51,7 @@ fn main() {
         || filters
             .iter()
             .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
+    let include_mn_major = filters.is_empty() || filters.iter().any(|f| "sm90-mn-major".contains(f.as_str()));
     let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
@@ -80,6 +83,10 @@ fn main() {
                 println!("test two-threads ... skipped ({why})");
                 println!("test device-1 ... skipped ({why})");
                 skipped += 6;
+            }
+            if include_mn_major {
+                println!("test sm90-mn-major ... skipped ({why})");
+                skipped += 1;
             }
             for (name, ..) in phase_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ()))) {
                 println!("test {name} ... skipped ({why})");
@@ -173,6 +180,14 @@ fn main() {
                     run("device-1".into(), &|| run_device_one(be));
                 } else {
                     println!("test device-1 ... skipped (one GPU; runs on the two-GPU machine)");
+                    skipped += 1;
+                }
+            }
+            if include_mn_major {
+                if be.arch().0 == "sm_90a" {
+                    run("sm90-mn-major".into(), &|| run_mn_major(be));
+                } else {
+                    println!("test sm90-mn-major ... skipped ({} is not Hopper)", be.arch().0);
                     skipped += 1;
                 }
             }

@@ -1,0 +1,146 @@
+//! The MN-major wgmma operands (tests/probes/sm90_mn_major.cu) against a host reference: the
+//! shared-memory descriptors, TMA boxes and transpose immediates that the persistent sm90
+//! backward's products need (docs/design-sm90-backward.md, "The MN-major operands") — B MN-major
+//! as C's chunk in dE += G·C_chunk, A and B MN-major as Gᵀ and E in dC_chunk = Gᵀ·E. Small
+//! integers, so every sum is exact in f32 and the comparison is equality. Hopper only.
+
+use std::ffi::c_void;
+
+use cudarc::driver::sys as cu;
+use flce_core::bf16;
+use flce_cuda::compile::{compile_uncached, options, Arch};
+use flce_cuda::{CudaLoss, DeviceBuffer};
+
+const M: usize = 64;
+const N: usize = 128;
+const K: usize = 192;
+/// The probe's shared memory: A's box, B's two boxes, the barrier, and the 1024-byte alignment.
+const SMEM_BYTES: u32 = 3 * 8192 + 16 + 1024;
+
+/// A TMA descriptor of a row-major [outer, inner] bf16 matrix read in 64 × 64 boxes with the
+/// 128-byte swizzle (the sm90 family's, with the box's outer side 64).
+fn map(ptr: u64, inner: usize, outer: usize) -> Result<cu::CUtensorMap, String> {
+    let dims = [inner as u64, outer as u64];
+    let strides = [(inner * 2) as u64];
+    let boxes = [64u32, 64];
+    let element_strides = [1u32, 1];
+    let mut m = cu::CUtensorMap { opaque: [0; 16] };
+    // SAFETY: every array has the rank's length (strides: rank − 1); the map is written only.
+    unsafe {
+        cu::cuTensorMapEncodeTiled(
+            &mut m,
+            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+            2,
+            ptr as *mut c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    }
+    .result()
+    .map_err(|e| format!("cuTensorMapEncodeTiled({outer} × {inner}): {e:?}"))?;
+    Ok(m)
+}
+
+/// Small integers in [-4, 4] from a fixed LCG: exact in bf16, their products' sums exact in f32.
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed;
+    (0..len)
+        .map(|_| {
+            s = s.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 33) % 9) as f32 - 4.0
+        })
+        .collect()
+}
+
+fn upload(x: &[f32]) -> Result<DeviceBuffer, String> {
+    let h: Vec<bf16> = x.iter().map(|&v| bf16::from_f32(v)).collect();
+    DeviceBuffer::from_slice(&h).map_err(|e| e.to_string())
+}
+
+/// D = A·B through `kernel` of the probe module, compared with the host's.
+fn check(
+    module: cu::CUmodule,
+    kernel: &std::ffi::CStr,
+    map_a: cu::CUtensorMap,
+    map_b: cu::CUtensorMap,
+    want: &[f32],
+) -> Result<(), String> {
+    let mut f: cu::CUfunction = std::ptr::null_mut();
+    // SAFETY: the module is loaded in the current context; the name is NUL-terminated.
+    unsafe { cu::cuModuleGetFunction(&mut f, module, kernel.as_ptr()) }.result().map_err(|e| format!("{e:?}"))?;
+    let out = DeviceBuffer::new(4 * M * N).map_err(|e| e.to_string())?;
+    let (mut out_ptr, mut k_total) = (out.ptr(), K as i32);
+    let (mut a, mut b) = (map_a, map_b);
+    let mut params: [*mut c_void; 4] = [
+        &mut a as *mut _ as *mut c_void,
+        &mut b as *mut _ as *mut c_void,
+        &mut out_ptr as *mut _ as *mut c_void,
+        &mut k_total as *mut _ as *mut c_void,
+    ];
+    // SAFETY: the parameters match the kernel's (two tensor maps by value, a device pointer of
+    // M·N floats, an int); one block of one warpgroup; synchronised before the read.
+    unsafe {
+        cu::cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            128,
+            1,
+            1,
+            SMEM_BYTES,
+            std::ptr::null_mut(),
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+        .result()
+        .map_err(|e| format!("launch {kernel:?}: {e:?}"))?;
+        cu::cuCtxSynchronize().result().map_err(|e| format!("{kernel:?}: {e:?}"))?;
+    }
+    let got: Vec<f32> = out.to_vec(M * N).map_err(|e| e.to_string())?;
+    let bad: Vec<usize> = (0..M * N).filter(|&i| got[i] != want[i]).collect();
+    match bad.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{kernel:?}: {} of {} values differ; first D({}, {}) = {} against {}",
+            bad.len(),
+            M * N,
+            i / N,
+            i % N,
+            got[i],
+            want[i]
+        )),
+    }
+}
+
+pub(crate) fn run_mn_major(be: &CudaLoss) -> Result<String, String> {
+    be.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
+    let source = include_str!("../probes/sm90_mn_major.cu");
+    let cubin =
+        compile_uncached(source, "sm90_mn_major.cu", &options(&Arch("sm_90a".into()))).map_err(|e| e.to_string())?;
+    let a = values(M * K, 1); // A[m, k] at m·K + k
+    let b = values(K * N, 2); // B[k, n] at k·N + n
+    let a_t: Vec<f32> = (0..K * M).map(|i| a[(i % M) * K + i / M]).collect(); // A[m, k] at k·M + m
+    let want: Vec<f32> = (0..M * N)
+        .map(|i| (0..K).map(|k| a[(i / N) * K + k] as f64 * b[k * N + i % N] as f64).sum::<f64>() as f32)
+        .collect();
+    let (da, da_t, db) = (upload(&a)?, upload(&a_t)?, upload(&b)?);
+    let mut module: cu::CUmodule = std::ptr::null_mut();
+    // SAFETY: the cubin outlives the call; the context is current.
+    unsafe { cu::cuModuleLoadData(&mut module, cubin.as_ptr() as *const c_void) }
+        .result()
+        .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
+    let result = (|| {
+        check(module, c"probe_b_mn", map(da.ptr(), K, M)?, map(db.ptr(), N, K)?, &want)?;
+        check(module, c"probe_ab_mn", map(da_t.ptr(), M, K)?, map(db.ptr(), N, K)?, &want)
+    })();
+    // SAFETY: no launch of the module is in flight (each check synchronised).
+    unsafe { cu::cuModuleUnload(module) }.result().map_err(|e| format!("cuModuleUnload: {e:?}"))?;
+    result.map(|()| format!("D[{M}, {N}] over K {K} exact with B MN-major, and with A and B MN-major"))
+}
