@@ -23,8 +23,9 @@ use super::{with_dc_scratch, BackwardPlan, DeAccumulator, Region, Wanted, ALIGN}
 /// dE's own bytes hold half as many f32 rows as it has tokens: with `rows_in_de` > 0 the
 /// accumulator's rows [0, rows_in_de) live there (f32 row r at byte 4·D·(r + 1): one row's slack
 /// at the front lets the rounding compact them in place, see `round_de_head`), and only rows
-/// [rows_in_de, N) in dC, halving the tail pass — which is what lets Llama 3 from ~21k to ~42k
-/// tokens have a tail at all, and shortens it everywhere (H200: fwd+bwd 0.986x at Llama 3 8k).
+/// [rows_in_de, N) in dC, halving the tail pass — which is what lets Llama 3 from ~21k to ~39k
+/// tokens have a tail over at most a third of the vocabulary, and shortens it everywhere (H200:
+/// fwd+bwd 0.986x at Llama 3 8k).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DcTail {
     /// Byte offset in dC of the accumulator's rows [rows_in_de, N) (a multiple of 256; they run
@@ -66,7 +67,7 @@ impl DcTail {
 /// How much of the vocabulary a tail pass may recompute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TailReach {
-    /// At most a third ([`MAX_TAIL_FRACTION_INV`]), starting past row 0: a plan's choice.
+    /// At most a third of the vocabulary, starting past row 0: a plan's choice.
     Third,
     /// Any part of it, up to all (then the main pass writes no dC row), and the accumulator's
     /// rows past dC's end in the workspace: where nothing else keeps the budget.
