@@ -180,6 +180,25 @@ abi_structs! {
         tiles_per_cta: i32 = "int",
     }
 
+    /// sm90 family: flce_sm90_de_product, out (+)= G · C_chunk (the backward's dE product through
+    /// TMA + wgmma; FLCE_SM90_DE_PRODUCT=1).
+    struct Sm90ProductParams {
+        /// G [rows, ldg] of the chunk, boxes of 128 rows × 64 of its vocabulary rows (K-major).
+        map_g: TensorMap = "TensorMap",
+        /// C's chunk rows [k, D], boxes of 64 of D × 64 rows (read MN-major).
+        map_c: TensorMap = "TensorMap",
+        /// dE's f32 accumulator rows [rows, ldo].
+        out: DevPtr = "float*",
+        ldo: i32 = "int",
+        rows: i32 = "int",
+        /// D.
+        cols: i32 = "int",
+        /// The chunk's vocabulary rows (the sum's length).
+        k: i32 = "int",
+        /// 0: write (the first chunk), 1: add.
+        accumulate: i32 = "int",
+    }
+
     /// flce_db_reduce: sums db_partial over row tiles in order.
     struct DbReduceParams {
         db_partial: DevPtr = "const float*",

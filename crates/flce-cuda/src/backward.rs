@@ -276,8 +276,15 @@ impl CudaLoss {
             // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
             let beta = (vc > 0) as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
+            // (FLCE_SM90_DE_PRODUCT=1: flce's own TMA + wgmma product instead, a measurement)
+            let own = crate::geometry::sm90_de_product_enabled() && plan.family == Family::Sm90 && x.rows_aligned();
             for (rows, out) in de_acc_rows(plan, dst.grads.de, acc, dst.de_overflow, &tokens) {
-                let b = Mat::new(g + (rows.start - tokens.start) as u64 * ldg as u64 * s, input, ldg);
+                let g_rows = g + (rows.start - tokens.start) as u64 * ldg as u64 * s;
+                if own {
+                    family::sm90::de_product(call, g_rows, ldg, rows.len(), vocab.clone(), out, vc > 0)?;
+                    continue;
+                }
+                let b = Mat::new(g_rows, input, ldg);
                 let out = Mat::new(out, Elem::F32, d);
                 Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
             }

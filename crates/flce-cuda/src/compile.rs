@@ -37,12 +37,14 @@ pub enum KernelFile {
     Sm90Forward,
     /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
     Sm90Grad,
+    /// sm90/product.cu: the backward's dE product through TMA + wgmma (sm_90a, 16-bit inputs).
+    Sm90Product,
     /// shared/phases.cu: the vocabulary-parallel loss phases.
     Phases,
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 10] = [
+    pub const ALL: [KernelFile; 11] = [
         KernelFile::Prep,
         KernelFile::Finish,
         KernelFile::Accumulate,
@@ -52,6 +54,7 @@ impl KernelFile {
         KernelFile::Sm80Grad,
         KernelFile::Sm90Forward,
         KernelFile::Sm90Grad,
+        KernelFile::Sm90Product,
         KernelFile::Phases,
     ];
 
@@ -67,6 +70,7 @@ impl KernelFile {
             KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
             KernelFile::Sm90Forward => "sm90/forward.cu",
             KernelFile::Sm90Grad => "sm90/grad.cu",
+            KernelFile::Sm90Product => "sm90/product.cu",
             KernelFile::Phases => "shared/phases.cu",
         }
     }
@@ -82,6 +86,7 @@ impl KernelFile {
             KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
             KernelFile::Sm90Forward => include_str!("../kernels/sm90/forward.cu"),
             KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
+            KernelFile::Sm90Product => include_str!("../kernels/sm90/product.cu"),
             KernelFile::Phases => include_str!("../kernels/shared/phases.cu"),
         }
     }
@@ -96,7 +101,9 @@ impl KernelFile {
     /// everywhere.
     pub fn builds_for(self, arch: &Arch, dtype: DType) -> bool {
         match self {
-            KernelFile::Sm90Forward | KernelFile::Sm90Grad => arch.0 == "sm_90a" && dtype != DType::F32,
+            KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90Product => {
+                arch.0 == "sm_90a" && dtype != DType::F32
+            }
             _ => true,
         }
     }

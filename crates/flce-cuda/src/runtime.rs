@@ -16,8 +16,8 @@ use crate::compile::{compile, Arch, KernelFile};
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
-    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_THREADS,
-    SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES,
+    SM90_THREADS, SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -36,6 +36,7 @@ pub enum Kernel {
     ScaleGrads,
     Sm90Forward,
     Sm90Grad,
+    Sm90DeProduct,
     SliceTargets,
     ExportPartials,
     FinishRanks,
@@ -43,7 +44,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 17] = [
+    pub const ALL: [Kernel; 18] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
@@ -57,6 +58,7 @@ impl Kernel {
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
         Kernel::Sm90Grad,
+        Kernel::Sm90DeProduct,
         Kernel::SliceTargets,
         Kernel::ExportPartials,
         Kernel::FinishRanks,
@@ -74,6 +76,7 @@ impl Kernel {
             Kernel::GradTiles => KernelFile::Sm80Grad,
             Kernel::Sm90Forward => KernelFile::Sm90Forward,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
+            Kernel::Sm90DeProduct => KernelFile::Sm90Product,
             Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
                 KernelFile::Phases
             }
@@ -96,6 +99,7 @@ impl Kernel {
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
             Kernel::Sm90Grad => "flce_sm90_grad",
+            Kernel::Sm90DeProduct => "flce_sm90_de_product",
             Kernel::SliceTargets => "flce_slice_targets",
             Kernel::ExportPartials => "flce_export_partials",
             Kernel::FinishRanks => "flce_finish_ranks",
@@ -111,7 +115,7 @@ impl Kernel {
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward | Kernel::Sm90Grad => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90Grad | Kernel::Sm90DeProduct => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -123,6 +127,7 @@ impl Kernel {
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
+            Kernel::Sm90DeProduct => SM90_PRODUCT_SMEM_BYTES,
             _ => 0,
         }
     }
@@ -261,6 +266,13 @@ impl KernelArgs for Sm90GradParams {
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32
+    }
+}
+
+impl KernelArgs for Sm90ProductParams {
+    const KERNEL: Kernel = Kernel::Sm90DeProduct;
+    fn grid(&self) -> (u32, u32, u32) {
+        (blocks(self.rows as usize, SM90_TILE_M), blocks(self.cols as usize, SM90_TILE_N), 1)
     }
 }
 

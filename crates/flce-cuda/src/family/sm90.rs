@@ -7,7 +7,7 @@
 use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
-use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, TensorMap};
+use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams, TensorMap};
 use crate::error::Check;
 use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
@@ -16,13 +16,26 @@ use crate::plan::{grad_grid, BackwardPlan, ForwardPlan};
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
 fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize, what: &str) -> Result<TensorMap> {
+    tensor_map_pitched(ptr, rows, d, d, dtype, box_rows, what)
+}
+
+/// The same over rows `pitch` elements apart (at least `d`; a multiple of 8).
+fn tensor_map_pitched(
+    ptr: DevPtr,
+    rows: usize,
+    d: usize,
+    pitch: usize,
+    dtype: DType,
+    box_rows: usize,
+    what: &str,
+) -> Result<TensorMap> {
     let data_type = match dtype {
         DType::BF16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         DType::F16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::F32 => unreachable!("the planner never picks the sm90 family for f32"),
     };
     let dims = [d as u64, rows as u64];
-    let strides = [(d * dtype.size_in_bytes()) as u64];
+    let strides = [(pitch * dtype.size_in_bytes()) as u64];
     let boxes = [SM90_TILE_K as u32, box_rows as u32];
     let element_strides = [1u32, 1];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
@@ -123,5 +136,39 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
         tiles_per_cta: grid.tiles_per_split as i32,
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    Ok(())
+}
+
+/// dE's f32 accumulator rows (+)= G · C[vocab] through flce_sm90_de_product (kernels/sm90/product.cu):
+/// `g` the first of `rows` rows of G (pitch `ldg`), `out` their accumulator (pitch D),
+/// `accumulate` false for the first chunk. Under `FLCE_SM90_DE_PRODUCT=1` the backward takes it
+/// for cuBLAS's dE product (a measurement of the persistent backward's product phase).
+///
+/// # Safety
+/// As for [`crate::CudaLoss::backward`]: `g` holds `rows` × `ldg` elements of the input dtype,
+/// `out` `rows` × D floats, C's rows `vocab` exist; 16-byte aligned rows.
+pub(crate) unsafe fn de_product(
+    call: &Call<'_>,
+    g: DevPtr,
+    ldg: usize,
+    rows: usize,
+    vocab: std::ops::Range<usize>,
+    out: DevPtr,
+    accumulate: bool,
+) -> Result<()> {
+    let (x, d) = (call.x, call.x.shape.d);
+    let s = x.dtype.size_in_bytes() as u64;
+    let params = Sm90ProductParams {
+        map_g: tensor_map_pitched(g, rows, vocab.len(), ldg, x.dtype, SM90_TILE_M, "G")?,
+        // C's chunk read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
+        map_c: tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vocab.len(), d, d, x.dtype, 64, "C chunk")?,
+        out,
+        ldo: d as i32,
+        rows: rows as i32,
+        cols: d as i32,
+        k: vocab.len() as i32,
+        accumulate: accumulate as i32,
+    };
+    call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
 }
