@@ -180,23 +180,27 @@ abi_structs! {
         tiles_per_cta: i32 = "int",
     }
 
-    /// sm90 family: flce_sm90_de_product, out (+)= G · C_chunk (the backward's dE product through
-    /// TMA + wgmma; FLCE_SM90_DE_PRODUCT=1).
+    /// sm90 family: flce_sm90_product, the backward's two products through TMA + wgmma
+    /// (FLCE_SM90_PRODUCTS=1): out [rows, cols] (+)= A [rows, k] · B [k, cols], B read MN-major.
+    /// dE += G·C_chunk: A = G (K-major), B = C's chunk rows; dC_chunk = Gᵀ·E: A = Gᵀ (G read
+    /// MN-major), B = E.
     struct Sm90ProductParams {
-        /// G [rows, ldg] of the chunk, boxes of 128 rows × 64 of its vocabulary rows (K-major).
-        map_g: TensorMap = "TensorMap",
-        /// C's chunk rows [k, D], boxes of 64 of D × 64 rows (read MN-major).
-        map_c: TensorMap = "TensorMap",
-        /// dE's f32 accumulator rows [rows, ldo].
-        out: DevPtr = "float*",
+        /// A: K-major (a_mn 0: boxes of 128 rows × 64 of k) or MN-major (a_mn 1: boxes of 64 rows
+        /// (inner) × 64 of k).
+        map_a: TensorMap = "TensorMap",
+        /// B [k, cols], boxes of 64 of cols (inner) × 64 of k (read MN-major).
+        map_b: TensorMap = "TensorMap",
+        /// out [rows, ldo]: f32 (out_f32 1) or the input dtype (out_f32 0: rounded once).
+        out: DevPtr = "void*",
         ldo: i32 = "int",
         rows: i32 = "int",
-        /// D.
         cols: i32 = "int",
-        /// The chunk's vocabulary rows (the sum's length).
+        /// The sum's length.
         k: i32 = "int",
-        /// 0: write (the first chunk), 1: add.
+        /// 0: write, 1: add (f32 output only).
         accumulate: i32 = "int",
+        a_mn: i32 = "int",
+        out_f32: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

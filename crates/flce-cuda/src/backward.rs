@@ -250,6 +250,8 @@ impl CudaLoss {
             (_, Family::Sm90) => family::sm90::grad_chunk(call, plan, chunk)?,
         }
         let first_tokens = (tc == 0) as i32;
+        // (FLCE_SM90_PRODUCTS=1: flce's own TMA + wgmma products instead of cuBLAS's, a measurement)
+        let own_products = crate::geometry::sm90_products_enabled() && plan.family == Family::Sm90 && x.rows_aligned();
         if let (Some(acc), Pass::Main) = (dst.db_acc, pass) {
             let reduce = DbReduceParams {
                 db_partial: chunk.db_partial,
@@ -264,24 +266,31 @@ impl CudaLoss {
         if let (Some(dc), true) = (dst.grads.dc, writes_dc) {
             // dC[vocab] (+)= Gᵀ·E[tokens]; column-major view: (D × vlen) = E(D × nlen) · Gᵀ
             let beta = (1 - first_tokens) as f32;
+            let f32_acc = matches!(plan.dc_acc, DcAccumulator::Workspace(_));
             let out = match plan.dc_acc {
-                DcAccumulator::Workspace(r) => Mat::new(ws.at(r), Elem::F32, d),
-                _ => Mat::new(dc + vocab.start as u64 * d as u64 * s, input, d),
+                DcAccumulator::Workspace(r) => ws.at(r),
+                _ => dc + vocab.start as u64 * d as u64 * s,
             };
-            let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
-            let b = Mat::new(g, input, ldg).t();
-            Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
+            // (a 16-bit dC is written once: one token chunk)
+            if own_products && (f32_acc || first_tokens == 1) {
+                let what = family::sm90::Product::Dc { out, f32_acc, accumulate: first_tokens == 0 };
+                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what)?;
+            } else {
+                let out = Mat::new(out, if f32_acc { Elem::F32 } else { input }, d);
+                let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
+                let b = Mat::new(g, input, ldg).t();
+                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
+            }
         }
         if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
             // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
             let beta = (vc > 0) as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
-            // (FLCE_SM90_DE_PRODUCT=1: flce's own TMA + wgmma product instead, a measurement)
-            let own = crate::geometry::sm90_de_product_enabled() && plan.family == Family::Sm90 && x.rows_aligned();
             for (rows, out) in de_acc_rows(plan, dst.grads.de, acc, dst.de_overflow, &tokens) {
                 let g_rows = g + (rows.start - tokens.start) as u64 * ldg as u64 * s;
-                if own {
-                    family::sm90::de_product(call, g_rows, ldg, rows.len(), vocab.clone(), out, vc > 0)?;
+                if own_products {
+                    let what = family::sm90::Product::De { out, accumulate: vc > 0 };
+                    family::sm90::product(call, g_rows, ldg, rows.clone(), vocab.clone(), what)?;
                     continue;
                 }
                 let b = Mat::new(g_rows, input, ldg);

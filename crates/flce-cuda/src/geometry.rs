@@ -46,7 +46,7 @@ pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
 /// consumer warps' store staging.
 pub const SM90_GRAD_SMEM_BYTES: usize =
     SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
-/// flce_sm90_de_product: the main loop's only (its epilogue adds the accumulators into global f32).
+/// flce_sm90_product: the main loop's only (its epilogue writes straight to global memory).
 pub const SM90_PRODUCT_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES;
 // Checked at compile time: both sm90 blocks fit Hopper's 227 KB per block, and every stage starts
 // on a 1024-byte boundary (the 128-byte swizzle atom the descriptors assume).
@@ -160,12 +160,12 @@ pub fn de_head_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
 }
 
-/// Whether the sm90 backward's dE products run through flce's own TMA + wgmma kernel
-/// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_DE_PRODUCT=1` (read once; a
+/// Whether the sm90 backward's dE and dC products run through flce's own TMA + wgmma kernel
+/// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_PRODUCTS=1` (read once; a
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).
-pub fn sm90_de_product_enabled() -> bool {
+pub fn sm90_products_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SM90_DE_PRODUCT").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| std::env::var("FLCE_SM90_PRODUCTS").is_ok_and(|v| v.trim() == "1"))
 }
 
 /// The defines the kernels compile with.

@@ -36,7 +36,7 @@ pub enum Kernel {
     ScaleGrads,
     Sm90Forward,
     Sm90Grad,
-    Sm90DeProduct,
+    Sm90Product,
     SliceTargets,
     ExportPartials,
     FinishRanks,
@@ -58,7 +58,7 @@ impl Kernel {
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
         Kernel::Sm90Grad,
-        Kernel::Sm90DeProduct,
+        Kernel::Sm90Product,
         Kernel::SliceTargets,
         Kernel::ExportPartials,
         Kernel::FinishRanks,
@@ -76,7 +76,7 @@ impl Kernel {
             Kernel::GradTiles => KernelFile::Sm80Grad,
             Kernel::Sm90Forward => KernelFile::Sm90Forward,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
-            Kernel::Sm90DeProduct => KernelFile::Sm90Product,
+            Kernel::Sm90Product => KernelFile::Sm90Product,
             Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
                 KernelFile::Phases
             }
@@ -99,7 +99,7 @@ impl Kernel {
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
             Kernel::Sm90Grad => "flce_sm90_grad",
-            Kernel::Sm90DeProduct => "flce_sm90_de_product",
+            Kernel::Sm90Product => "flce_sm90_product",
             Kernel::SliceTargets => "flce_slice_targets",
             Kernel::ExportPartials => "flce_export_partials",
             Kernel::FinishRanks => "flce_finish_ranks",
@@ -115,7 +115,7 @@ impl Kernel {
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward | Kernel::Sm90Grad | Kernel::Sm90DeProduct => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -127,7 +127,7 @@ impl Kernel {
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
-            Kernel::Sm90DeProduct => SM90_PRODUCT_SMEM_BYTES,
+            Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES,
             _ => 0,
         }
     }
@@ -270,7 +270,7 @@ impl KernelArgs for Sm90GradParams {
 }
 
 impl KernelArgs for Sm90ProductParams {
-    const KERNEL: Kernel = Kernel::Sm90DeProduct;
+    const KERNEL: Kernel = Kernel::Sm90Product;
     fn grid(&self) -> (u32, u32, u32) {
         (blocks(self.rows as usize, SM90_TILE_M), blocks(self.cols as usize, SM90_TILE_N), 1)
     }

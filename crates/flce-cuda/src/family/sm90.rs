@@ -139,35 +139,60 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     Ok(())
 }
 
-/// dE's f32 accumulator rows (+)= G · C[vocab] through flce_sm90_de_product (kernels/sm90/product.cu):
-/// `g` the first of `rows` rows of G (pitch `ldg`), `out` their accumulator (pitch D),
-/// `accumulate` false for the first chunk. Under `FLCE_SM90_DE_PRODUCT=1` the backward takes it
-/// for cuBLAS's dE product (a measurement of the persistent backward's product phase).
-///
+/// One of the backward's products through flce_sm90_product (kernels/sm90/product.cu), for
+/// cuBLAS's under `FLCE_SM90_PRODUCTS=1` (a measurement of the persistent backward's product
+/// phase): `g` the first of `tokens` rows of a chunk's G (pitch `ldg`) over vocabulary rows `vocab`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Product {
+    /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C[vocab] (add unless the first
+    /// chunk).
+    De { out: DevPtr, accumulate: bool },
+    /// dC's rows `vocab` = Gᵀ · E[tokens] (input dtype, rounded once), or the chunk's f32
+    /// accumulator (pitch D) (+)=.
+    Dc { out: DevPtr, f32_acc: bool, accumulate: bool },
+}
+
 /// # Safety
-/// As for [`crate::CudaLoss::backward`]: `g` holds `rows` × `ldg` elements of the input dtype,
-/// `out` `rows` × D floats, C's rows `vocab` exist; 16-byte aligned rows.
-pub(crate) unsafe fn de_product(
+/// As for [`crate::CudaLoss::backward`]: `g` holds `tokens.len()` × `ldg` elements of the input
+/// dtype, the outputs their rows; 16-byte aligned rows.
+pub(crate) unsafe fn product(
     call: &Call<'_>,
     g: DevPtr,
     ldg: usize,
-    rows: usize,
+    tokens: std::ops::Range<usize>,
     vocab: std::ops::Range<usize>,
-    out: DevPtr,
-    accumulate: bool,
+    what: Product,
 ) -> Result<()> {
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
-    let params = Sm90ProductParams {
-        map_g: tensor_map_pitched(g, rows, vocab.len(), ldg, x.dtype, SM90_TILE_M, "G")?,
-        // C's chunk read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
-        map_c: tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vocab.len(), d, d, x.dtype, 64, "C chunk")?,
-        out,
-        ldo: d as i32,
-        rows: rows as i32,
-        cols: d as i32,
-        k: vocab.len() as i32,
-        accumulate: accumulate as i32,
+    let (n, vc) = (tokens.len(), vocab.len());
+    let params = match what {
+        Product::De { out, accumulate } => Sm90ProductParams {
+            map_a: tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
+            // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
+            map_b: tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
+            out,
+            ldo: d as i32,
+            rows: n as i32,
+            cols: d as i32,
+            k: vc as i32,
+            accumulate: accumulate as i32,
+            a_mn: 0,
+            out_f32: 1,
+        },
+        Product::Dc { out, f32_acc, accumulate } => Sm90ProductParams {
+            // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
+            map_a: tensor_map_pitched(g, n, vc, ldg, x.dtype, 64, "G as Gᵀ")?,
+            map_b: tensor_map_pitched(x.e + tokens.start as u64 * d as u64 * s, n, d, d, x.dtype, 64, "E rows")?,
+            out,
+            ldo: d as i32,
+            rows: vc as i32,
+            cols: d as i32,
+            k: n as i32,
+            accumulate: (f32_acc && accumulate) as i32,
+            a_mn: 1,
+            out_f32: f32_acc as i32,
+        },
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
