@@ -4,7 +4,7 @@
 
 use flce_core::testing::DataKind;
 use flce_core::{DType, Options, Reduction, Shape};
-use flce_cuda::CudaLoss;
+use flce_cuda::{BackwardConfig, BackwardMode, BackwardPlan, CudaLoss, TailReach, Wanted};
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -24,6 +24,27 @@ pub(crate) struct Case {
     pub sms: Option<usize>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
+}
+
+impl Case {
+    /// A small oracle case on planted data at the default budget, named `{dtype} {what}
+    /// (n,d,v) {suffix}`; `extras`: a bias and class weights.
+    fn planted(dtype: DType, what: &str, shape: Shape, opts: Options, extras: bool, suffix: &str) -> Case {
+        Case {
+            name: format!("{dtype} {what} ({},{},{}) {suffix}", shape.n, shape.d, shape.v),
+            shape,
+            dtype,
+            opts,
+            bias: extras,
+            weights: extras,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: None,
+            frozen: false,
+        }
+    }
 }
 
 /// The vocabulary-parallel phases on one GPU (tests/gpu/phases.rs): (name, dtype, shape,
@@ -164,20 +185,7 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::F16, "none", Shape::new(300, 128, 2049), Options { reduction: Reduction::None, ..base.clone() }, false),
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false),
     ] {
-        out.push(Case {
-            name: format!("{dtype} {what} ({},{},{}) 2 SMs", shape.n, shape.d, shape.v),
-            shape,
-            dtype,
-            opts,
-            bias: extras,
-            weights: extras,
-            kind: DataKind::Planted,
-            budget: None,
-            big: false,
-            fused: false,
-            sms: Some(2),
-            frozen: false,
-        });
+        out.push(Case { sms: Some(2), ..Case::planted(dtype, what, shape, opts, extras, "2 SMs") });
     }
     // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
     // (plan::DcTail::rows_in_de; its rows rounded in place)
@@ -186,20 +194,7 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "all", all.clone(), true),
         (DType::F16, "none", Options { reduction: Reduction::None, ..base.clone() }, false),
     ] {
-        out.push(Case {
-            name: format!("{dtype} {what} (3000,64,12000) de-head"),
-            shape: Shape::new(3000, 64, 12_000),
-            dtype,
-            opts,
-            bias: extras,
-            weights: extras,
-            kind: DataKind::Planted,
-            budget: None,
-            big: false,
-            fused: false,
-            sms: None,
-            frozen: false,
-        });
+        out.push(Case::planted(dtype, what, Shape::new(3000, 64, 12_000), opts, extras, "de-head"));
     }
     // N above V/3: the tail pass recomputes more than a third of the vocabulary (3000, 64, 4000),
     // and N above V: all of it, dE's accumulator rows past dC's end in the workspace (5000, 64,
@@ -216,20 +211,7 @@ pub(crate) fn cases() -> Vec<Case> {
             false,
         ),
     ] {
-        out.push(Case {
-            name: format!("{dtype} {what} ({},{},{}) long-tail", shape.n, shape.d, shape.v),
-            shape,
-            dtype,
-            opts,
-            bias: extras,
-            weights: extras,
-            kind: DataKind::Planted,
-            budget: None,
-            big: false,
-            fused: false,
-            sms: None,
-            frozen: false,
-        });
+        out.push(Case::planted(dtype, what, shape, opts, extras, "long-tail"));
     }
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
@@ -246,20 +228,7 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, true),
     ] {
-        out.push(Case {
-            name: format!("{dtype} {what} ({},{},{}) frozen-classifier", shape.n, shape.d, shape.v),
-            shape,
-            dtype,
-            opts,
-            bias: extras,
-            weights: extras,
-            kind: DataKind::Planted,
-            budget: None,
-            big: false,
-            fused: false,
-            sms: None,
-            frozen: true,
-        });
+        out.push(Case { frozen: true, ..Case::planted(dtype, what, shape, opts, extras, "frozen-classifier") });
     }
     // the model shapes, and one past 2^31 logits (N·V = 4.2e9: every N×V index must be 64-bit)
     for (name, shape) in [
@@ -303,32 +272,34 @@ pub(crate) fn cases() -> Vec<Case> {
     out
 }
 
-/// The long-tail cases must plan a tail over more than a third of the vocabulary (and, with N
-/// above V, accumulator rows in the workspace), on every family.
-pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
-    use flce_cuda::{BackwardConfig, BackwardMode, TailReach, Wanted};
+/// Every family's backward plan for case `c` (cuBLAS logits, the fused tiles, the portable ones)
+/// passes `check`: the cases that exist for one plan shape must really plan it.
+fn require_plans(be: &CudaLoss, c: &Case, check: impl Fn(&BackwardPlan) -> Result<(), String>) -> Result<(), String> {
     let wanted = Wanted { de: true, dc: true, dbias: c.bias };
     for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
         let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
         let p = be.backward_plan(c.shape, c.dtype, wanted, config).map_err(|e| e.to_string())?;
-        let Some(t) = p.dc_tail() else { return Err(format!("{mode:?}: no tail: {:?}", p.de_acc)) };
-        if t.reach(c.shape) != TailReach::Whole || (c.shape.n > c.shape.v) != (t.overflow_rows > 0) {
-            return Err(format!("{mode:?}: not the long tail this case is for: {t:?}"));
-        }
+        check(&p).map_err(|e| format!("{mode:?}: {e}"))?;
     }
     Ok(())
 }
 
+/// The long-tail cases must plan a tail over more than a third of the vocabulary (and, with N
+/// above V, accumulator rows in the workspace), on every family.
+pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    require_plans(be, c, |p| match p.dc_tail() {
+        None => Err(format!("no tail: {:?}", p.de_acc)),
+        Some(t) if t.reach(c.shape) != TailReach::Whole || (c.shape.n > c.shape.v) != (t.overflow_rows > 0) => {
+            Err(format!("not the long tail this case is for: {t:?}"))
+        }
+        Some(_) => Ok(()),
+    })
+}
+
 /// The de-head cases must plan dE's accumulator partly in dE's own buffer, on every family.
 pub(crate) fn require_de_head(be: &CudaLoss, c: &Case) -> Result<(), String> {
-    use flce_cuda::{BackwardConfig, BackwardMode, Wanted};
-    let wanted = Wanted { de: true, dc: true, dbias: c.bias };
-    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
-        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
-        let p = be.backward_plan(c.shape, c.dtype, wanted, config).map_err(|e| e.to_string())?;
-        if p.dc_tail().map_or(0, |t| t.rows_in_de) == 0 {
-            return Err(format!("{mode:?}: the plan keeps no accumulator rows in dE: {:?}", p.de_acc));
-        }
-    }
-    Ok(())
+    require_plans(be, c, |p| match p.dc_tail().map_or(0, |t| t.rows_in_de) {
+        0 => Err(format!("the plan keeps no accumulator rows in dE: {:?}", p.de_acc)),
+        _ => Ok(()),
+    })
 }
