@@ -8,6 +8,11 @@ use super::tests::{BOTH, GEMMA, LLAMA};
 use super::*;
 use crate::family::{BackwardMode, Family};
 
+/// The default-mode bf16 plan of both gradients on 132 SMs of the sm90 family, within `budget`.
+fn sm90_plan(shape: Shape, budget: Option<usize>) -> BackwardPlan {
+    backward_plan(shape, DType::BF16, BOTH, budget, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap()
+}
+
 /// The tail invariants: the accumulator lies inside dC, after every row of the main pass; the
 /// tail pass starts on a chunk boundary and covers at most a third of the vocabulary.
 pub(super) fn check_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> DcTail {
@@ -96,7 +101,7 @@ fn past_a_third_of_the_vocabulary_the_tail_reaches_further_within_ten_percent() 
         (Shape::new(65_536, 3584, 152_064), false),
         (Shape::new(131_072, 3584, 152_064), false),
         (Shape::new(131_072, 2304, 256_000), false),
-        // the GPU tests' cases (crates/flce-cuda/tests/gpu/main.rs)
+        // the GPU tests' cases (crates/flce-cuda/tests/gpu/cases.rs)
         (Shape::new(3000, 64, 4000), false),
         (Shape::new(5000, 64, 3000), true),
         (Shape::new(255, 507, 123), true),
@@ -114,7 +119,6 @@ fn past_a_third_of_the_vocabulary_the_tail_reaches_further_within_ten_percent() 
                 let good = rows * shape.n * if mode == BackwardMode::FusedTiles { 2 } else { 6 };
                 let overflow = 4 * whole_overflow(shape) * shape.d;
                 assert!(limit <= (grads / 10).max(good + overflow + (4 << 20)), "{ctx}: default budget {limit}");
-                eprintln!("{ctx}: {:.1}%", 100.0 * p.workspace_bytes as f64 / grads as f64);
                 assert!(p.workspace_bytes <= limit, "{ctx}: {} > {limit}", p.workspace_bytes);
                 let t = check_any_tail(shape, DType::BF16, &p);
                 assert_eq!((t.reach(shape), t.overflow_rows > 0), (TailReach::Whole, overflows), "{ctx}: {t:?}");
@@ -124,29 +128,11 @@ fn past_a_third_of_the_vocabulary_the_tail_reaches_further_within_ten_percent() 
         }
     }
     // Llama 3 at 64k: about half the vocabulary recomputed (the accumulator's rest is half of dC)
-    let p = backward_plan(
-        Shape::new(65_536, 4096, 128_256),
-        DType::BF16,
-        BOTH,
-        None,
-        BackwardMode::FusedTiles,
-        Family::Sm90,
-        132,
-    )
-    .unwrap();
+    let p = sm90_plan(Shape::new(65_536, 4096, 128_256), None);
     let t = p.dc_tail().unwrap();
     assert!((0.45..0.6).contains(&(1.0 - t.first_row as f64 / 128_256.0)), "{t:?}");
     // a budget that holds the accumulator still gets the workspace plan (no tail)
-    let roomy = backward_plan(
-        Shape::new(65_536, 4096, 128_256),
-        DType::BF16,
-        BOTH,
-        Some(1400 << 20),
-        BackwardMode::FusedTiles,
-        Family::Sm90,
-        132,
-    )
-    .unwrap();
+    let roomy = sm90_plan(Shape::new(65_536, 4096, 128_256), Some(1400 << 20));
     assert!(matches!(roomy.de_acc, DeAccumulator::Workspace(_)), "{roomy:?}");
 }
 
@@ -161,7 +147,7 @@ fn de_accumulator_head_in_de_keeps_long_sequences_within_ten_percent() {
         Shape::new(32_768, 3584, 152_064),
         Shape::new(24_576, 2048, 128_256),
         Shape::new(65_536, 2304, 256_000),
-        // the GPU tests' case (crates/flce-cuda/tests/gpu/main.rs)
+        // the GPU tests' case (crates/flce-cuda/tests/gpu/cases.rs)
         Shape::new(3000, 64, 12_000),
     ] {
         for family in [Family::Sm80, Family::Sm90] {
@@ -178,23 +164,14 @@ fn de_accumulator_head_in_de_keeps_long_sequences_within_ten_percent() {
     }
     // at 8k tokens all N rows would fit the third too (FLCE_DE_HEAD=0 puts them there): the
     // head halves the tail at the same chunks and workspace
-    let p = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+    let p = sm90_plan(LLAMA, None);
     assert_eq!(check_tail(LLAMA, DType::BF16, &p).rows_in_de, 4095);
     let all_in_dc = without_de_head(p.clone());
     let t = check_tail(LLAMA, DType::BF16, &all_in_dc);
     assert_eq!((t.rows_in_de, all_in_dc.workspace_bytes, all_in_dc.vocab_chunk), (0, p.workspace_bytes, p.vocab_chunk));
     assert!(t.first_row < p.dc_tail().unwrap().first_row, "a longer tail pass");
     // where all N rows would not fit the third, the plan keeps its head
-    let long = backward_plan(
-        Shape::new(32_768, 4096, 128_256),
-        DType::BF16,
-        BOTH,
-        None,
-        BackwardMode::FusedTiles,
-        Family::Sm90,
-        132,
-    )
-    .unwrap();
+    let long = sm90_plan(Shape::new(32_768, 4096, 128_256), None);
     assert_eq!(without_de_head(long.clone()), long);
     assert_eq!(de_head_rows(3, DType::BF16), 0);
     assert_eq!(de_head_rows(4, DType::F16), 1);
@@ -229,16 +206,15 @@ fn a_budget_that_holds_the_accumulator_takes_the_faster_plan_at_long_sequences()
     // recomputed); 640 MB holds the 537 MB workspace accumulator with no tail, which the model
     // prefers (measured: 224 ms against 243, docs/perf-notes.md v17)
     let long = Shape::new(32_768, 4096, 128_256);
-    let plan = |budget| backward_plan(long, DType::BF16, BOTH, budget, BackwardMode::FusedTiles, Family::Sm90, 132);
-    assert!(plan(None).unwrap().dc_tail().is_some());
+    let plan = |budget| sm90_plan(long, budget);
+    assert!(plan(None).dc_tail().is_some());
     // (577 MiB: b4843ca's default plan there, vocabulary chunks of 1024 rows)
-    let old = plan(Some(577 << 20)).unwrap();
+    let old = plan(Some(577 << 20));
     assert!(matches!(old.de_acc, DeAccumulator::Workspace(_)) && old.vocab_chunk == 1024, "{old:?}");
-    let roomy = plan(Some(640 << 20)).unwrap();
+    let roomy = plan(Some(640 << 20));
     assert!(matches!(roomy.de_acc, DeAccumulator::Workspace(_)) && roomy.tail_chunks().is_empty(), "{roomy:?}");
     // at 8k the tail plan stays the faster one at any budget
     for budget in [None, Some(640 << 20), Some(4 << 30)] {
-        let p = backward_plan(LLAMA, DType::BF16, BOTH, budget, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
-        assert!(p.dc_tail().is_some(), "{budget:?}");
+        assert!(sm90_plan(LLAMA, budget).dc_tail().is_some(), "{budget:?}");
     }
 }
