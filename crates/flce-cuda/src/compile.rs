@@ -37,7 +37,7 @@ pub enum KernelFile {
     Sm90Forward,
     /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
     Sm90Grad,
-    /// sm90/product.cu: the backward's dE product through TMA + wgmma (sm_90a, 16-bit inputs).
+    /// sm90/product.cu: the backward's dE and dC products through TMA + wgmma (sm_90a, 16-bit inputs).
     Sm90Product,
     /// shared/phases.cu: the vocabulary-parallel loss phases.
     Phases,
@@ -125,6 +125,12 @@ fn header(name: &str, dtype: DType) -> Option<String> {
 /// The source of `file` for `dtype` with our `#include "x.cuh"` lines expanded (each header
 /// once), so NVRTC needs no include path and the cache key covers every byte compiled.
 pub fn expanded_source(file: KernelFile, dtype: DType) -> String {
+    expand_includes(file.text(), dtype)
+}
+
+/// `source` (a kernel file's text, or a test probe's) with our `#include "x.cuh"` lines
+/// expanded for `dtype`, as [`expanded_source`] does.
+pub fn expand_includes(source: &str, dtype: DType) -> String {
     fn expand(text: &str, dtype: DType, seen: &mut Vec<String>, out: &mut String) {
         for line in text.lines() {
             let t = line.trim();
@@ -144,7 +150,7 @@ pub fn expanded_source(file: KernelFile, dtype: DType) -> String {
         }
     }
     let mut out = String::new();
-    expand(file.text(), dtype, &mut Vec::new(), &mut out);
+    expand(source, dtype, &mut Vec::new(), &mut out);
     out
 }
 

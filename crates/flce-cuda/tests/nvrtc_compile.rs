@@ -5,7 +5,8 @@
 
 use flce_core::DType;
 use flce_cuda::compile::{
-    compile_uncached, expanded_source, nvrtc_identity, nvrtc_version, options, Arch, KernelFile, CI_ARCHES,
+    compile_uncached, expand_includes, expanded_source, nvrtc_identity, nvrtc_version, options, Arch, KernelFile,
+    CI_ARCHES,
 };
 use flce_cuda::library::{require, Library};
 
@@ -68,10 +69,9 @@ fn nvrtc_takes_the_hopper_instructions_for_sm90a_only() {
         return;
     }
     let probe = include_str!("probes/sm90_instructions.cu");
-    let cubin = compile_uncached(probe, "sm90_instructions.cu", &options(&Arch("sm_90a".into())))
-        .unwrap_or_else(|e| panic!("sm_90a: {e}"));
+    let cubin = compile_probe(probe, "sm90_instructions.cu", "sm_90a").unwrap_or_else(|e| panic!("sm_90a: {e}"));
     assert!(cubin.len() > 1000);
-    let err = compile_uncached(probe, "sm90_instructions.cu", &options(&Arch("sm_90".into()))).unwrap_err();
+    let err = compile_probe(probe, "sm90_instructions.cu", "sm_90").unwrap_err();
     assert!(err.to_string().contains("wgmma"), "{err}");
 }
 
@@ -82,7 +82,11 @@ fn the_mn_major_probe_compiles_for_sm90a() {
         return;
     }
     let probe = include_str!("probes/sm90_mn_major.cu");
-    let cubin = compile_uncached(probe, "sm90_mn_major.cu", &options(&Arch("sm_90a".into())))
-        .unwrap_or_else(|e| panic!("sm_90a: {e}"));
+    let cubin = compile_probe(probe, "sm90_mn_major.cu", "sm_90a").unwrap_or_else(|e| panic!("sm_90a: {e}"));
     assert!(cubin.len() > 1000);
+}
+
+/// A probe of tests/probes/ compiled for `arch`, its include lines expanded as the kernels' are.
+fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::CudaResult<Vec<u8>> {
+    compile_uncached(&expand_includes(source, DType::BF16), name, &options(&Arch(arch.into())))
 }

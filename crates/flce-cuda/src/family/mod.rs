@@ -25,6 +25,9 @@ pub(crate) mod cublas;
 pub(crate) mod sm80;
 pub(crate) mod sm90;
 
+/// The sm90 family's TMA descriptors (for tests/gpu/mn_major.rs, which checks their layout).
+pub use sm90::tensor_map_pitched;
+
 use flce_core::{DType, Shape};
 
 use crate::compile::{Arch, KernelFile};

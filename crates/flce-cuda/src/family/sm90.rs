@@ -20,7 +20,7 @@ fn tensor_map(ptr: DevPtr, rows: usize, d: usize, dtype: DType, box_rows: usize,
 }
 
 /// The same over rows `pitch` elements apart (at least `d`; a multiple of 8).
-fn tensor_map_pitched(
+pub fn tensor_map_pitched(
     ptr: DevPtr,
     rows: usize,
     d: usize,

@@ -1,50 +1,28 @@
 //! The MN-major wgmma operands (tests/probes/sm90_mn_major.cu) against a host reference: the
-//! shared-memory descriptors, TMA boxes and transpose immediates that the persistent sm90
-//! backward's products need (docs/design-sm90-backward.md, "The MN-major operands") — B MN-major
-//! as C's chunk in dE += G·C_chunk, A and B MN-major as Gᵀ and E in dC_chunk = Gᵀ·E. Small
-//! integers, so every sum is exact in f32 and the comparison is equality. Hopper only.
+//! shared-memory descriptors, TMA descriptors and transpose immediates of mainloop.cuh and
+//! family::sm90 that the sm90 product kernel and the persistent backward need
+//! (docs/design-sm90-backward.md, "The MN-major operands") — B MN-major as C's chunk in
+//! dE += G·C_chunk, A and B MN-major as Gᵀ and E in dC_chunk = Gᵀ·E. Small integers, so every sum
+//! is exact in f32 and the comparison is equality. Hopper only.
 
 use std::ffi::c_void;
 
 use cudarc::driver::sys as cu;
-use flce_core::bf16;
-use flce_cuda::compile::{compile_uncached, options, Arch};
+use flce_core::{bf16, DType};
+use flce_cuda::abi::TensorMap;
+use flce_cuda::compile::{compile_uncached, expand_includes, options, Arch};
+use flce_cuda::family::tensor_map_pitched;
 use flce_cuda::{CudaLoss, DeviceBuffer};
 
 const M: usize = 64;
-const N: usize = 128;
+const N: usize = 256;
 const K: usize = 192;
-/// The probe's shared memory: A's box, B's two boxes, the barrier, and the 1024-byte alignment.
-const SMEM_BYTES: u32 = 3 * 8192 + 16 + 1024;
+/// The probe's shared memory: A's box, B's four boxes, the barrier, and the 1024-byte alignment.
+const SMEM_BYTES: u32 = 5 * 8192 + 16 + 1024;
 
-/// A TMA descriptor of a row-major [outer, inner] bf16 matrix read in 64 × 64 boxes with the
-/// 128-byte swizzle (the sm90 family's, with the box's outer side 64).
-fn map(ptr: u64, inner: usize, outer: usize) -> Result<cu::CUtensorMap, String> {
-    let dims = [inner as u64, outer as u64];
-    let strides = [(inner * 2) as u64];
-    let boxes = [64u32, 64];
-    let element_strides = [1u32, 1];
-    let mut m = cu::CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every array has the rank's length (strides: rank − 1); the map is written only.
-    unsafe {
-        cu::cuTensorMapEncodeTiled(
-            &mut m,
-            cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-            2,
-            ptr as *mut c_void,
-            dims.as_ptr(),
-            strides.as_ptr(),
-            boxes.as_ptr(),
-            element_strides.as_ptr(),
-            cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-        )
-    }
-    .result()
-    .map_err(|e| format!("cuTensorMapEncodeTiled({outer} × {inner}): {e:?}"))?;
-    Ok(m)
+/// The sm90 family's TMA descriptor of a row-major [outer, inner] bf16 matrix in 64 × 64 boxes.
+fn map(ptr: u64, inner: usize, outer: usize) -> Result<TensorMap, String> {
+    tensor_map_pitched(ptr, outer, inner, inner, DType::BF16, 64, "probe operand").map_err(|e| e.to_string())
 }
 
 /// Small integers in [-4, 4] from a fixed LCG: exact in bf16, their products' sums exact in f32.
@@ -67,8 +45,8 @@ fn upload(x: &[f32]) -> Result<DeviceBuffer, String> {
 fn check(
     module: cu::CUmodule,
     kernel: &std::ffi::CStr,
-    map_a: cu::CUtensorMap,
-    map_b: cu::CUtensorMap,
+    map_a: TensorMap,
+    map_b: TensorMap,
     want: &[f32],
 ) -> Result<(), String> {
     let mut f: cu::CUfunction = std::ptr::null_mut();
@@ -121,9 +99,9 @@ fn check(
 
 pub(crate) fn run_mn_major(be: &CudaLoss) -> Result<String, String> {
     be.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
-    let source = include_str!("../probes/sm90_mn_major.cu");
+    let source = expand_includes(include_str!("../probes/sm90_mn_major.cu"), DType::BF16);
     let cubin =
-        compile_uncached(source, "sm90_mn_major.cu", &options(&Arch("sm_90a".into()))).map_err(|e| e.to_string())?;
+        compile_uncached(&source, "sm90_mn_major.cu", &options(&Arch("sm_90a".into()))).map_err(|e| e.to_string())?;
     let a = values(M * K, 1); // A[m, k] at m·K + k
     let b = values(K * N, 2); // B[k, n] at k·N + n
     let a_t: Vec<f32> = (0..K * M).map(|i| a[(i % M) * K + i / M]).collect(); // A[m, k] at k·M + m
