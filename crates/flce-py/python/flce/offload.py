@@ -157,14 +157,17 @@ class Offloader:
         else:
             s.loaded = s.host.clone()
 
-    def prefetch_newest(self):
-        """Start bringing back the input saved last, if it is not on its way yet: the first one the
-        backward needs, which ``restore`` alone would fetch only when asked for it (flce.patch
-        calls this from a hook on the loss, so the copy overlaps the loss's backward)."""
-        newest = next((r() for r in reversed(self._order) if r() is not None), None)
-        if newest is not None and newest.loaded is None and newest.host is not None:
-            self._start_load(newest)
+    def _prefetch(self, s: Optional[_Saved]):
+        """Start bringing ``s`` back ahead of its ``restore``, if prefetching and not on its way yet."""
+        if self.prefetch and s is not None and s.loaded is None:
+            self._start_load(s)
             self.prefetched += 1
+
+    def prefetch_newest(self):
+        """Start bringing back the input saved last: the first one the backward needs, which
+        ``restore`` alone would fetch only when asked for it (flce.patch calls this from a hook on
+        the loss, so the copy overlaps the loss's backward)."""
+        self._prefetch(next((r() for r in reversed(self._order) if r() is not None), None))
 
     def restore(self, s: _Saved) -> torch.Tensor:
         """The saved input on its device, ready for the current stream; starts the prefetch of
@@ -182,10 +185,7 @@ class Offloader:
         i = next((i for i in range(len(self._order) - 1, -1, -1) if self._order[i]() is s), None)
         if i is not None:
             del self._order[i]
-            before = next((r() for r in reversed(self._order[:i]) if r() is not None), None)
-            if self.prefetch and before is not None and before.loaded is None:
-                self._start_load(before)
-                self.prefetched += 1
+            self._prefetch(next((r() for r in reversed(self._order[:i]) if r() is not None), None))
         self._give_back(s.entry)
         s.loaded = s.host = s.entry = None
         return x
