@@ -37,8 +37,8 @@ pub struct DcTail {
     /// The accumulator's first rows, kept in dE's own buffer (0: none).
     pub rows_in_de: usize,
     /// The accumulator's last rows, which neither dE's half nor all of dC holds (N above ~V),
-    /// kept in the workspace region `overflow` (0: none; then `byte_offset` is 0 and the tail
-    /// pass covers the whole vocabulary).
+    /// kept in the workspace region `overflow` (0: none; with some, `byte_offset` is 0 and the
+    /// tail pass covers the whole vocabulary).
     pub overflow_rows: usize,
     /// The workspace region of the overflow rows (set by the plan's layout; empty without them).
     pub overflow: Region,
