@@ -1,5 +1,6 @@
 // flce sm90 family (Hopper, sm_90a): the TMA + wgmma logits main loop shared by its forward and
-// backward kernels.
+// backward kernels (and, with its operands read MN-major, by the product kernel: the TA / TB
+// template parameters below).
 //
 // A block of SM90_THREADS (384) threads computes 128 × 256 logit tiles E[rows]·C[cols]ᵀ over
 // K = D for a run of vocabulary tiles, for each of its token tiles in turn (Sm90TokenTiles: every
@@ -138,8 +139,10 @@ __device__ __forceinline__ u64 smem_desc(u32 addr) {
 // Major-MN layout, docs/design-sm90-backward.md): 64 MN elements per 128-byte k row, groups of 8
 // k rows 1024 bytes apart (SBO), the next 64 MN elements 8192 bytes away (LBO: the next 64 × 64
 // TMA box).
+#define SM90_MN_BOX_BYTES (64 * SM90_TILE_K * 2)
 __device__ __forceinline__ u64 smem_desc_mn(u32 addr) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(8192 >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(SM90_MN_BOX_BYTES >> 4) << 16) | ((u64)(1024 >> 4) << 32) |
+         ((u64)1 << 62);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -267,10 +270,18 @@ struct Sm90Ring {
   }
 };
 
+// The operands' layouts in shared memory (template parameters TA, TB of the loops below and of
+// wgmma_m64n256k16): 0, K-major — A's 128 × 64 box at (k, row0), B's 256 × 64 box at (k, col0)
+// (the forward and G kernels: E and C); 1, MN-major — A as two 64 (rows) × 64 (k) boxes at
+// (row0, k) and (row0 + 64, k), one per consumer, B as four 64 (columns) × 64 (k) boxes at
+// (col0 + 64j, k), each box 64 k rows of 128 bytes (the product kernel, sm90/product.cu; no
+// cluster multicast). Both fill the same stage bytes; smem_desc / smem_desc_mn read them.
+
 // The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
 // token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
 // cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c then has
 // boxes of 128 rows).
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                                  int row0, int col_first, int tiles, int kt_count, Sm90Ring& ring) {
   const u32 blocks = cluster_size(), rank = cluster_rank();
@@ -284,9 +295,19 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
       // passes without waiting
       mbar_wait(&pp.empty[stage], ring.phase ^ 1);
       mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
-      tma_load_2d(pp.a + stage * SM90_A_STAGE_BYTES, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
+      unsigned char* a = pp.a + stage * SM90_A_STAGE_BYTES;
+      if (TA) {
+        tma_load_2d(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K);
+        tma_load_2d(a + SM90_MN_BOX_BYTES, map_e, &pp.full[stage], row0 + 64, kt * SM90_TILE_K);
+      } else {
+        tma_load_2d(a, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
+      }
       unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
-      if (blocks == 1) {
+      if (TB) {
+#pragma unroll
+        for (int j = 0; j < SM90_TILE_N / 64; ++j)
+          tma_load_2d(b + j * SM90_MN_BOX_BYTES, map_c, &pp.full[stage], col0 + 64 * j, kt * SM90_TILE_K);
+      } else if (blocks == 1) {
         tma_load_2d(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
       } else {
         tma_load_2d_multicast(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
@@ -298,13 +319,14 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
 }
 
 // The producer of a block: its run of vocabulary tiles for each of its token tiles.
+template <int TA = 0, int TB = 0>
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                              const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   Sm90Ring ring;
   for (int x = tt.first; x < tt.end; x += tt.stride)
-    sm90_produce_run(pp, map_e, map_c, tt.row0(x), col_first, tiles, kt_count, ring);
+    sm90_produce_run<TA, TB>(pp, map_e, map_c, tt.row0(x), col_first, tiles, kt_count, ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -343,7 +365,7 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // A consumer warpgroup (`consumer` 0 or 1) over one run of tiles, from ring position `ring` on:
 // for each tile, the k-loop into the accumulators, then epi.tile(acc, col0). `issued` counts
 // consumer 0's k-steps until the skew is signalled (SM90_CONSUMER_SKEW).
-template <class Epilogue>
+template <int TA = 0, int TB = 0, class Epilogue>
 __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consumer, int col_first, int tiles,
                                                  int kt_count, Epilogue& epi, float (&acc)[128], Sm90Ring& ring,
                                                  int& issued) {
@@ -360,8 +382,12 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
       const u32 b = smem_u32(pp.b + stage * SM90_B_STAGE_BYTES);
       wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < SM90_TILE_K / 16; ++k)
-        wgmma_m64n256k16(acc, smem_desc(a + 32 * k), smem_desc(b + 32 * k), kt | k);
+      for (int k = 0; k < SM90_TILE_K / 16; ++k) {
+        // a k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box
+        const u64 da = TA ? smem_desc_mn(a + 2048 * k) : smem_desc(a + 32 * k);
+        const u64 db = TB ? smem_desc_mn(b + 2048 * k) : smem_desc(b + 32 * k);
+        wgmma_m64n256k16<TA, TB>(acc, da, db, kt | k);
+      }
       wgmma_commit();
 #if SM90_MMA_INFLIGHT
       wgmma_wait_one();
@@ -394,7 +420,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
 
 // A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
 // tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
-template <class Epilogue>
+template <int TA = 0, int TB = 0, class Epilogue>
 __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Sm90TokenTiles& tt, int col_first,
                                              int tiles, int kt_count, Epilogue& epi) {
   float acc[128];
@@ -409,7 +435,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     epi.begin_rows(x);
-    sm90_consume_run(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
+    sm90_consume_run<TA, TB>(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
     epi.end_rows(x);
   }
 #if SM90_CONSUMER_SKEW > 0
@@ -432,7 +458,7 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // epilogue's shared state are initialised, the producer warpgroup gives its registers back and
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
-template <class Consume>
+template <int TA = 0, int TB = 0, class Consume>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                          const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count,
                                          Consume&& consume) {
@@ -440,7 +466,7 @@ __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* ma
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce(pp, map_e, map_c, tt, col_first, tiles, kt_count);
+    if (threadIdx.x == 0) sm90_produce<TA, TB>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);
