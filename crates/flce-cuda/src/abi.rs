@@ -201,6 +201,10 @@ abi_structs! {
         accumulate: i32 = "int",
         a_mn: i32 = "int",
         out_f32: i32 = "int",
+        /// The output tiles' order: row tiles per raster group (plan::sm90_product_order).
+        group_rows: i32 = "int",
+        /// Blocks (grid x): one per SM, each taking every blocks-th tile, or one per tile.
+        blocks: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

@@ -168,6 +168,26 @@ pub fn sm90_products_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_SM90_PRODUCTS").is_ok_and(|v| v.trim() == "1"))
 }
 
+/// The order of flce_sm90_product's output tiles (`FLCE_SM90_PRODUCT_ORDER`, read once; a
+/// measurement knob): `grouped` (default: plan::sm90_product_order's raster groups, one block per
+/// SM), `grouped-tiles` (the same order, one block per tile) or `rows` (row tiles fastest, one
+/// block per tile: the first product kernel's order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sm90ProductOrderKnob {
+    Grouped,
+    GroupedTiles,
+    Rows,
+}
+
+pub fn sm90_product_order_knob() -> Sm90ProductOrderKnob {
+    static KNOB: std::sync::OnceLock<Sm90ProductOrderKnob> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_PRODUCT_ORDER").as_deref().map(str::trim) {
+        Ok("rows") => Sm90ProductOrderKnob::Rows,
+        Ok("grouped-tiles") => Sm90ProductOrderKnob::GroupedTiles,
+        _ => Sm90ProductOrderKnob::Grouped,
+    })
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();

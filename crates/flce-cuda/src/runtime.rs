@@ -17,7 +17,7 @@ use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
     self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES,
-    SM90_THREADS, SM90_TILE_M, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    SM90_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -272,7 +272,7 @@ impl KernelArgs for Sm90GradParams {
 impl KernelArgs for Sm90ProductParams {
     const KERNEL: Kernel = Kernel::Sm90Product;
     fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.rows as usize, SM90_TILE_M), blocks(self.cols as usize, SM90_TILE_N), 1)
+        (self.blocks.max(1) as u32, 1, 1)
     }
 }
 

@@ -245,9 +245,14 @@ __device__ __forceinline__ void sm90_end_sync() {
 // The block's token tiles: first, first + stride, … below end (grid x is the slots of the
 // schedule; end is the token tiles rounded up to the cluster, so the two blocks of a cluster run
 // the same number). Token tile x starts at row base + 128·x.
+// A schedule type for the loops below (template parameter Tiles): first / stride / end over its
+// steps x, row0(x) the step's first row, col0(x, col_first) its first column (Sm90TokenTiles: a
+// token tile's run starts at the launch's col_first; product.cu's Sm90ProductTiles: each step is
+// one output tile of its own).
 struct Sm90TokenTiles {
   int first, stride, end, base;
   __device__ __forceinline__ int row0(int x) const { return base + x * SM90_TILE_M; }
+  __device__ __forceinline__ int col0(int, int col_first) const { return col_first; }
 };
 
 // The grid's own: block x of gridDim.x slots, over `rows` rows from `base`.
@@ -319,14 +324,14 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
 }
 
 // The producer of a block: its run of vocabulary tiles for each of its token tiles.
-template <int TA = 0, int TB = 0>
+template <int TA = 0, int TB = 0, class Tiles>
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                             const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count) {
+                                             const Tiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   Sm90Ring ring;
   for (int x = tt.first; x < tt.end; x += tt.stride)
-    sm90_produce_run<TA, TB>(pp, map_e, map_c, tt.row0(x), col_first, tiles, kt_count, ring);
+    sm90_produce_run<TA, TB>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count, ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -420,8 +425,8 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
 
 // A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
 // tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
-template <int TA = 0, int TB = 0, class Epilogue>
-__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Sm90TokenTiles& tt, int col_first,
+template <int TA = 0, int TB = 0, class Tiles, class Epilogue>
+__device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Tiles& tt, int col_first,
                                              int tiles, int kt_count, Epilogue& epi) {
   float acc[128];
   Sm90Ring ring;
@@ -435,7 +440,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
     epi.begin_rows(x);
-    sm90_consume_run<TA, TB>(pp, consumer, col_first, tiles, kt_count, epi, acc, ring, issued);
+    sm90_consume_run<TA, TB>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
     epi.end_rows(x);
   }
 #if SM90_CONSUMER_SKEW > 0
@@ -458,9 +463,9 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // epilogue's shared state are initialised, the producer warpgroup gives its registers back and
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
-template <int TA = 0, int TB = 0, class Consume>
+template <int TA = 0, int TB = 0, class Tiles, class Consume>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                         const Sm90TokenTiles& tt, int col_first, int tiles, int kt_count,
+                                         const Tiles& tt, int col_first, int tiles, int kt_count,
                                          Consume&& consume) {
   sm90_start_sync();
   const int wg = threadIdx.x / 128;

@@ -8,25 +8,48 @@
 //   dC_chunk = Gᵀ·E: A = Gᵀ (G read MN-major: rows are the chunk's vocabulary rows, k the tokens),
 //     B = E [tokens, D]; out = dC's rows in the input dtype (rounded once) or the chunk's f32
 //     accumulator.
-//   B is always read MN-major (contiguous along cols). Grid (ceil(rows/128), ceil(cols/256)),
-//   SM90_THREADS (384) threads, dynamic smem SM90_PRODUCT_SMEM_BYTES; one 128 × 256 output tile
-//   per block, computed by mainloop.cuh's warp-specialised loop (sm90_run / sm90_consume) with
-//   the MN-major operand layouts (TA = a_mn, TB = 1: its TMA boxes, descriptors and wgmma
-//   transpose immediates). Epilogue: each thread writes (or adds, f32 with accumulate) its 128
-//   values, pairs of columns at a time; rows ≥ rows and columns ≥ cols are not written.
-//   Out-of-range k loads as zeros (TMA bounds). Reads A and B, writes out's tile only; no
-//   atomics: the sum over k runs in one fixed order (bitwise reproducible).
+//   B is always read MN-major (contiguous along cols). Output tiles of 128 × 256, in raster
+//   groups (Sm90ProductTiles: group_rows row tiles, then the next column tile; src/plan/sm90.rs
+//   sm90_product_order picks the group so that the tiles running together share their A and B
+//   reads in L2). Grid (blocks): block b computes tiles b, b + blocks, … of that order — one block
+//   per SM (persistent: the producer loads the next tile's stages while the consumers write the
+//   last tile) or one per tile. SM90_THREADS (384) threads, dynamic smem
+//   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
+//   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
+//   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
+//   with accumulate) its 128 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols
+//   are not written. Out-of-range k loads as zeros (TMA bounds). Reads A and B, writes out's
+//   tiles only, each tile by one block; no atomics: the sum over k runs in one fixed order
+//   (bitwise reproducible, whatever the grid).
 //
 // Host side: src/family/sm90.rs (product); tests: tests/gpu/ (the GPU tests' backward cases under
 // FLCE_SM90_PRODUCTS=1, against the f64 oracle).
 #include "sm90/mainloop.cuh"
 
+// The output tiles in raster-group order, a schedule for mainloop.cuh's loops (see
+// Sm90TokenTiles): step t is tile t of the order.
+struct Sm90ProductTiles {
+  int first, stride, end;
+  int row_tiles, col_tiles, group_rows;
+
+  __device__ __forceinline__ int2 tile(int t) const {
+    const int per_group = group_rows * col_tiles;
+    const int group = t / per_group, within = t - group * per_group;
+    const int first_row = group * group_rows;
+    const int rows_in_group = min(row_tiles - first_row, group_rows);
+    return make_int2(first_row + within % rows_in_group, within / rows_in_group);
+  }
+  __device__ __forceinline__ int row0(int t) const { return tile(t).x * SM90_TILE_M; }
+  __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * SM90_TILE_N; }
+};
+
 struct Sm90ProductEpilogue {
   const Sm90ProductParams& p;
+  const Sm90ProductTiles& tt;
   int consumer;
-  int row0;  // the block's first output row
+  int row0;  // the tile's first output row
 
-  __device__ __forceinline__ void begin_rows(int x) { row0 = x * SM90_TILE_M; }
+  __device__ __forceinline__ void begin_rows(int t) { row0 = tt.row0(t); }
   __device__ __forceinline__ void end_rows(int) {}
 
   // the wgmma D fragment: thread (warp w, lane l; g = l/4, t = l%4) holds acc[4j + 2h + q] =
@@ -70,13 +93,14 @@ struct Sm90ProductEpilogue {
 
 template <int A_MN>
 __device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp) {
-  // the block's token tile x = blockIdx.x (grid x is the row tiles: one each), its column tile
-  const Sm90TokenTiles tt = sm90_token_tiles(0, p.rows);
-  const int col0 = blockIdx.y * SM90_TILE_N;
+  const int row_tiles = (p.rows + SM90_TILE_M - 1) / SM90_TILE_M;
+  const int col_tiles = (p.cols + SM90_TILE_N - 1) / SM90_TILE_N;
+  const Sm90ProductTiles tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * col_tiles,
+                            row_tiles,       col_tiles,     max(p.group_rows, 1)};
   const int kt_count = (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
-  sm90_run<A_MN, 1>(pp, &p.map_a, &p.map_b, tt, col0, 1, kt_count, [&](int consumer) {
-    Sm90ProductEpilogue epi{p, consumer, 0};
-    sm90_consume<A_MN, 1>(pp, consumer, tt, col0, 1, kt_count, epi);
+  sm90_run<A_MN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
+    Sm90ProductEpilogue epi{p, tt, consumer, 0};
+    sm90_consume<A_MN, 1>(pp, consumer, tt, 0, 1, kt_count, epi);
   });
 }
 

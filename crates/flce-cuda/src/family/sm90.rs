@@ -9,9 +9,9 @@ use flce_core::{DType, Result};
 
 use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams, TensorMap};
 use crate::error::Check;
-use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
+use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{grad_grid, BackwardPlan, ForwardPlan};
+use crate::plan::{grad_grid, sm90_product_order, BackwardPlan, ForwardPlan};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -166,7 +166,7 @@ pub(crate) unsafe fn product(
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
-    let params = match what {
+    let mut params = match what {
         Product::De { out, accumulate } => Sm90ProductParams {
             map_a: tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
             // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
@@ -179,6 +179,8 @@ pub(crate) unsafe fn product(
             accumulate: accumulate as i32,
             a_mn: 0,
             out_f32: 1,
+            group_rows: 0,
+            blocks: 0,
         },
         Product::Dc { out, f32_acc, accumulate } => Sm90ProductParams {
             // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
@@ -192,8 +194,23 @@ pub(crate) unsafe fn product(
             accumulate: (f32_acc && accumulate) as i32,
             a_mn: 1,
             out_f32: f32_acc as i32,
+            group_rows: 0,
+            blocks: 0,
         },
     };
+    let (rows, cols, k) = (params.rows as usize, params.cols as usize, params.k as usize);
+    let (row_tiles, col_tiles) = (rows.div_ceil(SM90_TILE_M), cols.div_ceil(SM90_TILE_N));
+    let knob = crate::geometry::sm90_product_order_knob();
+    let order = sm90_product_order(
+        row_tiles,
+        col_tiles,
+        (rows * k) as f64 * s as f64,
+        (k * cols) as f64 * s as f64,
+        call.be.sm_count(),
+        knob == Sm90ProductOrderKnob::Grouped,
+    );
+    params.group_rows = if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32;
+    params.blocks = order.blocks as i32;
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
 }
