@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--configs", default="auto/cublas/min,auto/fused/min,auto/cublas/fast")
     ap.add_argument("--top", type=int, default=12)
     ap.add_argument("--gaps", type=int, default=6, help="list the N longest idle gaps between kernels")
+    ap.add_argument("--launches", action="store_true",
+                    help="also list every kernel launch of the profiled step in order: name, grid, µs")
     ap.add_argument("--trace", default=None,
                     help="also record host activity and write one Chrome trace per config into this folder")
     a = ap.parse_args()
@@ -72,6 +74,8 @@ def main():
         if a.trace:
             os.makedirs(a.trace, exist_ok=True)
             prof.export_chrome_trace(os.path.join(a.trace, f"{a.shape}-{cfg.replace('/', '-')}.json"))
+        if a.launches:
+            print_launches(prof)
         per = collections.defaultdict(lambda: [0.0, 0])
         kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name
                    and not ev.name.startswith("Memcpy") and not ev.name.startswith("Memset")]
@@ -91,6 +95,22 @@ def main():
         print(f"\nGPU idle between kernels: {idle:.2f} ms over {len(gaps)} gaps; the longest:")
         for ms, before, after in sorted(gaps, key=lambda g: -g[0])[: a.gaps]:
             print(f"- {ms:.3f} ms between {before} and {after}")
+
+
+def print_launches(prof):
+    """Every kernel launch of the profile in start order, with its grid (from the Chrome trace)."""
+    import json
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name)).get("traceEvents", [])
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    print("\n| # | kernel | grid | µs |")
+    print("|---|---|---|---|")
+    for i, e in enumerate(kernels):
+        grid = e.get("args", {}).get("grid", "")
+        print(f"| {i} | {short(e['name'])} | {grid} | {e.get('dur', 0):.1f} |")
 
 
 def timeline(kernels):

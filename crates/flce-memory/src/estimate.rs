@@ -214,8 +214,8 @@ pub struct Setup {
     pub attention: Attention,
     /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` since
     /// 2026-12-01's twelfth session): it keeps its bf16 input (offloaded with the layers') instead
-    /// of its f32 input copy and output. The H200 runs the planner is checked against were made
-    /// before, without it.
+    /// of its f32 input copy and output: the loss's phase is lower, the layers' backward is not
+    /// (the H200 runs of the tests: most without it, the thirteenth session's with it).
     pub final_norm_checkpointed: bool,
 }
 
@@ -299,7 +299,14 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // and the MLP's gradient buffers (and one tile's intermediates, when tiled); by the attention
     // phase the MLP's saved intermediates are gone
     let mlp_kept = if tiles > 1 { 0 } else { mlp };
-    let rebuilt_layer = (kept_per_layer + mlp_tile + mlp_grads).max(kept_per_layer - mlp_kept + attention_phase);
+    // A trainable down projection keeps act(gate)·up for its weight's gradient and frees it with
+    // its backward, before act(gate)·up's own backward makes the other two gradient buffers: not
+    // beside them (of one tile, when tiled). Llama-3.2-1B full fine-tunes at 16k–64k tokens
+    // (h200-2026-12-01-s13/memory-pending) were over-predicted by 2.1–2.3 bytes a token and
+    // intermediate unit without this; this is one of them.
+    let product_freed = if lora { 0 } else { (BF16 * model.intermediate * tokens).div_ceil(tiles) };
+    let rebuilt_layer =
+        (kept_per_layer + mlp_tile + mlp_grads - product_freed).max(kept_per_layer - mlp_kept + attention_phase);
     let (activations, recompute) = match setup.activations {
         Activations::Kept => {
             (model.layers * kept_per_layer + head + window_mask, (mlp_tile + mlp_grads).max(attention_phase))
@@ -321,8 +328,14 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
         }
         Loss::Flce => BF16 * (tokens + model.vocab) * model.hidden / 10 + 4 * tokens,
     };
-    // the loss runs at the end of the forward, the recompute during the backward: not both at once
-    let transient = (loss + head_prefetch).max(recompute);
+    // the loss runs at the end of the forward, the recompute during the backward: not both at once.
+    // The final norm's saved tensors (the head term) are freed by its backward, before any layer's;
+    // in the layers' phase the term stands for what the H200 runs measured there beyond the model
+    // (calibrated with the norm not checkpointed), so checkpointing the norm lowers the loss's
+    // phase only: Gemma-2-2B LoRA at 25,856 tokens with it peaked as without it (8,991 MB
+    // allocated, h200-2026-12-01-s13/memory-pending) where lowering both phases planned 8,369
+    let head_in_layers_phase = ((6 + BF16) * hidden).saturating_sub(head);
+    let transient = (loss + head_prefetch).max(recompute + head_in_layers_phase);
     // The backward frees a layer's held input as it creates that layer's gradients: at layer k
     // (from the top) the inputs of the k layers below and the gradients of the L − k above exist,
     // never all of both. Gradients are allocated as the backward makes them (zero_grad sets them

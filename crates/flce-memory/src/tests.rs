@@ -147,9 +147,11 @@ fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     // LoRA (attention adapters): the frozen MLP keeps 3 of its 4 intermediates, and untiled not
     // its input either (a tiled MLP's checkpoint keeps it)
     let (lora_mlp, mlp_input) = (mlp / 4 * 3, 2 * m.hidden * tokens);
+    // a trainable down projection's input, act(gate)·up, freed before the gradient buffers are made
+    let product = mlp / 4;
     for act in [Activations::Checkpointed, Activations::Offloaded] {
         let (plain, tiled) = (full_ft(act, 1), full_ft(act, 8));
-        assert_eq!(plain.recompute - tiled.recompute, (mlp - mlp / 8) + (grads - grads / 8));
+        assert_eq!(plain.recompute - tiled.recompute, (mlp - mlp / 8) + (grads - grads / 8) - (product - product / 8));
         assert_eq!(plain.activations, tiled.activations);
         let (plain, tiled) = (at(act, 1), at(act, 8));
         assert_eq!(plain.recompute - tiled.recompute, (lora_mlp - lora_mlp / 8) - mlp_input + (grads - grads / 8));
@@ -216,13 +218,31 @@ fn the_plan_matches_the_h200_measurements() {
         ("Qwen2.5-1.5B", None, Optimizer::AdamWBf16, 32_768, off, 1, sdpa, 16_451.0),
         ("Qwen2.5-1.5B", None, Optimizer::AdamWBf16, 32_768, off, 4, sdpa, 14_810.0),
     ];
+    // Runs since flce.patch checkpoints the final norm (Setup::final_norm_checkpointed):
+    // h200-2026-12-01-s13/memory-pending — Llama-3.2-1B (tied) with fused AdamW on bf16
+    // parameters at 16k / 32k / 64k, and Gemma-2-2B LoRA at the planner's longest on 10 GiB
+    #[rustfmt::skip]
+    let runs_final_norm = [
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 16_384, ckpt, 1, sdpa, 11_819.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 16_384, off, 1, sdpa, 11_819.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 16_384, off, 4, sdpa, 10_859.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 32_768, ckpt, 1, sdpa, 14_404.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 32_768, off, 1, sdpa, 14_237.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 32_768, off, 4, sdpa, 12_252.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 65_536, ckpt, 1, sdpa, 21_137.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 65_536, off, 1, sdpa, 19_178.0),
+        ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 65_536, off, 4, sdpa, 15_146.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 25_856, off, 4, flash, 8_991.0),
+    ];
+    let runs = runs.iter().map(|r| (r, false)).chain(runs_final_norm.iter().map(|r| (r, true)));
     let mut report = String::new();
-    for (name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured) in runs {
+    for (&(name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured), final_norm_checkpointed) in
+        runs
+    {
         let m = match name.strip_suffix("-untied") {
             Some(base) => Model { tied_embeddings: false, ..Model::built_in(base).unwrap() },
             None => Model::built_in(name).unwrap(),
         };
-        // (measured before flce.patch checkpointed the final norm)
         let s = Setup {
             seq_len,
             batch: 1,
@@ -232,19 +252,19 @@ fn the_plan_matches_the_h200_measurements() {
             activations,
             mlp_tiles,
             attention,
-            final_norm_checkpointed: false,
+            final_norm_checkpointed,
         };
         let b = estimate(&m, &s);
         let planned = (b.peak - b.cuda_context - b.allocator_slack) as f64 / (1u64 << 20) as f64;
         let err = planned / measured - 1.0;
         report += &format!("{name} {seq_len} {activations:?} tiles {mlp_tiles} {attention:?}: planned {planned:.0} MB, measured {measured:.0} ({:+.1}%)\n", 100.0 * err);
-        // within ±5% (the plan's allocator slack, 5% more, is not counted here), but +8% where a
-        // full fine-tune's backward sets the peak at 32k without a tiled MLP: the layer's
-        // recompute there is over-predicted by ~1 GB (Llama-3.2-1B +7.0%, Qwen2.5-1.5B +5.8%;
-        // which of its saved tensors or gradient buffers are freed earlier than modeled is not
-        // traced yet) — on the safe side, and within issue 13's 10%
+        // within ±5% (the plan's allocator slack, 15% more, is not counted here), but +7% where a
+        // full fine-tune's backward sets the peak from 32k on without a tiled MLP: the layer's
+        // recompute there is still over-predicted by about one MLP intermediate a token
+        // (Llama-3.2-1B +4.1% at 32k, +6.1% at 64k; Qwen2.5-1.5B +2.4%; which of its buffers is
+        // freed earlier than modeled is not traced) — on the safe side, and within issue 13's 10%
         let full_ft_backward = lora_rank.is_none() && seq_len >= 32_768 && mlp_tiles == 1;
-        let tolerance = if full_ft_backward { 0.08 } else { 0.05 };
+        let tolerance = if full_ft_backward { 0.07 } else { 0.05 };
         assert!((-0.05..=tolerance).contains(&err), "{report}");
     }
     println!("{report}");
@@ -294,13 +314,18 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
     let measured = Setup { final_norm_checkpointed: false, ..req.setup(Loss::Flce, Activations::Offloaded, 0) };
     let longest = longest_context(&m, &measured, req.gpu_bytes, 256, 1 << 20).unwrap();
     assert!((23_296..29_184).contains(&longest), "{longest}");
-    // what the patch does now reaches further (not yet run on a GPU)
+    // with the final norm checkpointed, as flce.patch does now (h200-2026-12-01-s13/memory-pending):
+    // 25,856 tokens ran (8,991 MB allocated, 10,224 MB reserved of the 10,240); the layers'
+    // backward sets this peak, which the norm's checkpoint does not lower, so the answer is the
+    // same and still one that ran
     let now = plan(&m, &req)
         .iter()
         .find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded)
         .unwrap()
-        .longest;
-    assert!(now.unwrap() > longest, "{now:?} vs {longest}");
+        .longest
+        .unwrap();
+    assert!((23_296..=25_856).contains(&now), "{now}");
+    assert_eq!(now, longest);
 }
 
 #[test]
