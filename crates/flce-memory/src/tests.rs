@@ -236,8 +236,10 @@ fn the_plan_matches_the_h200_measurements() {
     ];
     let runs = runs.iter().map(|r| (r, false)).chain(runs_final_norm.iter().map(|r| (r, true)));
     let mut report = String::new();
-    for (&(name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured), final_norm_checkpointed) in
-        runs
+    for (
+        &(name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured),
+        final_norm_checkpointed,
+    ) in runs
     {
         let m = match name.strip_suffix("-untied") {
             Some(base) => Model { tied_embeddings: false, ..Model::built_in(base).unwrap() },

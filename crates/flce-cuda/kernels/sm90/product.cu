@@ -17,10 +17,10 @@
 //   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
 //   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
 //   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
-//   with accumulate) its 128 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols
-//   are not written. Out-of-range k loads as zeros (TMA bounds). Reads A and B, writes out's
-//   tiles only, each tile by one block; no atomics: the sum over k runs in one fixed order
-//   (bitwise reproducible, whatever the grid).
+//   with accumulate: its loads issued 16 column pairs at a time, add_to_f32) its 128 values, pairs
+//   of columns at a time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as
+//   zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
+//   atomics: the sum over k runs in one fixed order (bitwise reproducible, whatever the grid).
 //
 // Host side: src/family/sm90.rs (product); tests: tests/gpu/ (the GPU tests' backward cases under
 // FLCE_SM90_PRODUCTS=1, against the f64 oracle).
@@ -50,6 +50,7 @@ struct Sm90ProductEpilogue {
   int row0;  // the tile's first output row
 
   __device__ __forceinline__ void begin_rows(int t) { row0 = tt.row0(t); }
+  __device__ __forceinline__ void add_to_f32(float (&acc)[128], int col0, int g, int t, int w);
   __device__ __forceinline__ void end_rows(int) {}
 
   // the wgmma D fragment: thread (warp w, lane l; g = l/4, t = l%4) holds acc[4j + 2h + q] =
@@ -57,6 +58,10 @@ struct Sm90ProductEpilogue {
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
     const int g = lane / 4, t = lane % 4;
+    if (p.out_f32 && p.accumulate && col0 + SM90_TILE_N <= p.cols) {
+      add_to_f32(acc, col0, g, t, w);
+      return;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
@@ -90,6 +95,32 @@ struct Sm90ProductEpilogue {
     }
   }
 };
+
+// The f32 accumulator's read-modify-write (dE += G·C_chunk after the first chunk) over a tile
+// whose 256 columns are all in range: each thread's loads for ADD_GROUP column pairs of a row are
+// issued together, then added and stored — written as one load → add → store per pair (the
+// general path above) the compiler kept them in that order, one memory round trip per pair, 64
+// a tile (SASS, 31a8f6b: LDG.E.64 / STG.E.64 alternating).
+#define SM90_PRODUCT_ADD_GROUP 16
+__device__ __forceinline__ void Sm90ProductEpilogue::add_to_f32(float (&acc)[128], int col0, int g, int t, int w) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
+    if (row >= p.rows) continue;
+    float* out = (float*)p.out + (long long)row * p.ldo + col0 + 2 * t;
+#pragma unroll
+    for (int j0 = 0; j0 < SM90_TILE_N / 8; j0 += SM90_PRODUCT_ADD_GROUP) {
+      float2 old[SM90_PRODUCT_ADD_GROUP];
+#pragma unroll
+      for (int j = 0; j < SM90_PRODUCT_ADD_GROUP; ++j) old[j] = *(const float2*)(out + 8 * (j0 + j));
+#pragma unroll
+      for (int j = 0; j < SM90_PRODUCT_ADD_GROUP; ++j) {
+        const int a = 4 * (j0 + j) + 2 * h;
+        *(float2*)(out + 8 * (j0 + j)) = make_float2(acc[a] + old[j].x, acc[a + 1] + old[j].y);
+      }
+    }
+  }
+}
 
 template <int A_MN>
 __device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp) {

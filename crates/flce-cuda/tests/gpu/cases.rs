@@ -159,6 +159,24 @@ pub(crate) fn cases() -> Vec<Case> {
             sms: None,
             frozen: false,
         });
+        // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
+        // f32 accumulator added to after the first chunk, through both of the sm90 product
+        // kernel's epilogue paths under FLCE_SM90_PRODUCTS=1 (sum: G's values clear of f16's
+        // subnormals)
+        out.push(Case {
+            name: format!("{dtype} de-chunks (600,520,5000)"),
+            shape: Shape::new(600, 520, 5000),
+            dtype,
+            opts: Options { reduction: Reduction::Sum, ..base.clone() },
+            bias: false,
+            weights: false,
+            kind: DataKind::Planted,
+            budget: None,
+            big: false,
+            fused: false,
+            sms: None,
+            frozen: false,
+        });
         // a budget small enough to chunk tokens as well as the vocabulary (dC and db accumulate)
         out.push(Case {
             name: format!("{dtype} chunked-budget (700,96,3000)"),
