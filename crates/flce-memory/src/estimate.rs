@@ -27,9 +27,9 @@
 //!
 //! With activation checkpointing a layer keeps only its input (2h per token) and one layer's
 //! activations are rebuilt during its backward (flce.patch checkpoints the final norm too: 2h
-//! instead of its 6h, and offloaded with the layers' inputs; [`Setup::final_norm_checkpointed`]); with offload the inputs wait in host memory and
-//! two layers' inputs (the one in use and the prefetched next) stay on the GPU. With the MLP in
-//! k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
+//! instead of its 6h, and offloaded with the layers' inputs; [`Setup::final_norm_checkpointed`]);
+//! with offload the inputs wait in host memory and two layers' inputs (the one in use and the
+//! prefetched next) stay on the GPU. With the MLP in k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
 //! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
 //! nothing is checkpointed). Models with sliding-window layers (Gemma 2) add two T² terms past
 //! their window, from Hugging Face's sdpa path: the dense boolean window mask, 1 byte per token
@@ -281,8 +281,9 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // checkpointed its input instead (2h), offloaded with the layers' — and then brought back
     // while the loss's backward runs (flce.patch prefetches it from a hook on the loss)
     let hidden = model.hidden * tokens;
+    let head_not_checkpointed = (6 + BF16) * hidden;
     let (head, head_prefetch) = match (setup.activations, setup.final_norm_checkpointed) {
-        (Activations::Kept, _) | (_, false) => ((6 + BF16) * hidden, 0),
+        (Activations::Kept, _) | (_, false) => (head_not_checkpointed, 0),
         (Activations::Checkpointed, true) => (2 * BF16 * hidden, 0),
         (Activations::Offloaded, true) => (BF16 * hidden, BF16 * hidden),
     };
@@ -334,7 +335,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // (calibrated with the norm not checkpointed), so checkpointing the norm lowers the loss's
     // phase only: Gemma-2-2B LoRA at 25,856 tokens with it peaked as without it (8,991 MB
     // allocated, h200-2026-12-01-s13/memory-pending) where lowering both phases planned 8,369
-    let head_in_layers_phase = ((6 + BF16) * hidden).saturating_sub(head);
+    let head_in_layers_phase = head_not_checkpointed - head;
     let transient = (loss + head_prefetch).max(recompute + head_in_layers_phase);
     // The backward frees a layer's held input as it creates that layer's gradients: at layer k
     // (from the top) the inputs of the k layers below and the gradients of the L − k above exist,

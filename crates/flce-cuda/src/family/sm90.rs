@@ -166,51 +166,55 @@ pub(crate) unsafe fn product(
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
-    let mut params = match what {
-        Product::De { out, accumulate } => Sm90ProductParams {
-            map_a: tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
+    // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output)
+    let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out) = match what {
+        Product::De { out, accumulate } => (
+            tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
             // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
-            map_b: tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
+            tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
+            n,
+            vc,
+            accumulate,
+            false,
+            true,
             out,
-            ldo: d as i32,
-            rows: n as i32,
-            cols: d as i32,
-            k: vc as i32,
-            accumulate: accumulate as i32,
-            a_mn: 0,
-            out_f32: 1,
-            group_rows: 0,
-            blocks: 0,
-        },
-        Product::Dc { out, f32_acc, accumulate } => Sm90ProductParams {
+        ),
+        Product::Dc { out, f32_acc, accumulate } => (
             // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
-            map_a: tensor_map_pitched(g, n, vc, ldg, x.dtype, 64, "G as Gᵀ")?,
-            map_b: tensor_map_pitched(x.e + tokens.start as u64 * d as u64 * s, n, d, d, x.dtype, 64, "E rows")?,
+            tensor_map_pitched(g, n, vc, ldg, x.dtype, 64, "G as Gᵀ")?,
+            tensor_map_pitched(x.e + tokens.start as u64 * d as u64 * s, n, d, d, x.dtype, 64, "E rows")?,
+            vc,
+            n,
+            f32_acc && accumulate,
+            true,
+            f32_acc,
             out,
-            ldo: d as i32,
-            rows: vc as i32,
-            cols: d as i32,
-            k: n as i32,
-            accumulate: (f32_acc && accumulate) as i32,
-            a_mn: 1,
-            out_f32: f32_acc as i32,
-            group_rows: 0,
-            blocks: 0,
-        },
+        ),
     };
-    let (rows, cols, k) = (params.rows as usize, params.cols as usize, params.k as usize);
-    let (row_tiles, col_tiles) = (rows.div_ceil(SM90_TILE_M), cols.div_ceil(SM90_TILE_N));
+    let (row_tiles, col_tiles) = (rows.div_ceil(SM90_TILE_M), d.div_ceil(SM90_TILE_N));
     let knob = crate::geometry::sm90_product_order_knob();
     let order = sm90_product_order(
         row_tiles,
         col_tiles,
         (rows * k) as f64 * s as f64,
-        (k * cols) as f64 * s as f64,
+        (k * d) as f64 * s as f64,
         call.be.sm_count(),
         knob == Sm90ProductOrderKnob::Grouped,
     );
-    params.group_rows = if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32;
-    params.blocks = order.blocks as i32;
+    let params = Sm90ProductParams {
+        map_a,
+        map_b,
+        out,
+        ldo: d as i32,
+        rows: rows as i32,
+        cols: d as i32,
+        k: k as i32,
+        accumulate: accumulate as i32,
+        a_mn: a_mn as i32,
+        out_f32: out_f32 as i32,
+        group_rows: if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32,
+        blocks: order.blocks as i32,
+    };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
 }

@@ -53,10 +53,7 @@ impl DcTail {
 
     /// The reach this tail needed.
     pub fn reach(&self, shape: Shape) -> TailReach {
-        let third = self.overflow_rows == 0
-            && self.first_row > 0
-            && (shape.v - self.first_row) * MAX_TAIL_FRACTION_INV <= shape.v;
-        if third {
+        if self.overflow_rows == 0 && within_a_third(shape.v, self.first_row) {
             TailReach::Third
         } else {
             TailReach::Whole
@@ -86,6 +83,11 @@ pub fn de_head_rows(n: usize, dtype: DType) -> usize {
 /// N·D·4-byte accumulator, and the accumulator squeezes the chunks (Llama 3 at 16k tokens: 268 MB of accumulator; a 10% budget then leaves 512-row chunks
 /// and ~135 GB of accumulator traffic, against a 26% tail pass).
 const MAX_TAIL_FRACTION_INV: usize = 3;
+
+/// Whether a tail pass from `first_row` on is within [`TailReach::Third`] of a `v`-row vocabulary.
+fn within_a_third(v: usize, first_row: usize) -> bool {
+    first_row > 0 && (v - first_row) * MAX_TAIL_FRACTION_INV <= v
+}
 
 /// dE's accumulator in dC's tail, if this plan can have it: both gradients wanted, low-precision
 /// inputs (f32 dE accumulates in place), one token chunk, and a tail pass within `reach`; its
@@ -124,7 +126,7 @@ pub(super) fn dc_tail_with(
     let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
     let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
     match reach {
-        TailReach::Third => ((v - first_row) * MAX_TAIL_FRACTION_INV <= v && first_row > 0).then_some(tail),
+        TailReach::Third => within_a_third(v, first_row).then_some(tail),
         TailReach::Whole => Some(tail),
     }
 }

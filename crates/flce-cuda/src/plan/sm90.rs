@@ -145,12 +145,8 @@ pub fn sm90_product_order(
             if r * ct <= together { (together.div_ceil(ct).min(rt), ct) } else { (r, together.div_ceil(r).min(ct)) };
         a_bytes * ct as f64 / cols as f64 + b_bytes * rt as f64 / rows as f64
     };
-    let mut best = rt;
-    for r in 1..=rt {
-        if traffic(r) < traffic(best) * (1.0 - 1e-9) || (traffic(r) <= traffic(best) && r < best) {
-            best = r;
-        }
-    }
+    // the smallest group of the least traffic (a larger one only if clearly less)
+    let best = (2..=rt).fold(1, |best, r| if traffic(r) < traffic(best) * (1.0 - 1e-9) { r } else { best });
     let tiles = rt * ct;
     Sm90ProductOrder { group_rows: best, blocks: if persistent { tiles.min(sm_count.max(1)) } else { tiles } }
 }

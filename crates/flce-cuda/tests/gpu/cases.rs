@@ -163,20 +163,8 @@ pub(crate) fn cases() -> Vec<Case> {
         // f32 accumulator added to after the first chunk, through both of the sm90 product
         // kernel's epilogue paths under FLCE_SM90_PRODUCTS=1 (sum: G's values clear of f16's
         // subnormals)
-        out.push(Case {
-            name: format!("{dtype} de-chunks (600,520,5000)"),
-            shape: Shape::new(600, 520, 5000),
-            dtype,
-            opts: Options { reduction: Reduction::Sum, ..base.clone() },
-            bias: false,
-            weights: false,
-            kind: DataKind::Planted,
-            budget: None,
-            big: false,
-            fused: false,
-            sms: None,
-            frozen: false,
-        });
+        let sum = Options { reduction: Reduction::Sum, ..base.clone() };
+        out.push(Case::planted(dtype, "sum", Shape::new(600, 520, 5000), sum, false, "de-chunks"));
         // a budget small enough to chunk tokens as well as the vocabulary (dC and db accumulate)
         out.push(Case {
             name: format!("{dtype} chunked-budget (700,96,3000)"),
