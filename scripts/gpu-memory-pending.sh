@@ -11,7 +11,7 @@
 #   of memory (test the_longest_context_on_ten_gib_is_one_that_ran), and with norm tiles.
 # The previous call's version (7eaff27) is benchmarks/h200-2026-12-01-s13/memory-pending/call.sh:
 # its 32,320-token run did not finish in 150 s, hence the longer limits. Logs under $OUT; the
-# table last. About 8 minutes: T_* override the parts' limits.
+# table last. About 8 minutes: T_* override the parts' limits, LONG_MODES the 29,120-token modes.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}
 mkdir -p "$OUT"
@@ -26,7 +26,7 @@ echo "== 25,856 tokens, norm tiles $(date -u +%T)"
   --out "$OUT/act-gemma-25856-norms.json") > "$OUT/act-gemma-25856-norms.log" 2>&1
 echo "exit $?" >> "$OUT/act-gemma-25856-norms.log"
 echo "== 29,120 tokens $(date -u +%T)"
-(cd benchmarks && timeout "${T_LONG:-260}" "${gemma[@]}" --modes offload_tiled,offload_tiled_norms --tokens 29120 \
+(cd benchmarks && timeout "${T_LONG:-260}" "${gemma[@]}" --modes "${LONG_MODES:-offload_tiled,offload_tiled_norms}" --tokens 29120 \
   --out "$OUT/act-gemma-29120.json") > "$OUT/act-gemma-29120.log" 2>&1
 echo "exit $?" >> "$OUT/act-gemma-29120.log"
 echo "== done $(date -u +%T)"

@@ -190,8 +190,15 @@ abi_structs! {
         map_a: TensorMap = "TensorMap",
         /// B [k, cols], boxes of 64 of cols (inner) × 64 of k (read MN-major).
         map_b: TensorMap = "TensorMap",
-        /// out [rows, ldo]: f32 (out_f32 1) or the input dtype (out_f32 0: rounded once).
+        /// out [rows, ldo]: f32 (out_f32 1) or the input dtype (out_f32 0: rounded once). Rows
+        /// [0, seg1_row) at `out`, [seg1_row, seg2_row) at `out_seg1`, [seg2_row, rows) at
+        /// `out_seg2` (dE's f32 accumulator in up to three buffers: backward.rs de_acc_rows),
+        /// each segment's first row at its pointer; seg1_row = seg2_row = rows: one buffer.
         out: DevPtr = "void*",
+        out_seg1: DevPtr = "void*",
+        out_seg2: DevPtr = "void*",
+        seg1_row: i32 = "int",
+        seg2_row: i32 = "int",
         ldo: i32 = "int",
         rows: i32 = "int",
         cols: i32 = "int",

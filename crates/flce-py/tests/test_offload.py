@@ -153,6 +153,24 @@ def test_tiled_mlp_equals_the_mlp(tiles, input_grad):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)  # weight grads: sums over tiles
 
 
+def test_tiled_function_with_frozen_weights_and_no_input_grad():
+    """A tiled function that nothing differentiates through (a LoRA model's first RMSNorm: frozen
+    weight, input from frozen embeddings) while the rest of the graph trains: its backward, called
+    through the anchor, has nothing to do (Gemma-2-2B LoRA with norm_tiles failed here on the H200,
+    benchmarks/h200-2026-12-01-s14/memory-pending)."""
+    torch.manual_seed(0)
+    norm = torch.nn.LayerNorm(8).double().requires_grad_(False)
+    head = torch.nn.Linear(8, 3).double()
+    x = torch.randn(3, 11, 8, dtype=torch.float64)
+    head(norm(x)).square().sum().backward()
+    ref = [p.grad.clone() for p in head.parameters()]
+    head.zero_grad(set_to_none=True)
+    head(flce.tiled_mlp.tiled_mlp(norm, x, 3)).square().sum().backward()
+    for a, b in zip(ref, [p.grad for p in head.parameters()]):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-15)
+    assert all(p.grad is None for p in norm.parameters())
+
+
 def test_tiled_mlp_rejects_zero_tiles():
     with pytest.raises(ValueError, match="tiles"):
         flce.tiled_mlp.tiled_mlp(torch.nn.Identity(), torch.zeros(2, 2), 0)
@@ -259,6 +277,30 @@ def test_hf_patch_with_norms_in_token_tiles(build):
     assert all(getattr(m, "_flce_tiled_forward", None) is None for m in norms)
     with pytest.raises(ValueError, match="norm_tiles"):
         flce.patch(model, norm_tiles=0)
+
+
+def test_hf_patch_with_norm_tiles_when_only_the_mlps_train():
+    """LoRA-like training (embeddings and norms frozen): the first layer's input norm gets no
+    gradient from anything, its tiled backward must do nothing (it raised before), and the
+    trained weights' gradients equal the untiled run's."""
+    model = tiny_gemma2()
+    for name, p in model.named_parameters():
+        p.requires_grad_(".mlp." in name)
+    ids = torch.randint(0, 300, (2, 33))
+
+    def trained_step(m):
+        model.zero_grad(set_to_none=True)
+        out = m(input_ids=ids, labels=ids)
+        out.loss.backward()
+        return out.loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    loss0, grads0 = trained_step(flce.patch(model, checkpoint=True, offload=True))
+    flce.unpatch(model)
+    loss1, grads1 = trained_step(flce.patch(model, checkpoint=True, offload=True, mlp_tiles=2, norm_tiles=3))
+    flce.unpatch(model)
+    torch.testing.assert_close(loss0, loss1, rtol=1e-13, atol=0)
+    for a, b in zip(grads0, grads1):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-15)
 
 
 class _Residual(torch.nn.Module):

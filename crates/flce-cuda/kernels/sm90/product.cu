@@ -4,7 +4,8 @@
 //
 // flce_sm90_product — out[rows, cols] (+)= Σ_k A[row, k] · B[k, col], f32 accumulation:
 //   dE += G·C_chunk: A = G [tokens, ldg] (K-major: k is the chunk's vocabulary row), B = C's
-//     chunk rows [k, D]; out = dE's f32 accumulator rows (added to after the first chunk);
+//     chunk rows [k, D]; out = dE's f32 accumulator rows (added to after the first chunk), in
+//     up to three buffers (sm90_product_out_row), all of a chunk's tokens in one launch;
 //   dC_chunk = Gᵀ·E: A = Gᵀ (G read MN-major: rows are the chunk's vocabulary rows, k the tokens),
 //     B = E [tokens, D]; out = dC's rows in the input dtype (rounded once) or the chunk's f32
 //     accumulator.
@@ -43,6 +44,21 @@ struct Sm90ProductTiles {
   __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * SM90_TILE_N; }
 };
 
+// Output row `row`'s first element: the segment that holds it (Sm90ProductParams: dE's f32
+// accumulator may span dE's own bytes, dC's tail and a workspace overflow — one launch over all
+// of a chunk's tokens instead of one per buffer, so that the tiles fill the SMs' waves).
+__device__ __forceinline__ char* sm90_product_out_row(const Sm90ProductParams& p, int row, int elem_bytes) {
+  char* base = (char*)p.out;
+  if (row >= p.seg2_row) {
+    base = (char*)p.out_seg2;
+    row -= p.seg2_row;
+  } else if (row >= p.seg1_row) {
+    base = (char*)p.out_seg1;
+    row -= p.seg1_row;
+  }
+  return base + (long long)row * p.ldo * elem_bytes;
+}
+
 struct Sm90ProductEpilogue {
   const Sm90ProductParams& p;
   const Sm90ProductTiles& tt;
@@ -71,7 +87,7 @@ struct Sm90ProductEpilogue {
         const int col = col0 + 8 * j + 2 * t;
         float2 v = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         if (p.out_f32) {
-          float* out_row = (float*)p.out + (long long)row * p.ldo;
+          float* out_row = (float*)sm90_product_out_row(p, row, 4);
           if (col + 1 < p.cols) {
             float2* dst = (float2*)(out_row + col);
             if (p.accumulate) {
@@ -84,7 +100,7 @@ struct Sm90ProductEpilogue {
             out_row[col] = p.accumulate ? out_row[col] + v.x : v.x;
           }
         } else {
-          elem_t* out_row = (elem_t*)p.out + (long long)row * p.ldo;
+          elem_t* out_row = (elem_t*)sm90_product_out_row(p, row, sizeof(elem_t));
           if (col + 1 < p.cols) {
             *(u32*)(out_row + col) = (u32)from_f32(v.x) | ((u32)from_f32(v.y) << 16);
           } else if (col < p.cols) {
@@ -107,7 +123,7 @@ __device__ __forceinline__ void Sm90ProductEpilogue::add_to_f32(float (&acc)[128
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
     if (row >= p.rows) continue;
-    float* out = (float*)p.out + (long long)row * p.ldo + col0 + 2 * t;
+    float* out = (float*)sm90_product_out_row(p, row, 4) + col0 + 2 * t;
 #pragma unroll
     for (int j0 = 0; j0 < SM90_TILE_N / 8; j0 += SM90_PRODUCT_ADD_GROUP) {
       float2 old[SM90_PRODUCT_ADD_GROUP];

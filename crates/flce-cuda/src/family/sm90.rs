@@ -142,11 +142,12 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
 /// One of the backward's products through flce_sm90_product (kernels/sm90/product.cu), for
 /// cuBLAS's under `FLCE_SM90_PRODUCTS=1` (a measurement of the persistent backward's product
 /// phase): `g` the first of `tokens` rows of a chunk's G (pitch `ldg`) over vocabulary rows `vocab`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) enum Product {
     /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C[vocab] (add unless the first
-    /// chunk).
-    De { out: DevPtr, accumulate: bool },
+    /// chunk): `segments` (at most 3, contiguous, covering the tokens in order) give each run of
+    /// tokens with the address of its first row's accumulator row (backward.rs de_acc_rows).
+    De { segments: Vec<(std::ops::Range<usize>, DevPtr)>, accumulate: bool },
     /// dC's rows `vocab` = Gᵀ · E[tokens] (input dtype, rounded once), or the chunk's f32
     /// accumulator (pitch D) (+)=.
     Dc { out: DevPtr, f32_acc: bool, accumulate: bool },
@@ -166,9 +167,23 @@ pub(crate) unsafe fn product(
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
+    // the output rows' segments: (first row of the second, of the third, their addresses)
+    let mut split = (n, n, 0, 0);
+    if let Product::De { segments, .. } = &what {
+        let contiguous = segments.windows(2).all(|w| w[0].0.end == w[1].0.start);
+        let covers = segments.first().map(|f| f.0.start) == Some(tokens.start)
+            && segments.last().map(|l| l.0.end) == Some(tokens.end);
+        if segments.len() > 3 || !contiguous || !covers {
+            let why = format!("dE product: accumulator segments {segments:?} do not cover tokens {tokens:?} in order");
+            return Err(flce_core::Error::Unsupported(why));
+        }
+        let start = |i: usize| segments.get(i).map_or((n, 0), |(r, p)| (r.start - tokens.start, *p));
+        let ((seg1, p1), (seg2, p2)) = (start(1), start(2));
+        split = (seg1, seg2, p1, p2);
+    }
     // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output)
     let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out) = match what {
-        Product::De { out, accumulate } => (
+        Product::De { segments, accumulate } => (
             tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
             // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
             tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
@@ -177,7 +192,7 @@ pub(crate) unsafe fn product(
             accumulate,
             false,
             true,
-            out,
+            segments[0].1,
         ),
         Product::Dc { out, f32_acc, accumulate } => (
             // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
@@ -205,6 +220,10 @@ pub(crate) unsafe fn product(
         map_a,
         map_b,
         out,
+        out_seg1: split.2,
+        out_seg2: split.3,
+        seg1_row: split.0 as i32,
+        seg2_row: split.1 as i32,
         ldo: d as i32,
         rows: rows as i32,
         cols: d as i32,

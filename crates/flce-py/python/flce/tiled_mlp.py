@@ -56,7 +56,13 @@ class _TiledMLP(torch.autograd.Function):
         with torch.enable_grad(), _replayed_rng(ctx.rng, x.device):
             for a, b in _slices(x2.shape[0], ctx.tiles):
                 xt = x2[a:b].detach().requires_grad_(gx is not None)
-                torch.autograd.backward(ctx.function(xt), g2[a:b])
+                out = ctx.function(xt)
+                if not out.requires_grad:
+                    # nothing upstream wants a gradient from this function: frozen weights and an
+                    # input without one (a LoRA model's first norm, on the frozen embeddings). The
+                    # anchor still calls this backward; every slice is alike, so stop here.
+                    break
+                torch.autograd.backward(out, g2[a:b])
                 if gx is not None:
                     gx[a:b] = xt.grad
         return None, None, None, (gx.reshape(x.shape) if gx is not None else None)
