@@ -21,8 +21,7 @@ download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 16384 --oom-report
 
 Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4),
-offload_tiled_norms (+ norm_tiles=4; the planner's column is offload_tiled's: it does not model
-norm tiles yet).
+offload_tiled_norms (+ norm_tiles=4, as the planner's column).
 
 Each (tokens, mode) runs in a process of its own (--in-process: all in this one), under the same
 --gpu-gb cap: what a user's training process sees. In one process, an out-of-memory run left
@@ -202,7 +201,8 @@ def predicted(args, tokens, mode):
     rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
                      attention="sdpa" if args.attn == "sdpa" else "flash",
                      optimizer=("adamw" if args.lora else "adamw-bf16") + ("-fused" if args.fused_adamw else ""),
-                     mlp_tiles=4 if mode.startswith("offload_tiled") else 1)
+                     mlp_tiles=4 if mode.startswith("offload_tiled") else 1,
+                     norm_tiles=4 if mode == "offload_tiled_norms" else 1)
     r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
     return dict(plan_held_mb=r["activations_held"] / 2**20,
                 plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,

@@ -29,6 +29,9 @@ pub struct PlanArgs {
     /// The MLPs computed in this many token tiles (flce.tiled_mlp; `flce.patch(..., mlp_tiles=N)`).
     #[arg(long, default_value_t = 1)]
     mlp_tiles: u64,
+    /// The layers' RMSNorms computed in this many token tiles (`flce.patch(..., norm_tiles=N)`).
+    #[arg(long, default_value_t = 1)]
+    norm_tiles: u64,
     /// Hugging Face's attention kernel, for models with sliding-window layers (Gemma 2): flash
     /// (flash_attention_2 or flex_attention: the window without a mask) or sdpa (past the window a
     /// dense [T, T] mask; transformers ≤ 5.17).
@@ -47,6 +50,7 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
     let model = Model::load(&args.model).map_err(|e| err(e.to_string()))?;
     let req = Request::new(args.gpu_gb, args.seq, args.batch, &args.optimizer, args.lora_rank)
         .and_then(|r| r.with_mlp_tiles(args.mlp_tiles))
+        .and_then(|r| r.with_norm_tiles(args.norm_tiles))
         .and_then(|r| r.with_attention(&args.attention))
         .map_err(|e| err(e.to_string()))?;
     let rows = plan(&model, &req);

@@ -31,7 +31,8 @@
 //! with offload the inputs wait in host memory and two layers' inputs (the one in use and the
 //! prefetched next) stay on the GPU. With the MLP in k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
 //! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
-//! nothing is checkpointed). Models with sliding-window layers (Gemma 2) add two T² terms past
+//! nothing is checkpointed); with the norms in token tiles each keeps 2h instead of 6h
+//! ([`NORM_TILED_SAVES`]). Models with sliding-window layers (Gemma 2) add two T² terms past
 //! their window, from Hugging Face's sdpa path: the dense boolean window mask, 1 byte per token
 //! pair, held for the whole step; and, while a layer's attention runs backward, 4 bytes per pair
 //! more — the additive bf16 bias sdpa's memory-efficient kernel takes, and a second copy of it —
@@ -64,6 +65,12 @@ const BF16: u64 = 2;
 /// transient copies of it as a bf16 bias, in bytes per token pair (see the module doc).
 const WINDOW_MASK_BYTES_PER_PAIR: u64 = 1;
 const WINDOW_BIAS_BYTES_PER_PAIR: u64 = 4;
+/// Bytes a token and norm that a norm in token tiles does not keep (6h → 2h, in units of h): the
+/// H200's Gemma-2-2B LoRA runs at 25,856 tokens (offload, 4 MLP tiles, flex attention) peaked at
+/// 8,991 MB allocated without norm tiles and 8,104 with 4 (h200-2026-12-01-s13/memory-pending,
+/// h200-2026-12-01-s14/norm-tiles): 887 MB, 97.6% of 4 norms × 4h × 25,856 tokens. (One tile's
+/// f32 copy exists while that norm runs backward, apart from the MLP's tiles: not modeled.)
+pub const NORM_TILED_SAVES: u64 = 4;
 /// Loss transient per logit (T·V) for the plain PyTorch loss and for torch.compile.
 const PLAIN_LOSS_BYTES_PER_LOGIT: f64 = 11.0;
 const COMPILE_LOSS_BYTES_PER_LOGIT: f64 = 2.0;
@@ -211,6 +218,10 @@ pub struct Setup {
     pub activations: Activations,
     /// The MLPs computed in this many token tiles (flce.tiled_mlp); 1: not tiled.
     pub mlp_tiles: u64,
+    /// The layers' RMSNorms computed in token tiles (`flce.patch(..., norm_tiles=N)`); 1: not
+    /// tiled. A tiled norm keeps its bf16 input (2h a token) instead of its f32 input copy and
+    /// output (6h): 4h a token and norm fewer in a layer's activations ([`NORM_TILED_SAVES`]).
+    pub norm_tiles: u64,
     pub attention: Attention,
     /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` since
     /// 2026-12-01's twelfth session): it keeps its bf16 input (offloaded with the layers') instead
@@ -277,6 +288,9 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     } else {
         (per_layer - (mlp_input + mlp_product) * tokens, 0)
     };
+    let norms_tiled =
+        if setup.norm_tiles > 1 { NORM_TILED_SAVES * model.norms_per_layer * model.hidden * tokens } else { 0 };
+    let kept_per_layer = kept_per_layer - norms_tiled;
     // the final norm's saved tensors and the LM head's input (the loss's): 6h + 2h; with the norm
     // checkpointed its input instead (2h), offloaded with the layers' — and then brought back
     // while the loss's backward runs (flce.patch prefetches it from a hook on the loss)

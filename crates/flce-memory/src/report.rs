@@ -15,6 +15,8 @@ pub struct Request {
     pub lora_rank: Option<u64>,
     /// The MLPs in this many token tiles (flce.tiled_mlp); 1: not tiled.
     pub mlp_tiles: u64,
+    /// The layers' RMSNorms in this many token tiles; 1: not tiled.
+    pub norm_tiles: u64,
     /// Hugging Face's attention kernel (sdpa by default).
     pub attention: Attention,
 }
@@ -33,6 +35,7 @@ impl Request {
             optimizer: optimizer.parse::<Optimizer>().map_err(PlanError::Invalid)?,
             lora_rank: (lora_rank > 0).then_some(lora_rank),
             mlp_tiles: 1,
+            norm_tiles: 1,
             attention: Attention::Flash,
         })
     }
@@ -47,6 +50,7 @@ impl Request {
             loss,
             activations,
             mlp_tiles: self.mlp_tiles,
+            norm_tiles: self.norm_tiles,
             attention: self.attention,
             // flce.patch checkpoints it; Hugging Face's own checkpointing (the other losses' rows)
             // does not
@@ -66,6 +70,14 @@ impl Request {
             return Err(PlanError::Invalid("the MLP tile count must be at least 1".into()));
         }
         Ok(Request { mlp_tiles: tiles, ..self })
+    }
+
+    /// The same request with the layers' RMSNorms in `tiles` token tiles (at least 1).
+    pub fn with_norm_tiles(self, tiles: u64) -> Result<Request, PlanError> {
+        if tiles == 0 {
+            return Err(PlanError::Invalid("the norm tile count must be at least 1".into()));
+        }
+        Ok(Request { norm_tiles: tiles, ..self })
     }
 }
 
@@ -109,7 +121,7 @@ fn gib(b: u64) -> String {
 /// The rows as a markdown table (GiB), with the request in the heading.
 pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
     let mut s = format!(
-        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}{}{}\n\n",
+        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}{}{}{}\n\n",
         model.name,
         model.params() as f64 / 1e9,
         gib(req.gpu_bytes),
@@ -118,6 +130,7 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
         req.optimizer,
         req.lora_rank.map_or("full fine-tune".to_string(), |r| format!("LoRA r {r} on q/k/v/o")),
         if req.mlp_tiles > 1 { format!(", MLPs in {} token tiles", req.mlp_tiles) } else { String::new() },
+        if req.norm_tiles > 1 { format!(", norms in {} token tiles", req.norm_tiles) } else { String::new() },
         match (model.sliding_window, req.attention) {
             (Some(w), Attention::Sdpa) => format!(", sdpa attention (a dense mask past the {w}-token window)"),
             (Some(_), Attention::Flash) => ", flash / flex attention".to_string(),

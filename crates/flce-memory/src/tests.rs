@@ -50,6 +50,7 @@ fn setup(loss: Loss, activations: Activations, seq_len: u64) -> Setup {
         loss,
         activations,
         mlp_tiles: 1,
+        norm_tiles: 1,
         final_norm_checkpointed: true,
         attention: Attention::Sdpa,
     }
@@ -234,11 +235,25 @@ fn the_plan_matches_the_h200_measurements() {
         ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 65_536, off, 4, sdpa, 15_146.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 25_856, off, 4, flash, 8_991.0),
     ];
-    let runs = runs.iter().map(|r| (r, false)).chain(runs_final_norm.iter().map(|r| (r, true)));
+    // h200-2026-12-01-s14/norm-tiles: the same Gemma-2-2B LoRA setup with the layers' norms in 4
+    // token tiles, at 25,856 tokens, 29,120 (1.25× the longest without norm tiles, which ran out
+    // of memory without them) and 31,232 (the planner's longest with them)
+    #[rustfmt::skip]
+    let runs_norm_tiles = [
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 25_856, off, 4, flash, 8_104.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 29_120, off, 4, flash, 8_476.0),
+        ("Gemma-2-2B", Some(16), Optimizer::AdamW, 31_232, off, 4, flash, 8_720.0),
+    ];
+    let runs = runs
+        .iter()
+        .map(|r| (r, false, 1))
+        .chain(runs_final_norm.iter().map(|r| (r, true, 1)))
+        .chain(runs_norm_tiles.iter().map(|r| (r, true, 4)));
     let mut report = String::new();
     for (
         &(name, lora_rank, optimizer, seq_len, activations, mlp_tiles, attention, measured),
         final_norm_checkpointed,
+        norm_tiles,
     ) in runs
     {
         let m = match name.strip_suffix("-untied") {
@@ -253,13 +268,14 @@ fn the_plan_matches_the_h200_measurements() {
             loss: Loss::Flce,
             activations,
             mlp_tiles,
+            norm_tiles,
             attention,
             final_norm_checkpointed,
         };
         let b = estimate(&m, &s);
         let planned = (b.peak - b.cuda_context - b.allocator_slack) as f64 / (1u64 << 20) as f64;
         let err = planned / measured - 1.0;
-        report += &format!("{name} {seq_len} {activations:?} tiles {mlp_tiles} {attention:?}: planned {planned:.0} MB, measured {measured:.0} ({:+.1}%)\n", 100.0 * err);
+        report += &format!("{name} {seq_len} {activations:?} tiles {mlp_tiles}/{norm_tiles} {attention:?}: planned {planned:.0} MB, measured {measured:.0} ({:+.1}%)\n", 100.0 * err);
         // within ±5% (the plan's allocator slack, 15% more, is not counted here), but +7% where a
         // full fine-tune's backward sets the peak from 32k on without a tiled MLP: the layer's
         // recompute there is still over-predicted by about one MLP intermediate a token
@@ -328,6 +344,18 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
         .unwrap();
     assert!((23_296..=25_856).contains(&now), "{now}");
     assert_eq!(now, longest);
+    // with the layers' norms in 4 token tiles too (h200-2026-12-01-s14/norm-tiles): 29,120 tokens
+    // ran (9,712 MB reserved) where without norm tiles they ran out of memory, and so did the
+    // planner's longest, 31,232 (10,204 MB reserved of the 10,240)
+    let norms = req.clone().with_norm_tiles(4).unwrap();
+    let with_norm_tiles = plan(&m, &norms)
+        .iter()
+        .find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded)
+        .unwrap()
+        .longest
+        .unwrap();
+    assert!((29_120..=31_232).contains(&with_norm_tiles), "{with_norm_tiles}");
+    assert!(req.with_norm_tiles(0).is_err());
 }
 
 #[test]

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 /// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
 /// with `plot`, also writes peak memory against sequence length as an SVG chart there.
 #[pyfunction]
-#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash"))]
+#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash", norm_tiles = 1))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_plan<'py>(
     py: Python<'py>,
@@ -19,12 +19,14 @@ pub(crate) fn memory_plan<'py>(
     plot: Option<std::path::PathBuf>,
     mlp_tiles: u64,
     attention: &str,
+    norm_tiles: u64,
 ) -> PyResult<(String, Vec<Bound<'py, pyo3::types::PyDict>>)> {
     use flce_memory::{plan, table, write_chart, Model, Request};
     let err = |e: flce_memory::PlanError| PyValueError::new_err(e.to_string());
     let model = Model::load(model).map_err(err)?;
     let req = Request::new(gpu_gb, seq, batch, optimizer, lora_rank)
         .and_then(|r| r.with_mlp_tiles(mlp_tiles))
+        .and_then(|r| r.with_norm_tiles(norm_tiles))
         .and_then(|r| r.with_attention(attention))
         .map_err(err)?;
     let rows = plan(&model, &req);

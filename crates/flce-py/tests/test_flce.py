@@ -495,6 +495,14 @@ def test_memory_plan_names_the_longest_context():
     assert tiled[key]["longest_seq"] > untiled[key]["longest_seq"]
     with pytest.raises(ValueError, match="tile count"):
         flce.plan("Gemma-2-2B", print_table=False, mlp_tiles=0)
+    # and the layers' norms too (flce.patch(..., norm_tiles=4)): 4h fewer bytes a token and norm held
+    normed = {(r["loss"], r["activations"]): r
+              for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False, mlp_tiles=8,
+                                 norm_tiles=4)}
+    assert normed[key]["recompute"] < tiled[key]["recompute"]
+    assert normed[key]["longest_seq"] > tiled[key]["longest_seq"]
+    with pytest.raises(ValueError, match="norm tile count"):
+        flce.plan("Gemma-2-2B", print_table=False, norm_tiles=0)
     # sdpa's dense sliding-window mask (transformers <= 5.17): shorter (flash / flex by default)
     sdpa = {(r["loss"], r["activations"]): r
             for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=12288, lora_rank=16, print_table=False, mlp_tiles=8,

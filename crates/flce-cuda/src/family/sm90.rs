@@ -4,6 +4,8 @@
 //! the sm80 family's (same partial and G layouts); only the block shapes differ (128 × 256
 //! tiles, one block per SM), so the launchers size their own grids from the plan.
 
+use std::ops::Range;
+
 use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
@@ -147,7 +149,7 @@ pub(crate) enum Product {
     /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C[vocab] (add unless the first
     /// chunk): `segments` (at most 3, contiguous, covering the tokens in order) give each run of
     /// tokens with the address of its first row's accumulator row (backward.rs de_acc_rows).
-    De { segments: Vec<(std::ops::Range<usize>, DevPtr)>, accumulate: bool },
+    De { segments: Vec<(Range<usize>, DevPtr)>, accumulate: bool },
     /// dC's rows `vocab` = Gᵀ · E[tokens] (input dtype, rounded once), or the chunk's f32
     /// accumulator (pitch D) (+)=.
     Dc { out: DevPtr, f32_acc: bool, accumulate: bool },
@@ -167,23 +169,14 @@ pub(crate) unsafe fn product(
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
-    // the output rows' segments: (first row of the second, of the third, their addresses)
-    let mut split = (n, n, 0, 0);
-    if let Product::De { segments, .. } = &what {
-        let contiguous = segments.windows(2).all(|w| w[0].0.end == w[1].0.start);
-        let covers = segments.first().map(|f| f.0.start) == Some(tokens.start)
-            && segments.last().map(|l| l.0.end) == Some(tokens.end);
-        if segments.len() > 3 || !contiguous || !covers {
-            let why = format!("dE product: accumulator segments {segments:?} do not cover tokens {tokens:?} in order");
-            return Err(flce_core::Error::Unsupported(why));
-        }
-        let start = |i: usize| segments.get(i).map_or((n, 0), |(r, p)| (r.start - tokens.start, *p));
-        let ((seg1, p1), (seg2, p2)) = (start(1), start(2));
-        split = (seg1, seg2, p1, p2);
-    }
+    // dE's rows over its accumulator's buffers (checked first: `segments[0]` below), dC's in one
+    let split = match &what {
+        Product::De { segments, .. } => out_segments(n, tokens.start, segments)?,
+        Product::Dc { .. } => OutSegments::one(vc),
+    };
     // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output)
     let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out) = match what {
-        Product::De { segments, accumulate } => (
+        Product::De { ref segments, accumulate } => (
             tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
             // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
             tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
@@ -220,10 +213,10 @@ pub(crate) unsafe fn product(
         map_a,
         map_b,
         out,
-        out_seg1: split.2,
-        out_seg2: split.3,
-        seg1_row: split.0 as i32,
-        seg2_row: split.1 as i32,
+        out_seg1: split.out_seg1,
+        out_seg2: split.out_seg2,
+        seg1_row: split.seg1_row as i32,
+        seg2_row: split.seg2_row as i32,
         ldo: d as i32,
         rows: rows as i32,
         cols: d as i32,
@@ -236,4 +229,75 @@ pub(crate) unsafe fn product(
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
+}
+
+/// Where a product's output rows go (Sm90ProductParams): rows [0, seg1_row) at the launch's `out`,
+/// [seg1_row, seg2_row) from `out_seg1`, [seg2_row, rows) from `out_seg2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OutSegments {
+    seg1_row: usize,
+    seg2_row: usize,
+    out_seg1: DevPtr,
+    out_seg2: DevPtr,
+}
+
+impl OutSegments {
+    /// Every one of `rows` rows in the one buffer.
+    fn one(rows: usize) -> Self {
+        OutSegments { seg1_row: rows, seg2_row: rows, out_seg1: 0, out_seg2: 0 }
+    }
+}
+
+/// The segments of dE's accumulator rows ([`Product::De`]) as the kernel takes them: `rows` output
+/// rows, the first the token `first_token`; `segments` at most 3, contiguous, covering them in
+/// order (the first segment's address is the launch's `out`).
+fn out_segments(rows: usize, first_token: usize, segments: &[(Range<usize>, DevPtr)]) -> Result<OutSegments> {
+    let contiguous = segments.windows(2).all(|w| w[0].0.end == w[1].0.start);
+    let covers = segments.first().map(|f| f.0.start) == Some(first_token)
+        && segments.last().map(|l| l.0.end) == Some(first_token + rows);
+    if segments.len() > 3 || !contiguous || !covers {
+        let why = format!(
+            "dE product: accumulator segments {segments:?} do not cover tokens {first_token}..{}",
+            first_token + rows
+        );
+        return Err(flce_core::Error::Unsupported(why));
+    }
+    let start = |i: usize| segments.get(i).map_or((rows, 0), |(r, p)| (r.start - first_token, *p));
+    let ((seg1_row, out_seg1), (seg2_row, out_seg2)) = (start(1), start(2));
+    Ok(OutSegments { seg1_row, seg2_row, out_seg1, out_seg2 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_buffer_puts_every_row_in_it() {
+        // dC's products have as many output rows as vocabulary rows, not tokens: both splits at
+        // `rows` (a split at the token count sent rows past it to address 0)
+        assert_eq!(
+            OutSegments::one(19_200),
+            OutSegments { seg1_row: 19_200, seg2_row: 19_200, out_seg1: 0, out_seg2: 0 }
+        );
+        let one = out_segments(600, 0, &[(0..600, 0x1000)]).unwrap();
+        assert_eq!(one, OutSegments::one(600));
+    }
+
+    #[test]
+    fn segments_split_rows_relative_to_the_first_token() {
+        let two = out_segments(4096, 4096, &[(4096..6000, 0x1000), (6000..8192, 0x9000)]).unwrap();
+        assert_eq!(two, OutSegments { seg1_row: 1904, seg2_row: 4096, out_seg1: 0x9000, out_seg2: 0 });
+        let three = out_segments(5000, 0, &[(0..100, 0x1000), (100..3000, 0x2000), (3000..5000, 0x3000)]).unwrap();
+        assert_eq!(three, OutSegments { seg1_row: 100, seg2_row: 3000, out_seg1: 0x2000, out_seg2: 0x3000 });
+    }
+
+    #[test]
+    fn segments_that_do_not_cover_the_rows_in_order_are_refused() {
+        assert!(out_segments(600, 0, &[]).is_err());
+        assert!(out_segments(600, 0, &[(0..300, 1), (301..600, 2)]).is_err());
+        assert!(out_segments(600, 0, &[(0..500, 1)]).is_err());
+        assert!(out_segments(600, 10, &[(0..600, 1)]).is_err());
+        let four = [(0..1, 1), (1..2, 2), (2..3, 3), (3..4, 4)];
+        assert!(out_segments(4, 0, &four).is_err());
+    }
 }
