@@ -212,6 +212,8 @@ abi_structs! {
         group_rows: i32 = "int",
         /// Blocks (grid x): one per SM, each taking every blocks-th tile, or one per tile.
         blocks: i32 = "int",
+        /// Output tile width: 256 or 192 (plan::sm90_product_tile_n).
+        tile_n: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

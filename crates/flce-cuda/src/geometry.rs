@@ -188,6 +188,17 @@ pub fn sm90_product_order_knob() -> Sm90ProductOrderKnob {
     })
 }
 
+/// The product kernel's tile width (`FLCE_SM90_PRODUCT_TILE_N`, read once; a measurement knob):
+/// `192` or `256` for every launch, anything else (default) plan::sm90_product_tile_n's choice.
+pub fn sm90_product_tile_n_knob() -> Option<usize> {
+    static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_PRODUCT_TILE_N").as_deref().map(str::trim) {
+        Ok("192") => Some(192),
+        Ok("256") => Some(256),
+        _ => None,
+    })
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();

@@ -33,6 +33,10 @@
 // t = l%4) holds acc[4j + 2h + q] = logit (row 16w + g + 8h, column 8j + 2t + q) of the
 // consumer's 64 × 256 sub-tile, j = 0..31, h, q ∈ {0, 1}: the 4 lanes of a quad hold one row.
 //
+// Tile width: the template parameter BN of the loops (SM90_TILE_N, 256, by default: the forward and
+// G kernels); the product kernel also runs BN = 192 (wgmma m64n192k16, 96 accumulators a thread,
+// three of B's 64-column MN-major boxes a stage; the stage keeps its 256-column size).
+//
 // Out-of-range rows (past N or V) and k (past D) load as zeros (TMA bounds): no masking in the
 // main loop. Requirements the planner checks: 16-bit inputs, D·2 bytes a multiple of 16, E and C
 // 16-byte aligned (TMA). Reads E and C only; writes nothing but shared memory.
@@ -123,76 +127,7 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
 
-// ---- wgmma -------------------------------------------------------------------------------------
-#if FLCE_DTYPE == FLCE_BF16
-#define WGMMA_AB "bf16"
-#else
-#define WGMMA_AB "f16"
-#endif
-
-// Shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row atoms 1024 bytes apart.
-__device__ __forceinline__ u64 smem_desc(u32 addr) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(16 >> 4) << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-
-// Shared-memory matrix descriptor of an MN-major operand, 128-byte swizzle (CUTLASS's canonical
-// Major-MN layout, docs/design-sm90-backward.md): 64 MN elements per 128-byte k row, groups of 8
-// k rows 1024 bytes apart (SBO), the next 64 MN elements 8192 bytes away (LBO: the next 64 × 64
-// TMA box).
-#define SM90_MN_BOX_BYTES (64 * SM90_TILE_K * 2)
-__device__ __forceinline__ u64 smem_desc_mn(u32 addr) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(SM90_MN_BOX_BYTES >> 4) << 16) | ((u64)(1024 >> 4) << 32) |
-         ((u64)1 << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-
-// d (+)= A·Bᵀ for a 64 × 256 × 16 step; `accumulate` 0 overwrites d. TA / TB = 1: A / B is
-// MN-major in shared memory (smem_desc_mn; the product kernels' operands), 0: K-major (smem_desc).
-template <int TA = 0, int TB = 0>
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 desc_a, u64 desc_b, int accumulate) {
-  asm volatile(
-      "{ .reg .pred p;\n"
-      "setp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." WGMMA_AB "." WGMMA_AB " {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,"
-      "%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,"
-      "%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,"
-      "%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,"
-      "%56,%57,%58,%59,%60,%61,%62,%63,"
-      "%64,%65,%66,%67,%68,%69,%70,%71,"
-      "%72,%73,%74,%75,%76,%77,%78,%79,"
-      "%80,%81,%82,%83,%84,%85,%86,%87,"
-      "%88,%89,%90,%91,%92,%93,%94,%95,"
-      "%96,%97,%98,%99,%100,%101,%102,%103,"
-      "%104,%105,%106,%107,%108,%109,%110,%111,"
-      "%112,%113,%114,%115,%116,%117,%118,%119,"
-      "%120,%121,%122,%123,%124,%125,%126,%127"
-      "}, %128, %129, p, 1, 1, %131, %132; }"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TA), "n"(TB));
-}
+#include "sm90/wgmma.cuh"
 
 // ---- the pipeline ------------------------------------------------------------------------------
 struct Sm90Pipe {
@@ -286,20 +221,23 @@ struct Sm90Ring {
 // token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
 // cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c then has
 // boxes of 128 rows).
-template <int TA = 0, int TB = 0>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N>
 __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                                  int row0, int col_first, int tiles, int kt_count, Sm90Ring& ring) {
+  static_assert(BN == SM90_TILE_N || TB, "a narrower tile only with B read MN-major (64-column boxes)");
+  // B's bytes a stage: the whole stage, or BN / 64 of its MN-major boxes
+  constexpr u32 b_bytes = TB ? BN * SM90_TILE_K * 2 : SM90_B_STAGE_BYTES;
   const u32 blocks = cluster_size(), rank = cluster_rank();
-  const int c_rows = SM90_TILE_N / (int)blocks;
+  const int c_rows = BN / (int)blocks;
   const unsigned short all = (unsigned short)((1u << blocks) - 1);
   for (int tile = 0; tile < tiles; ++tile) {
-    const int col0 = col_first + tile * SM90_TILE_N;
+    const int col0 = col_first + tile * BN;
     for (int kt = 0; kt < kt_count; ++kt) {
       const int stage = ring.stage;
       // a fresh barrier's "previous phase" (parity 1) counts as complete: the first round
       // passes without waiting
       mbar_wait(&pp.empty[stage], ring.phase ^ 1);
-      mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
+      mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + b_bytes);
       unsigned char* a = pp.a + stage * SM90_A_STAGE_BYTES;
       if (TA) {
         tma_load_2d(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K);
@@ -310,7 +248,7 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
       unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
       if (TB) {
 #pragma unroll
-        for (int j = 0; j < SM90_TILE_N / 64; ++j)
+        for (int j = 0; j < BN / 64; ++j)
           tma_load_2d(b + j * SM90_MN_BOX_BYTES, map_c, &pp.full[stage], col0 + 64 * j, kt * SM90_TILE_K);
       } else if (blocks == 1) {
         tma_load_2d(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
@@ -324,14 +262,14 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
 }
 
 // The producer of a block: its run of vocabulary tiles for each of its token tiles.
-template <int TA = 0, int TB = 0, class Tiles>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles>
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                              const Tiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   Sm90Ring ring;
   for (int x = tt.first; x < tt.end; x += tt.stride)
-    sm90_produce_run<TA, TB>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count, ring);
+    sm90_produce_run<TA, TB, BN>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count, ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -370,9 +308,9 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // A consumer warpgroup (`consumer` 0 or 1) over one run of tiles, from ring position `ring` on:
 // for each tile, the k-loop into the accumulators, then epi.tile(acc, col0). `issued` counts
 // consumer 0's k-steps until the skew is signalled (SM90_CONSUMER_SKEW).
-template <int TA = 0, int TB = 0, class Epilogue>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Epilogue>
 __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consumer, int col_first, int tiles,
-                                                 int kt_count, Epilogue& epi, float (&acc)[128], Sm90Ring& ring,
+                                                 int kt_count, Epilogue& epi, float (&acc)[BN / 2], Sm90Ring& ring,
                                                  int& issued) {
   const bool releaser = (threadIdx.x & 127) == 0;
   const u32 blocks = cluster_size();
@@ -391,7 +329,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
         // a k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box
         const u64 da = TA ? smem_desc_mn(a + 2048 * k) : smem_desc(a + 32 * k);
         const u64 db = TB ? smem_desc_mn(b + 2048 * k) : smem_desc(b + 32 * k);
-        wgmma_m64n256k16<TA, TB>(acc, da, db, kt | k);
+        wgmma_m64nk16<TA, TB>(acc, da, db, kt | k);
       }
       wgmma_commit();
 #if SM90_MMA_INFLIGHT
@@ -419,16 +357,16 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
       skew_arrive();
     }
 #endif
-    epi.tile(acc, col_first + tile * SM90_TILE_N);
+    epi.tile(acc, col_first + tile * BN);
   }
 }
 
 // A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
 // tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
-template <int TA = 0, int TB = 0, class Tiles, class Epilogue>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles, class Epilogue>
 __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Tiles& tt, int col_first,
                                              int tiles, int kt_count, Epilogue& epi) {
-  float acc[128];
+  float acc[BN / 2];
   Sm90Ring ring;
   int issued = 0;
 #if SM90_CONSUMER_SKEW > 0
@@ -438,9 +376,9 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
     // the last tile's values are dead (its first k-step overwrites them): zeros the compiler can
     // rematerialise, so the epilogue's per-token-tile loads do not spill 128 live accumulators
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     epi.begin_rows(x);
-    sm90_consume_run<TA, TB>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
+    sm90_consume_run<TA, TB, BN>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
     epi.end_rows(x);
   }
 #if SM90_CONSUMER_SKEW > 0
@@ -463,7 +401,7 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // epilogue's shared state are initialised, the producer warpgroup gives its registers back and
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
-template <int TA = 0, int TB = 0, class Tiles, class Consume>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles, class Consume>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                          const Tiles& tt, int col_first, int tiles, int kt_count,
                                          Consume&& consume) {
@@ -471,7 +409,7 @@ __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* ma
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce<TA, TB>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
+    if (threadIdx.x == 0) sm90_produce<TA, TB, BN>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);

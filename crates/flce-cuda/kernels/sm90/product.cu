@@ -9,7 +9,8 @@
 //   dC_chunk = Gᵀ·E: A = Gᵀ (G read MN-major: rows are the chunk's vocabulary rows, k the tokens),
 //     B = E [tokens, D]; out = dC's rows in the input dtype (rounded once) or the chunk's f32
 //     accumulator.
-//   B is always read MN-major (contiguous along cols). Output tiles of 128 × 256, in raster
+//   B is always read MN-major (contiguous along cols). Output tiles of 128 × tile_n (256, or 192
+//   where that fills the SMs' waves better: plan::sm90_product_tile_n), in raster
 //   groups (Sm90ProductTiles: group_rows row tiles, then the next column tile; src/plan/sm90.rs
 //   sm90_product_order picks the group so that the tiles running together share their A and B
 //   reads in L2). Grid (blocks): block b computes tiles b, b + blocks, … of that order — one block
@@ -18,7 +19,7 @@
 //   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
 //   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
 //   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
-//   with accumulate: its loads issued 16 column pairs at a time, add_to_f32) its 128 values, pairs
+//   with accumulate: its loads issued a half row's column pairs at a time, add_to_f32) its 128 values, pairs
 //   of columns at a time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as
 //   zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
 //   atomics: the sum over k runs in one fixed order (bitwise reproducible, whatever the grid).
@@ -27,8 +28,9 @@
 // FLCE_SM90_PRODUCTS=1, against the f64 oracle).
 #include "sm90/mainloop.cuh"
 
-// The output tiles in raster-group order, a schedule for mainloop.cuh's loops (see
+// The output tiles (128 × BN) in raster-group order, a schedule for mainloop.cuh's loops (see
 // Sm90TokenTiles): step t is tile t of the order.
+template <int BN>
 struct Sm90ProductTiles {
   int first, stride, end;
   int row_tiles, col_tiles, group_rows;
@@ -41,7 +43,7 @@ struct Sm90ProductTiles {
     return make_int2(first_row + within % rows_in_group, within / rows_in_group);
   }
   __device__ __forceinline__ int row0(int t) const { return tile(t).x * SM90_TILE_M; }
-  __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * SM90_TILE_N; }
+  __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * BN; }
 };
 
 // Output row `row`'s first element: the segment that holds it (Sm90ProductParams: dE's f32
@@ -59,22 +61,23 @@ __device__ __forceinline__ char* sm90_product_out_row(const Sm90ProductParams& p
   return base + (long long)row * p.ldo * elem_bytes;
 }
 
+template <int BN>
 struct Sm90ProductEpilogue {
   const Sm90ProductParams& p;
-  const Sm90ProductTiles& tt;
+  const Sm90ProductTiles<BN>& tt;
   int consumer;
   int row0;  // the tile's first output row
 
   __device__ __forceinline__ void begin_rows(int t) { row0 = tt.row0(t); }
-  __device__ __forceinline__ void add_to_f32(float (&acc)[128], int col0, int g, int t, int w);
+  __device__ __forceinline__ void add_to_f32(float (&acc)[BN / 2], int col0, int g, int t, int w);
   __device__ __forceinline__ void end_rows(int) {}
 
   // the wgmma D fragment: thread (warp w, lane l; g = l/4, t = l%4) holds acc[4j + 2h + q] =
-  // (row 16w + g + 8h, column 8j + 2t + q) of the consumer's 64 × 256 sub-tile
-  __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+  // (row 16w + g + 8h, column 8j + 2t + q) of the consumer's 64 × BN sub-tile
+  __device__ __forceinline__ void tile(float (&acc)[BN / 2], int col0) {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
     const int g = lane / 4, t = lane % 4;
-    if (p.out_f32 && p.accumulate && col0 + SM90_TILE_N <= p.cols) {
+    if (p.out_f32 && p.accumulate && col0 + BN <= p.cols) {
       add_to_f32(acc, col0, g, t, w);
       return;
     }
@@ -83,7 +86,7 @@ struct Sm90ProductEpilogue {
       const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
       if (row >= p.rows) continue;
 #pragma unroll
-      for (int j = 0; j < SM90_TILE_N / 8; ++j) {
+      for (int j = 0; j < BN / 8; ++j) {
         const int col = col0 + 8 * j + 2 * t;
         float2 v = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         if (p.out_f32) {
@@ -113,24 +116,26 @@ struct Sm90ProductEpilogue {
 };
 
 // The f32 accumulator's read-modify-write (dE += G·C_chunk after the first chunk) over a tile
-// whose 256 columns are all in range: each thread's loads for ADD_GROUP column pairs of a row are
+// whose BN columns are all in range: each thread's loads for `group` column pairs of a row are
 // issued together, then added and stored — written as one load → add → store per pair (the
 // general path above) the compiler kept them in that order, one memory round trip per pair, 64
 // a tile (SASS, 31a8f6b: LDG.E.64 / STG.E.64 alternating).
-#define SM90_PRODUCT_ADD_GROUP 16
-__device__ __forceinline__ void Sm90ProductEpilogue::add_to_f32(float (&acc)[128], int col0, int g, int t, int w) {
+template <int BN>
+__device__ __forceinline__ void Sm90ProductEpilogue<BN>::add_to_f32(float (&acc)[BN / 2], int col0, int g, int t,
+                                                                    int w) {
+  constexpr int group = BN / 16;  // column pairs a group: a row's in two round trips (16 at BN 256)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
     if (row >= p.rows) continue;
     float* out = (float*)sm90_product_out_row(p, row, 4) + col0 + 2 * t;
 #pragma unroll
-    for (int j0 = 0; j0 < SM90_TILE_N / 8; j0 += SM90_PRODUCT_ADD_GROUP) {
-      float2 old[SM90_PRODUCT_ADD_GROUP];
+    for (int j0 = 0; j0 < BN / 8; j0 += group) {
+      float2 old[group];
 #pragma unroll
-      for (int j = 0; j < SM90_PRODUCT_ADD_GROUP; ++j) old[j] = *(const float2*)(out + 8 * (j0 + j));
+      for (int j = 0; j < group; ++j) old[j] = *(const float2*)(out + 8 * (j0 + j));
 #pragma unroll
-      for (int j = 0; j < SM90_PRODUCT_ADD_GROUP; ++j) {
+      for (int j = 0; j < group; ++j) {
         const int a = 4 * (j0 + j) + 2 * h;
         *(float2*)(out + 8 * (j0 + j)) = make_float2(acc[a] + old[j].x, acc[a + 1] + old[j].y);
       }
@@ -138,16 +143,16 @@ __device__ __forceinline__ void Sm90ProductEpilogue::add_to_f32(float (&acc)[128
   }
 }
 
-template <int A_MN>
+template <int A_MN, int BN>
 __device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp) {
   const int row_tiles = (p.rows + SM90_TILE_M - 1) / SM90_TILE_M;
-  const int col_tiles = (p.cols + SM90_TILE_N - 1) / SM90_TILE_N;
-  const Sm90ProductTiles tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * col_tiles,
-                            row_tiles,       col_tiles,     max(p.group_rows, 1)};
+  const int col_tiles = (p.cols + BN - 1) / BN;
+  const Sm90ProductTiles<BN> tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * col_tiles,
+                                row_tiles,       col_tiles,     max(p.group_rows, 1)};
   const int kt_count = (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
-  sm90_run<A_MN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
-    Sm90ProductEpilogue epi{p, tt, consumer, 0};
-    sm90_consume<A_MN, 1>(pp, consumer, tt, 0, 1, kt_count, epi);
+  sm90_run<A_MN, 1, BN>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
+    Sm90ProductEpilogue<BN> epi{p, tt, consumer, 0};
+    sm90_consume<A_MN, 1, BN>(pp, consumer, tt, 0, 1, kt_count, epi);
   });
 }
 
@@ -156,8 +161,16 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   sm90_init_barriers(pp);
-  if (p.a_mn)
-    sm90_product<1>(p, pp);
-  else
-    sm90_product<0>(p, pp);
+  // (p.tile_n is 192 or 256: src/family/sm90.rs product)
+  if (p.tile_n == 192) {
+    if (p.a_mn)
+      sm90_product<1, 192>(p, pp);
+    else
+      sm90_product<0, 192>(p, pp);
+  } else {
+    if (p.a_mn)
+      sm90_product<1, 256>(p, pp);
+    else
+      sm90_product<0, 256>(p, pp);
+  }
 }

@@ -13,7 +13,7 @@ use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, Sm90Produ
 use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{grad_grid, sm90_product_order, BackwardPlan, ForwardPlan};
+use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan};
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -199,7 +199,10 @@ pub(crate) unsafe fn product(
             out,
         ),
     };
-    let (row_tiles, col_tiles) = (rows.div_ceil(SM90_TILE_M), d.div_ceil(SM90_TILE_N));
+    let row_tiles = rows.div_ceil(SM90_TILE_M);
+    let tile_n = crate::geometry::sm90_product_tile_n_knob()
+        .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count()));
+    let col_tiles = d.div_ceil(tile_n);
     let knob = crate::geometry::sm90_product_order_knob();
     let order = sm90_product_order(
         row_tiles,
@@ -226,6 +229,7 @@ pub(crate) unsafe fn product(
         out_f32: out_f32 as i32,
         group_rows: if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32,
         blocks: order.blocks as i32,
+        tile_n: tile_n as i32,
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())

@@ -27,7 +27,10 @@ pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SPLITS,
 };
-pub use sm90::{grad_grid, sm90_grid, sm90_product_order, Sm90Grid, Sm90ProductOrder, SM90_L2_BUDGET};
+pub use sm90::{
+    grad_grid, sm90_grid, sm90_product_order, sm90_product_tile_n, Sm90Grid, Sm90ProductOrder, SM90_L2_BUDGET,
+    SM90_PRODUCT_TILE_WIDTHS,
+};
 pub use step::{step_plan, step_plan_if_faster, StepPlan, MIN_STEP_TOKEN_CHUNK};
 
 use std::ops::Range;

@@ -151,11 +151,59 @@ pub fn sm90_product_order(
     Sm90ProductOrder { group_rows: best, blocks: if persistent { tiles.min(sm_count.max(1)) } else { tiles } }
 }
 
+/// The product kernel's tile widths (kernels/sm90/product.cu: wgmma n 256 or n 192).
+pub const SM90_PRODUCT_TILE_WIDTHS: [usize; 2] = [256, 192];
+
+/// What a 192-wide tile's step costs against a 256-wide one's, per column: its smaller MMA reads
+/// as much of A per k-step for three quarters of the work. An estimate (not yet measured): a
+/// narrower tile must win by more than this to be taken.
+const NARROW_TILE_COST: f64 = 1.03;
+
+/// The tile width of one product launch over `row_tiles` row tiles (of 128) × `cols` columns on
+/// `sm_count` SMs: the width whose tiles finish in the least time, counting every wave whole
+/// (a launch's time ~ its waves × a tile's time, a tile's time ~ its width): 192 where 256-wide
+/// tiles leave much of the last wave idle — Gemma 2's D = 2304 is 9 tiles of 256 (dE at 8k
+/// tokens: 576 tiles on 132 SMs, 87% of 5 waves) and 12 of 192 (768 tiles, 97% of 6 waves,
+/// cuBLAS's 192 × 192 tiles fill it likewise: benchmarks/h200-2026-12-01-s14/product-segments).
+pub fn sm90_product_tile_n(row_tiles: usize, cols: usize, sm_count: usize) -> usize {
+    let sm = sm_count.max(1);
+    let time = |width: usize| {
+        let tiles = row_tiles.max(1) * cols.max(1).div_ceil(width);
+        let per_column = if width == 256 { 1.0 } else { NARROW_TILE_COST };
+        tiles.div_ceil(sm) as f64 * width as f64 * per_column
+    };
+    SM90_PRODUCT_TILE_WIDTHS.into_iter().fold(256, |best, w| if time(w) < time(best) { w } else { best })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MB: usize = 1 << 20;
+
+    #[test]
+    fn product_tiles_narrow_only_where_the_waves_fill_better() {
+        // Gemma 2 (D 2304), dE over 8192 tokens: 5 waves of 256 against 6 of 192 (1280 vs 1152)
+        assert_eq!(sm90_product_tile_n(64, 2304, 132), 192);
+        // and its dC chunks of 7168 vocabulary rows: 504 tiles (4 waves, 1024) against 672 (6, 1152)
+        assert_eq!(sm90_product_tile_n(56, 2304, 132), 256);
+        // Llama 3 (D 4096): 1024 tiles, 8 waves (2048) against 1408, 11 (2112): 256
+        assert_eq!(sm90_product_tile_n(64, 4096, 132), 256);
+        // Qwen 2.5 (D 3584): 896 tiles, 7 waves (1792) against 1216, 10 (1920): 256
+        assert_eq!(sm90_product_tile_n(64, 3584, 132), 256);
+        // a narrow D: one column tile either way, and the narrower MMA wastes less on zeros
+        // (D = 64, 520: the GPU tests' small cases take the 192-wide path)
+        assert_eq!(sm90_product_tile_n(64, 64, 132), 192);
+        assert_eq!(sm90_product_tile_n(40, 520, 132), 192);
+        // every width is one the kernel has, whatever the shape
+        for rt in [1usize, 5, 64, 400] {
+            for cols in [1usize, 192, 520, 2304, 8192] {
+                for sm in [1usize, 2, 132] {
+                    assert!(SM90_PRODUCT_TILE_WIDTHS.contains(&sm90_product_tile_n(rt, cols, sm)));
+                }
+            }
+        }
+    }
 
     #[test]
     fn product_groups_share_both_operands_through_l2() {
