@@ -21,7 +21,9 @@ download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 16384 --oom-report
 
 Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4),
-offload_tiled_norms (+ norm_tiles=4, as the planner's column).
+offload_tiled_norms (+ norm_tiles=4), offload_streamed (+ stream_weights=True: the layers' frozen
+weights from pinned host memory, flce.weights); --tiles sets the tile counts (4); the planner's
+column is of the same options.
 
 Each (tokens, mode) runs in a process of its own (--in-process: all in this one), under the same
 --gpu-gb cap: what a user's training process sees. In one process, an out-of-memory run left
@@ -93,16 +95,22 @@ def build(args, device, tokens):
     return model
 
 
-def patch(model, mode):
-    if mode == "ckpt":
-        return flce.patch(model, checkpoint=True)
-    if mode == "offload":
-        return flce.patch(model, checkpoint=True, offload=True)
-    if mode == "offload_tiled":
-        return flce.patch(model, checkpoint=True, offload=True, mlp_tiles=4)
-    if mode == "offload_tiled_norms":
-        return flce.patch(model, checkpoint=True, offload=True, mlp_tiles=4, norm_tiles=4)
-    raise ValueError(f"unknown mode {mode!r}")
+def patch_options(mode, tiles):
+    """flce.patch's options of a mode (`tiles`: the tiled modes' MLP and norm tile count)."""
+    options = {
+        "ckpt": dict(checkpoint=True),
+        "offload": dict(checkpoint=True, offload=True),
+        "offload_tiled": dict(checkpoint=True, offload=True, mlp_tiles=tiles),
+        "offload_tiled_norms": dict(checkpoint=True, offload=True, mlp_tiles=tiles, norm_tiles=tiles),
+        "offload_streamed": dict(checkpoint=True, offload=True, mlp_tiles=tiles, norm_tiles=tiles, stream_weights=True),
+    }
+    if mode not in options:
+        raise ValueError(f"unknown mode {mode!r}")
+    return options[mode]
+
+
+def patch(model, mode, tiles=4):
+    return flce.patch(model, **patch_options(mode, tiles))
 
 
 def allocated(device):
@@ -113,7 +121,7 @@ def allocated(device):
 
 
 def run(mode, args, device, tokens):
-    model = patch(build(args, device, tokens), mode)
+    model = patch(build(args, device, tokens), mode, args.tiles)
     params = [p for p in model.parameters() if p.requires_grad]
     # fused: one kernel updates each parameter in place; the default foreach step makes a
     # moment-sized temporary list (_foreach_sqrt), which sets a full fine-tune's peak at 16k tokens
@@ -152,13 +160,16 @@ def run(mode, args, device, tokens):
     reserved = torch.cuda.max_memory_reserved(device) / 2**20 if device.type == "cuda" else float("nan")
     times = step_times(step, device, args.repeats)
     stats = model._flce_offloader.stats() if getattr(model, "_flce_offloader", None) else {}
+    streamer = getattr(model, "_flce_streamer", None)
+    # pinned host memory: the offloaded inputs' pool and the streamed weights' copies
+    pinned = stats.get("pinned_bytes", 0) + (streamer.stats()["pinned_bytes"] if streamer is not None else 0)
     hook.remove()
     del model, opt, params
     gc.collect()  # HF models hold reference cycles: without this the next mode's peak counts this model
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return dict(mode=mode, tokens=tokens, step_ms=statistics.median(times), peak_mb=peak, peak_reserved_mb=reserved,
-                pinned_mb=stats.get("pinned_bytes", 0) / 2**20, **measured)
+                pinned_mb=pinned / 2**20, **measured)
 
 
 def _where(frames, keep=("transformers", "flce", "peft", "activation_memory"), depth=3):
@@ -201,8 +212,9 @@ def predicted(args, tokens, mode):
     rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
                      attention="sdpa" if args.attn == "sdpa" else "flash",
                      optimizer=("adamw" if args.lora else "adamw-bf16") + ("-fused" if args.fused_adamw else ""),
-                     mlp_tiles=4 if mode.startswith("offload_tiled") else 1,
-                     norm_tiles=4 if mode == "offload_tiled_norms" else 1)
+                     mlp_tiles=patch_options(mode, args.tiles).get("mlp_tiles", 1),
+                     norm_tiles=patch_options(mode, args.tiles).get("norm_tiles", 1),
+                     stream_weights=patch_options(mode, args.tiles).get("stream_weights", False))
     r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
     return dict(plan_held_mb=r["activations_held"] / 2**20,
                 plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,
@@ -213,7 +225,8 @@ def run_in_child(args, cap_gb, tokens, mode):
     """One (tokens, mode) in a fresh process with the same options: its row, or the error it died
     of (the last lines of its output)."""
     cmd = [sys.executable, __file__, "--child", "--model", args.model, "--tokens", str(tokens), "--modes", mode,
-           "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device, "--attn", args.attn]
+           "--lora", str(args.lora), "--repeats", str(args.repeats), "--device", args.device, "--attn", args.attn,
+           "--tiles", str(args.tiles)]
     cmd += ["--gpu-gb", str(cap_gb)] if cap_gb else []
     cmd += ["--tiny"] if args.tiny else []
     cmd += ["--fused-adamw"] if args.fused_adamw else []
@@ -236,6 +249,7 @@ def main():
     ap.add_argument("--gpu-gb", type=float, default=None,
                     help="cap this process's GPU memory (torch.cuda.set_per_process_memory_fraction)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tiles", type=int, default=4, help="MLP (and norm) token tiles of the tiled modes")
     ap.add_argument("--tiny", action="store_true", help="a tiny Llama (smoke test)")
     ap.add_argument("--fused-adamw", action="store_true",
                     help="torch.optim.AdamW(fused=True) (CUDA): no moment-sized temporaries in the step, so the "

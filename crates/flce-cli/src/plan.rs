@@ -32,6 +32,10 @@ pub struct PlanArgs {
     /// The layers' RMSNorms computed in this many token tiles (`flce.patch(..., norm_tiles=N)`).
     #[arg(long, default_value_t = 1)]
     norm_tiles: u64,
+    /// The layers' frozen weights (LoRA's base weights) streamed from pinned host memory, two
+    /// layers' on the GPU at a time (`flce.patch(..., stream_weights=True)`).
+    #[arg(long)]
+    stream_weights: bool,
     /// Hugging Face's attention kernel, for models with sliding-window layers (Gemma 2): flash
     /// (flash_attention_2 or flex_attention: the window without a mask) or sdpa (past the window a
     /// dense [T, T] mask; transformers ≤ 5.17).
@@ -51,6 +55,7 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
     let req = Request::new(args.gpu_gb, args.seq, args.batch, &args.optimizer, args.lora_rank)
         .and_then(|r| r.with_mlp_tiles(args.mlp_tiles))
         .and_then(|r| r.with_norm_tiles(args.norm_tiles))
+        .map(|r| r.with_stream_weights(args.stream_weights))
         .and_then(|r| r.with_attention(&args.attention))
         .map_err(|e| err(e.to_string()))?;
     let rows = plan(&model, &req);

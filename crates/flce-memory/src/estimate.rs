@@ -222,6 +222,11 @@ pub struct Setup {
     /// tiled. A tiled norm keeps its bf16 input (2h a token) instead of its f32 input copy and
     /// output (6h): 4h a token and norm fewer in a layer's activations ([`NORM_TILED_SAVES`]).
     pub norm_tiles: u64,
+    /// The layers' frozen weights streamed from pinned host memory (`flce.patch(...,
+    /// stream_weights=True)`, flce.weights): with LoRA, two layers' base weights on the GPU at a
+    /// time (the running one and the next) instead of every layer's. Nothing changes for a full
+    /// fine-tune (no frozen weights).
+    pub stream_weights: bool,
     pub attention: Attention,
     /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` since
     /// 2026-12-01's twelfth session): it keeps its bf16 input (offloaded with the layers') instead
@@ -266,7 +271,14 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let tokens = setup.seq_len * setup.batch;
     let params = model.params();
     let trainable = setup.lora_rank.map_or(params, |r| model.lora_params(r));
-    let weights = BF16 * (params + setup.lora_rank.map_or(0, |r| model.lora_params(r)));
+    // streamed: every layer's frozen weights but two leave the GPU (LoRA's base weights; the
+    // adapters, embeddings, final norm and head stay)
+    let streamed = if setup.stream_weights && setup.lora_rank.is_some() {
+        model.layers.saturating_sub(2) * model.layer_params()
+    } else {
+        0
+    };
+    let weights = BF16 * (params - streamed + setup.lora_rank.map_or(0, |r| model.lora_params(r)));
     let gradients = BF16 * trainable;
     let optimizer = setup.optimizer.bytes_per_param() * trainable;
     let per_layer = layer_activation_bytes_per_token(model) * tokens;

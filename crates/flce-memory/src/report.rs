@@ -17,6 +17,8 @@ pub struct Request {
     pub mlp_tiles: u64,
     /// The layers' RMSNorms in this many token tiles; 1: not tiled.
     pub norm_tiles: u64,
+    /// The layers' frozen weights streamed from host memory (flce.weights).
+    pub stream_weights: bool,
     /// Hugging Face's attention kernel (sdpa by default).
     pub attention: Attention,
 }
@@ -36,6 +38,7 @@ impl Request {
             lora_rank: (lora_rank > 0).then_some(lora_rank),
             mlp_tiles: 1,
             norm_tiles: 1,
+            stream_weights: false,
             attention: Attention::Flash,
         })
     }
@@ -51,6 +54,7 @@ impl Request {
             activations,
             mlp_tiles: self.mlp_tiles,
             norm_tiles: self.norm_tiles,
+            stream_weights: self.stream_weights,
             attention: self.attention,
             // flce.patch checkpoints it; Hugging Face's own checkpointing (the other losses' rows)
             // does not
@@ -78,6 +82,11 @@ impl Request {
             return Err(PlanError::Invalid("the norm tile count must be at least 1".into()));
         }
         Ok(Request { norm_tiles: tiles, ..self })
+    }
+
+    /// The same request with the layers' frozen weights streamed from host memory or not.
+    pub fn with_stream_weights(self, stream_weights: bool) -> Request {
+        Request { stream_weights, ..self }
     }
 }
 
@@ -121,7 +130,7 @@ fn gib(b: u64) -> String {
 /// The rows as a markdown table (GiB), with the request in the heading.
 pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
     let mut s = format!(
-        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}{}{}{}\n\n",
+        "{}: {:.2}B parameters; {} GiB GPU, sequence {} × batch {}, {:?}, {}{}{}{}{}\n\n",
         model.name,
         model.params() as f64 / 1e9,
         gib(req.gpu_bytes),
@@ -131,6 +140,7 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
         req.lora_rank.map_or("full fine-tune".to_string(), |r| format!("LoRA r {r} on q/k/v/o")),
         if req.mlp_tiles > 1 { format!(", MLPs in {} token tiles", req.mlp_tiles) } else { String::new() },
         if req.norm_tiles > 1 { format!(", norms in {} token tiles", req.norm_tiles) } else { String::new() },
+        if req.stream_weights && req.lora_rank.is_some() { ", frozen layer weights streamed" } else { "" },
         match (model.sliding_window, req.attention) {
             (Some(w), Attention::Sdpa) => format!(", sdpa attention (a dense mask past the {w}-token window)"),
             (Some(_), Attention::Flash) => ", flash / flex attention".to_string(),

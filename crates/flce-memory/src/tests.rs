@@ -51,6 +51,7 @@ fn setup(loss: Loss, activations: Activations, seq_len: u64) -> Setup {
         activations,
         mlp_tiles: 1,
         norm_tiles: 1,
+        stream_weights: false,
         final_norm_checkpointed: true,
         attention: Attention::Sdpa,
     }
@@ -269,6 +270,7 @@ fn the_plan_matches_the_h200_measurements() {
             activations,
             mlp_tiles,
             norm_tiles,
+            stream_weights: false,
             attention,
             final_norm_checkpointed,
         };
@@ -392,4 +394,38 @@ fn a_fused_adamw_step_makes_no_temporaries() {
     assert!(at("adamw-bf16-fused", 65_536).peak <= at("adamw-bf16", 65_536).peak);
     assert_eq!(at("adamw-fused", 1024).optimizer, 8 * m.params());
     assert!("adamw-fusd".parse::<Optimizer>().is_err());
+}
+
+#[test]
+fn streamed_frozen_weights_leave_two_layers_on_the_gpu() {
+    // flce.weights: every layer's frozen (LoRA base) weights but two leave the GPU; the adapters,
+    // embeddings and final norm stay, and a full fine-tune (nothing frozen) streams nothing
+    let m = Model::built_in("Gemma-2-2B").unwrap();
+    let at = |stream_weights, lora_rank| {
+        estimate(
+            &m,
+            &Setup {
+                stream_weights,
+                lora_rank,
+                mlp_tiles: 8,
+                norm_tiles: 8,
+                ..setup(Loss::Flce, Activations::Offloaded, 65_536)
+            },
+        )
+    };
+    let (resident, streamed) = (at(false, Some(16)), at(true, Some(16)));
+    assert_eq!(resident.weights - streamed.weights, 2 * (m.layers - 2) * m.layer_params());
+    assert_eq!(resident.recompute, streamed.recompute);
+    assert_eq!(at(false, None), at(true, None));
+    // what it is for: Gemma-2-2B LoRA at 64k tokens on a 10 GiB card (issue 13's target), which
+    // resident weights cannot reach — a prediction until a step at the planner's longest runs
+    let req =
+        Request::new(10.0, 65_536, 1, "adamw", 16).unwrap().with_mlp_tiles(8).unwrap().with_norm_tiles(8).unwrap();
+    let longest = |r: &Request| {
+        plan(&m, r).iter().find(|p| p.loss == Loss::Flce && p.activations == Activations::Offloaded).unwrap().longest
+    };
+    assert!(longest(&req).unwrap() < 65_536);
+    let streaming = req.with_stream_weights(true);
+    assert!(longest(&streaming).unwrap() >= 65_536);
+    assert!(table(&m, &streaming, &plan(&m, &streaming)).contains("frozen layer weights streamed"));
 }

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 /// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
 /// with `plot`, also writes peak memory against sequence length as an SVG chart there.
 #[pyfunction]
-#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash", norm_tiles = 1))]
+#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash", norm_tiles = 1, stream_weights = false))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn memory_plan<'py>(
     py: Python<'py>,
@@ -20,6 +20,7 @@ pub(crate) fn memory_plan<'py>(
     mlp_tiles: u64,
     attention: &str,
     norm_tiles: u64,
+    stream_weights: bool,
 ) -> PyResult<(String, Vec<Bound<'py, pyo3::types::PyDict>>)> {
     use flce_memory::{plan, table, write_chart, Model, Request};
     let err = |e: flce_memory::PlanError| PyValueError::new_err(e.to_string());
@@ -27,6 +28,7 @@ pub(crate) fn memory_plan<'py>(
     let req = Request::new(gpu_gb, seq, batch, optimizer, lora_rank)
         .and_then(|r| r.with_mlp_tiles(mlp_tiles))
         .and_then(|r| r.with_norm_tiles(norm_tiles))
+        .map(|r| r.with_stream_weights(stream_weights))
         .and_then(|r| r.with_attention(attention))
         .map_err(err)?;
     let rows = plan(&model, &req);

@@ -49,3 +49,16 @@ def test_memory_plan_draws_its_chart(tmp_path):
     flce.plan("Qwen2.5-0.5B", gpu_gb=10, lora_rank=0, print_table=False, plot=str(path))
     text = path.read_text()
     assert text.startswith("<svg") and text.count("<polyline") == 9 and "GPU 10 GiB" in text
+
+
+def test_memory_plan_with_streamed_weights():
+    # flce.patch(..., stream_weights=True): LoRA's frozen layer weights from pinned host memory
+    key = ("flce", "checkpointing + offload")
+    rows = {s: {(r["loss"], r["activations"]): r
+                for r in flce.plan("Gemma-2-2B", gpu_gb=10, seq=65536, lora_rank=16, print_table=False,
+                                   mlp_tiles=8, norm_tiles=8, stream_weights=s)} for s in (False, True)}
+    assert rows[True][key]["weights"] < rows[False][key]["weights"] / 2
+    assert rows[True][key]["longest_seq"] >= 65536 > rows[False][key]["longest_seq"]
+    full = {s: flce.plan("Gemma-2-2B", gpu_gb=80, seq=8192, lora_rank=0, print_table=False, stream_weights=s)
+            for s in (False, True)}
+    assert full[False] == full[True]  # a full fine-tune has no frozen weights to stream

@@ -10,7 +10,7 @@ a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces 
 from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
 from .memory import plan
-from . import distributed, offload, tiled_mlp
+from . import distributed, offload, tiled_mlp, weights
 from ._common import LossOptions, kernel_plans
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
 

@@ -24,6 +24,7 @@ import types
 import torch
 
 from . import offload as _offload
+from . import weights as _weights
 from . import tiled_mlp as _tiled
 from .ops import linear_cross_entropy
 
@@ -44,21 +45,21 @@ def _layers(model):
     return list(layers)
 
 
-def _install_checkpointing(model, offloader):
+def _install_checkpointing(model, offloader, streamer=None):
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
     except ImportError:  # pragma: no cover - older transformers
         GradientCheckpointingLayer = None
     layers = _layers(model)
-    func = functools.partial(_offload.checkpoint, offloader=offloader)
     if GradientCheckpointingLayer is not None and all(isinstance(m, GradientCheckpointingLayer) for m in layers):
-        for m in layers:
+        for i, m in enumerate(layers):
             m._flce_saved_checkpointing = (m.__dict__.get("gradient_checkpointing"),
                                            m.__dict__.get("_gradient_checkpointing_func"))
             m.gradient_checkpointing = True
-            m._gradient_checkpointing_func = func
+            m._gradient_checkpointing_func = functools.partial(
+                _offload.checkpoint, offloader=offloader, weights=streamer.block(i) if streamer is not None else None)
     else:
-        _offload.wrap_blocks(layers, offloader)
+        _offload.wrap_blocks(layers, offloader, streamer=streamer)
     _offload.wrap_blocks(_final_norm(model), offloader)
 
 
@@ -73,11 +74,16 @@ def _final_norm(model):
 
 
 @torch.compiler.disable
-def _prefetch_from_the_loss(loss, offloader):
-    """The backward starts with the final norm, whose input was offloaded last: bring it back
-    while the loss's own backward runs (a hook on the loss; outside torch.compile's graph, as the
-    checkpoints are)."""
-    loss.register_hook(lambda grad: offloader.prefetch_newest())
+def _prefetch_from_the_loss(loss, offloader, streamer=None):
+    """The backward starts with the final norm, whose input was offloaded last (and then the
+    last layer, whose streamed weights are not on the GPU): bring them back while the loss's own
+    backward runs (a hook on the loss; outside torch.compile's graph, as the checkpoints are)."""
+    def prefetch(grad):
+        if offloader.offload:
+            offloader.prefetch_newest()
+        if streamer is not None:
+            streamer.prefetch_last()
+    loss.register_hook(prefetch)
 
 
 def _remove_checkpointing(model):
@@ -104,7 +110,7 @@ def _layer_norms(model):
 
 
 def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int = 1, norm_tiles: int = 1,
-          **loss_options):
+          stream_weights: bool = False, **loss_options):
     """Route ``model``'s training loss through flce. ``loss_options`` go to
     ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``). ``checkpoint``: checkpoint
     every decoder layer (flce.offload, replacing transformers' own checkpointing function);
@@ -112,8 +118,10 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
     ``checkpoint``); ``mlp_tiles``: compute each layer's MLP in that many token tiles
     (flce.tiled_mlp); ``norm_tiles``: the same for the layers' RMSNorms, which otherwise keep an
     f32 copy of their input for the backward (4 bytes a value: Gemma 2's four norms a layer are a
-    third of what a LoRA layer saves; benchmarks/saved_bytes.py). The offloader is
-    ``model._flce_offloader``. Returns the model."""
+    third of what a LoRA layer saves; benchmarks/saved_bytes.py); ``stream_weights``: keep the
+    layers' frozen weights (LoRA's base weights) in pinned host memory, each layer's on the GPU
+    only while it runs, one layer ahead (flce.weights; implies ``checkpoint``). The offloader is
+    ``model._flce_offloader``, the streamer ``model._flce_streamer``. Returns the model."""
     if not (hasattr(model, "model") and hasattr(model, "lm_head")):
         raise TypeError(f"flce.patch expects a causal LM with .model and .lm_head, got {type(model).__name__}")
     if getattr(model, "_flce_original_forward", None) is not None:
@@ -122,9 +130,10 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         raise ValueError(f"mlp_tiles must be >= 1, got {mlp_tiles}")
     if norm_tiles < 1:
         raise ValueError(f"norm_tiles must be >= 1, got {norm_tiles}")
-    if checkpoint or offload:
+    if checkpoint or offload or stream_weights:
         model._flce_offloader = _offload.Offloader(offload=offload)
-        _install_checkpointing(model, model._flce_offloader)
+        model._flce_streamer = _weights.WeightStreamer(_layers(model)) if stream_weights else None
+        _install_checkpointing(model, model._flce_offloader, model._flce_streamer)
     if mlp_tiles > 1:
         _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
     if norm_tiles > 1:
@@ -147,9 +156,9 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         loss = linear_cross_entropy(hidden, self.lm_head.weight, labels, getattr(self.lm_head, "bias", None),
                                     shift=True, reduction="sum" if num_items is not None else "mean",
                                     out_dtype=torch.float32, **options)
-        offloader = getattr(self, "_flce_offloader", None)
-        if offloader is not None and offloader.offload and loss.requires_grad:
-            _prefetch_from_the_loss(loss, offloader)
+        offloader, streamer = getattr(self, "_flce_offloader", None), getattr(self, "_flce_streamer", None)
+        if offloader is not None and (offloader.offload or streamer is not None) and loss.requires_grad:
+            _prefetch_from_the_loss(loss, offloader, streamer)
         if num_items is not None:
             loss = loss / num_items
         extra = {k: getattr(outputs, k) for k in ("cache", "past_key_values", "hidden_states", "attentions")
@@ -170,6 +179,9 @@ def unpatch(model):
         if getattr(model, "_flce_offloader", None) is not None:
             _remove_checkpointing(model)
             model._flce_offloader = None
+        if getattr(model, "_flce_streamer", None) is not None:
+            model._flce_streamer.close()
+            model._flce_streamer = None
         if hasattr(model, "model") and getattr(model.model, "layers", None) is not None:
             _tiled.unwrap_mlps([m.mlp for m in model.model.layers if hasattr(m, "mlp")])
             _tiled.unwrap_mlps(_layer_norms(model))

@@ -13,7 +13,7 @@ from . import _flce
 def plan(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, batch: int = 1,
          optimizer: str = "adamw", lora_rank: int = 16, print_table: bool = True,
          plot: Optional[str] = None, mlp_tiles: int = 1, attention: str = "flash",
-         norm_tiles: int = 1) -> List[dict]:
+         norm_tiles: int = 1, stream_weights: bool = False) -> List[dict]:
     """``model``: a built-in name (Llama-3.2-1B, Llama-3.1-8B, Qwen2.5-0.5B / 1.5B / 7B,
     Gemma-2-2B / 9B) or the path of a Hugging Face config.json. ``optimizer``: adamw (f32
     moments), adamw-bf16 (moments in the bf16 weights' dtype: ``torch.optim.AdamW`` on bf16
@@ -23,12 +23,14 @@ def plan(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, bat
     ``plot``: also write peak memory against sequence length (256 tokens to 1M, the GPU's size
     drawn across) as an SVG chart at that path. ``mlp_tiles``: the MLPs computed in that many token
     tiles (``flce.patch(..., mlp_tiles=...)``), ``norm_tiles`` the layers' RMSNorms
-    (``flce.patch(..., norm_tiles=...)``). ``attention``: Hugging Face's attention kernel, for
+    (``flce.patch(..., norm_tiles=...)``); ``stream_weights``: the layers' frozen weights from
+    pinned host memory (``flce.patch(..., stream_weights=True)``). ``attention``: Hugging Face's attention kernel, for
     models with sliding-window layers (Gemma 2): "flash" (flash_attention_2 or flex_attention: the
     window without a mask; the default) or "sdpa" (past the window a dense [T, T] mask, T² bytes
     held and 4·T² more in each layer's attention backward; transformers ≤ 5.17)."""
     table, rows = _flce.memory_plan(model, float(gpu_gb), int(seq), int(batch), optimizer, int(lora_rank), plot,
-                                    int(mlp_tiles), str(attention), int(norm_tiles))
+                                    int(mlp_tiles), str(attention), int(norm_tiles),
+                                    bool(stream_weights))
     if print_table:
         print(table)
     return rows

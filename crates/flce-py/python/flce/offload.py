@@ -220,9 +220,10 @@ def _replayed_autocast(state):
 
 class _OffloadedCheckpoint(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, function, offloader, anchor, *args):
+    def forward(ctx, function, offloader, weights, anchor, *args):
         ctx.function = function
         ctx.offloader = offloader
+        ctx.weights = weights
         first = next((i for i, a in enumerate(args) if torch.is_tensor(a) and a.is_floating_point()), None)
         if first is None:
             raise TypeError("flce.offload.checkpoint: the function needs a floating-point tensor argument "
@@ -243,6 +244,18 @@ class _OffloadedCheckpoint(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        # streamed frozen weights (flce.weights): held from the recompute to the end of the
+        # block's backward, which reads them again; the block before's start coming meanwhile
+        if ctx.weights is not None:
+            ctx.weights.hold(-1)
+        try:
+            return (None, None, None, None) + _OffloadedCheckpoint._recompute_backward(ctx, grad_outputs)
+        finally:
+            if ctx.weights is not None:
+                ctx.weights.release()
+
+    @staticmethod
+    def _recompute_backward(ctx, grad_outputs):
         x = ctx.offloader.restore(ctx.saved)
         others = iter(ctx.saved_tensors)
         inputs = []
@@ -264,8 +277,7 @@ class _OffloadedCheckpoint(torch.autograd.Function):
                  if torch.is_tensor(o) and o.requires_grad and g is not None]
         if pairs:
             torch.autograd.backward([o for o, _ in pairs], [g for _, g in pairs])
-        grads = tuple(t.grad if torch.is_tensor(t) and ctx.grad_inputs[i] else None for i, t in enumerate(inputs))
-        return (None, None, None) + grads
+        return tuple(t.grad if torch.is_tensor(t) and ctx.grad_inputs[i] else None for i, t in enumerate(inputs))
 
 
 # A leaf that requires grad, passed to every checkpoint: its output then takes part in autograd
@@ -281,29 +293,33 @@ def _anchor(device: torch.device) -> torch.Tensor:
 
 
 @torch.compiler.disable
-def checkpoint(function: Callable, *args, offloader: Offloader):
+def checkpoint(function: Callable, *args, offloader: Offloader, weights=None):
     """``function(*args)`` checkpointed, its first floating-point tensor argument kept by
     ``offloader`` (in pinned host memory when it offloads). Without gradients (inference, or
-    ``torch.no_grad``) it just calls ``function``."""
+    ``torch.no_grad``) it just calls ``function``. ``weights``: the block's streamed frozen weights
+    (``flce.weights.WeightStreamer.block(i)``), held through its backward."""
     if not torch.is_grad_enabled():
         return function(*args)
     device = next((a.device for a in args if torch.is_tensor(a)), torch.device("cpu"))
-    return _OffloadedCheckpoint.apply(function, offloader, _anchor(device), *args)
+    return _OffloadedCheckpoint.apply(function, offloader, weights, _anchor(device), *args)
 
 
-def wrap_blocks(blocks, offloader: Optional[Offloader] = None, offload: bool = True):
+def wrap_blocks(blocks, offloader: Optional[Offloader] = None, offload: bool = True, streamer=None):
     """Checkpoint every module of ``blocks`` (an ``nn.ModuleList`` or any iterable of modules)
     through ``offloader`` (a new one if None): each block's ``forward`` is replaced on the
-    instance; keyword arguments are bound as they are (no gradients flow to them). Returns the
-    offloader. Undo with :func:`unwrap_blocks`."""
+    instance; keyword arguments are bound as they are (no gradients flow to them). ``streamer``: a
+    ``flce.weights.WeightStreamer`` over the same blocks, in the same order, whose block weights
+    each checkpoint holds through its backward. Returns the offloader. Undo with
+    :func:`unwrap_blocks`."""
     offloader = offloader if offloader is not None else Offloader(offload=offload)
-    for block in blocks:
+    for i, block in enumerate(blocks):
         if getattr(block, "_flce_offload_forward", None) is not None:
             continue
         original = block.forward
+        weights = streamer.block(i) if streamer is not None else None
 
-        def forward(*args, _original=original, **kwargs):
-            return checkpoint(functools.partial(_original, **kwargs), *args, offloader=offloader)
+        def forward(*args, _original=original, _weights=weights, **kwargs):
+            return checkpoint(functools.partial(_original, **kwargs), *args, offloader=offloader, weights=_weights)
 
         block._flce_offload_forward = original
         block.forward = forward
