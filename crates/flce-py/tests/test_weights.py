@@ -162,3 +162,29 @@ def test_streamed_weights_leave_the_device():
         flce.offload.unwrap_blocks(blocks)
         if streamer is not None:
             streamer.close()
+
+
+def test_hf_patch_with_streamed_weights_under_torch_compile():
+    # the checkpoints run outside the compiled graph, and the layers' hooks with them; an eval call
+    # (no checkpointing) traces the hooks' loads and releases
+    model = tiny_lora_llama()
+    ids = torch.randint(0, 300, (2, 33))
+
+    def step(m):
+        model.zero_grad(set_to_none=True)
+        out = m(input_ids=ids, labels=ids)
+        out.loss.backward()
+        return out.loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    flce.patch(model, checkpoint=True, offload=True)
+    loss0, grads0 = step(model)
+    flce.unpatch(model)
+    flce.patch(model, checkpoint=True, offload=True, stream_weights=True)
+    loss1, grads1 = step(torch.compile(model, backend="eager"))
+    assert torch.equal(loss0, loss1) and all(torch.equal(a, b) for a, b in zip(grads0, grads1))
+    model.eval()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="eager")(input_ids=ids).logits
+    flce.unpatch(model)
+    with torch.no_grad():
+        assert torch.equal(compiled, model(input_ids=ids).logits)
