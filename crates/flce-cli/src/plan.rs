@@ -41,6 +41,11 @@ pub struct PlanArgs {
     /// dense [T, T] mask; transformers ≤ 5.17).
     #[arg(long, default_value = "flash")]
     attention: String,
+    /// Also name the cheapest `flce.patch` memory options whose planned peak fits (checkpointing,
+    /// offload, MLP / norm tiles, streamed weights, in order of their step-time cost); the
+    /// request's own --mlp-tiles / --norm-tiles / --stream-weights do not constrain it.
+    #[arg(long)]
+    suggest: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -78,6 +83,25 @@ pub fn run(args: &PlanArgs) -> flce::Result<()> {
         println!("[{}]", items.join(",\n "));
     } else {
         print!("{}", table(&model, &req, &rows));
+    }
+    if args.suggest {
+        let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+        match flce_memory::suggest(&model, &req) {
+            (Some(o), b) => println!(
+                "\n{} tokens fit in {:.2} GiB with {} (planned peak {:.2} GiB)",
+                req.seq_len,
+                gib(req.gpu_bytes),
+                o.python_call(),
+                gib(b.peak)
+            ),
+            (None, b) => println!(
+                "\n{} tokens do not fit in {:.2} GiB with any of flce.patch's options (the most frugal, {}, plans {:.2} GiB)",
+                req.seq_len,
+                gib(req.gpu_bytes),
+                flce_memory::ladder(&req).last().map(|o| o.python_call()).unwrap_or_default(),
+                gib(b.peak)
+            ),
+        }
     }
     Ok(())
 }

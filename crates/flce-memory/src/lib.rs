@@ -17,6 +17,7 @@
 mod estimate;
 mod model;
 mod report;
+mod suggest;
 mod svg;
 
 pub use estimate::{
@@ -25,6 +26,7 @@ pub use estimate::{
 };
 pub use model::Model;
 pub use report::{plan, table, PlanRow, Request};
+pub use suggest::{ladder, suggest, PatchOptions};
 pub use svg::{curves, doubling_seqs, svg, write_chart, Curve};
 
 #[derive(Debug, thiserror::Error)]

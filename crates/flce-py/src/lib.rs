@@ -456,6 +456,7 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cuda_device_count, m)?)?;
     m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(memory::memory_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::memory_suggest, m)?)?;
     phases::register(m)?;
     cuda_phases::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -62,3 +62,41 @@ pub(crate) fn memory_plan<'py>(
     }
     Ok((table(&model, &req, &rows), out))
 }
+
+/// The cheapest of `flce.patch`'s memory options whose planned peak fits (flce_memory::suggest):
+/// a dict of the options (patch's keyword arguments), the call as text, the planned peak in bytes
+/// and whether it fits (False: even the last rung of the ladder does not; its options and peak).
+#[pyfunction]
+#[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, attention = "flash"))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn memory_suggest<'py>(
+    py: Python<'py>,
+    model: &str,
+    gpu_gb: f64,
+    seq: u64,
+    batch: u64,
+    optimizer: &str,
+    lora_rank: u64,
+    attention: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use flce_memory::{ladder, suggest, Activations, Model, Request};
+    let err = |e: flce_memory::PlanError| PyValueError::new_err(e.to_string());
+    let model = Model::load(model).map_err(err)?;
+    let req = Request::new(gpu_gb, seq, batch, optimizer, lora_rank)
+        .and_then(|r| r.with_attention(attention))
+        .map_err(err)?;
+    let (found, breakdown) = suggest(&model, &req);
+    let o = found.unwrap_or_else(|| *ladder(&req).last().expect("a ladder has rungs"));
+    let options = pyo3::types::PyDict::new(py);
+    options.set_item("checkpoint", o.activations != Activations::Kept)?;
+    options.set_item("offload", o.activations == Activations::Offloaded)?;
+    options.set_item("mlp_tiles", o.mlp_tiles)?;
+    options.set_item("norm_tiles", o.norm_tiles)?;
+    options.set_item("stream_weights", o.stream_weights)?;
+    let d = pyo3::types::PyDict::new(py);
+    d.set_item("options", options)?;
+    d.set_item("patch", o.python_call())?;
+    d.set_item("peak", breakdown.peak)?;
+    d.set_item("fits", found.is_some())?;
+    Ok(d)
+}

@@ -62,3 +62,17 @@ def test_memory_plan_with_streamed_weights():
     full = {s: flce.plan("Gemma-2-2B", gpu_gb=80, seq=8192, lora_rank=0, print_table=False, stream_weights=s)
             for s in (False, True)}
     assert full[False] == full[True]  # a full fine-tune has no frozen weights to stream
+
+
+def test_suggest_names_the_cheapest_options_that_fit():
+    short = flce.suggest("Gemma-2-2B", gpu_gb=10, seq=8192, lora_rank=16)
+    assert short["fits"] and short["options"] == dict(checkpoint=True, offload=False, mlp_tiles=1, norm_tiles=1,
+                                                      stream_weights=False)
+    assert short["patch"] == "flce.patch(model, checkpoint=True)" and short["peak"] <= 10 * 2**30
+    # the planner's (and the H200's) longest with norm tiles
+    assert flce.suggest("Gemma-2-2B", gpu_gb=10, seq=31232, lora_rank=16)["options"] == dict(
+        checkpoint=True, offload=True, mlp_tiles=4, norm_tiles=4, stream_weights=False)
+    far = flce.suggest("Gemma-2-2B", gpu_gb=10, seq=1 << 20, lora_rank=16)
+    assert not far["fits"] and far["peak"] > 10 * 2**30 and far["options"]["stream_weights"]
+    with pytest.raises(ValueError, match="unknown model"):
+        flce.suggest("GPT-5")

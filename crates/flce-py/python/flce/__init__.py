@@ -9,10 +9,10 @@ a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces 
 
 from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
-from .memory import plan
+from .memory import plan, suggest
 from . import distributed, offload, tiled_mlp, weights
 from ._common import LossOptions, kernel_plans
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
 
-__all__ = ["linear_cross_entropy", "plan", "distributed", "offload", "tiled_mlp", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "patch", "unpatch",
+__all__ = ["linear_cross_entropy", "plan", "suggest", "distributed", "offload", "tiled_mlp", "weights", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "patch", "unpatch",
            "Problem", "Plan", "cuda_device_count", "__version__"]

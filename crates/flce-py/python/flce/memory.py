@@ -34,3 +34,17 @@ def plan(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, bat
     if print_table:
         print(table)
     return rows
+
+
+def suggest(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, batch: int = 1,
+            optimizer: str = "adamw", lora_rank: int = 16, attention: str = "flash") -> dict:
+    """The cheapest of ``flce.patch``'s memory options (checkpointing, offload, MLP and norm tiles,
+    streamed frozen weights, in order of what they cost in step time) whose planned peak fits
+    ``gpu_gb`` at ``seq`` tokens, by the planner of :func:`plan` (same arguments). Returns
+    ``{"options": patch's keyword arguments, "patch": the call as text, "peak": planned bytes,
+    "fits": bool}``; ``fits`` False gives the last rung's options and peak (nothing fits)::
+
+        s = flce.suggest("Gemma-2-2B", gpu_gb=10, seq=32768, lora_rank=16)
+        flce.patch(model, **s["options"])
+    """
+    return _flce.memory_suggest(model, float(gpu_gb), int(seq), int(batch), optimizer, int(lora_rank), str(attention))
