@@ -188,3 +188,38 @@ def test_hf_patch_with_streamed_weights_under_torch_compile():
     flce.unpatch(model)
     with torch.no_grad():
         assert torch.equal(compiled, model(input_ids=ids).logits)
+
+
+def test_peft_lora_gemma2_with_streamed_weights():
+    # peft's LoRA layers read their base layer's weight inside the call only; its adapters train
+    # and stay on the device, the base weights and norms stream (runs where peft is installed)
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    cfg = transformers.Gemma2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                    max_position_embeddings=256, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.Gemma2ForCausalLM(cfg).double()
+    lora = peft.LoraConfig(r=4, target_modules=["q_proj", "k_proj", "v_proj", "o_proj"])
+    model = peft.get_peft_model(model, lora).base_model.model
+    for name, p in model.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.02)  # non-zero adapters: their gradients reach lora_A too
+    model.train()
+    ids = torch.randint(0, 300, (2, 33))
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+        return out.loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    flce.patch(model, checkpoint=True, offload=True, mlp_tiles=2, norm_tiles=2)
+    loss0, grads0 = step()
+    flce.unpatch(model)
+    flce.patch(model, checkpoint=True, offload=True, mlp_tiles=2, norm_tiles=2, stream_weights=True)
+    loss1, grads1 = step()
+    # per layer: q, k, v, o base weights, the MLP's three, four norms
+    assert sum(len(b.params) for b in model._flce_streamer.blocks) == 11 * len(model.model.layers)
+    flce.unpatch(model)
+    assert torch.equal(loss0, loss1) and all(torch.equal(a, b) for a, b in zip(grads0, grads1))
