@@ -194,7 +194,7 @@ def test_peft_lora_gemma2_with_streamed_weights():
     # peft's LoRA layers read their base layer's weight inside the call only; its adapters train
     # and stay on the device, the base weights and norms stream (runs where peft is installed)
     transformers = pytest.importorskip("transformers")
-    peft = pytest.importorskip("peft")
+    peft = pytest.importorskip("peft", minversion="0.10")
     cfg = transformers.Gemma2Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                     num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                     max_position_embeddings=256, attn_implementation="eager")
