@@ -19,8 +19,8 @@
 //   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
 //   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
 //   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
-//   with accumulate: its loads issued a half row's column pairs at a time, add_to_f32) its 128 values, pairs
-//   of columns at a time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as
+//   with accumulate: its loads issued a half row's column pairs at a time, add_to_f32) its
+//   tile_n / 2 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as
 //   zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
 //   atomics: the sum over k runs in one fixed order (bitwise reproducible, whatever the grid).
 //
