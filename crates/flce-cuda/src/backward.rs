@@ -287,18 +287,19 @@ impl CudaLoss {
             let beta = (vc > 0) as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
             let segments = de_acc_rows(plan, dst.grads.de, acc, dst.de_overflow, &tokens);
+            // G's row of token `t`
+            let g_row = |t: usize| g + (t - tokens.start) as u64 * ldg as u64 * s;
             if own_products && !segments.is_empty() {
                 // one launch over every segment: more tiles per launch fill the SMs' waves better
                 // (Gemma 2: two launches of 288 tiles on 132 SMs, 73% of their last waves, against
                 // one of 576, 87%)
                 let rows = segments[0].0.start..segments[segments.len() - 1].0.end;
-                let g_rows = g + (rows.start - tokens.start) as u64 * ldg as u64 * s;
+                let g_rows = g_row(rows.start);
                 let what = family::sm90::Product::De { segments, accumulate: vc > 0 };
                 family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
             } else {
                 for (rows, out) in segments {
-                    let g_rows = g + (rows.start - tokens.start) as u64 * ldg as u64 * s;
-                    let b = Mat::new(g_rows, input, ldg);
+                    let b = Mat::new(g_row(rows.start), input, ldg);
                     let out = Mat::new(out, Elem::F32, d);
                     Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
                 }

@@ -162,31 +162,32 @@ pub(crate) unsafe fn product(
     call: &Call<'_>,
     g: DevPtr,
     ldg: usize,
-    tokens: std::ops::Range<usize>,
-    vocab: std::ops::Range<usize>,
+    tokens: Range<usize>,
+    vocab: Range<usize>,
     what: Product,
 ) -> Result<()> {
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
-    // dE's rows over its accumulator's buffers (checked first: `segments[0]` below), dC's in one
-    let split = match &what {
-        Product::De { segments, .. } => out_segments(n, tokens.start, segments)?,
-        Product::Dc { .. } => OutSegments::one(vc),
-    };
-    // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output)
-    let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out) = match what {
-        Product::De { ref segments, accumulate } => (
-            tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
-            // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
-            tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
-            n,
-            vc,
-            accumulate,
-            false,
-            true,
-            segments[0].1,
-        ),
+    // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output,
+    // the first output row's address, where the other rows go)
+    let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out, split) = match what {
+        Product::De { segments, accumulate } => {
+            // dE's rows over its accumulator's buffers (checked before `segments[0]`)
+            let split = out_segments(n, tokens.start, &segments)?;
+            (
+                tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
+                // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
+                tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
+                n,
+                vc,
+                accumulate,
+                false,
+                true,
+                segments[0].1,
+                split,
+            )
+        }
         Product::Dc { out, f32_acc, accumulate } => (
             // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
             tensor_map_pitched(g, n, vc, ldg, x.dtype, 64, "G as Gᵀ")?,
@@ -197,6 +198,7 @@ pub(crate) unsafe fn product(
             true,
             f32_acc,
             out,
+            OutSegments::one(vc),
         ),
     };
     let row_tiles = rows.div_ceil(SM90_TILE_M);

@@ -110,7 +110,7 @@ pub fn grad_launch_steps(token_tiles: usize, vocab_tiles: usize, sm_count: usize
 }
 
 /// The order and grid of one product launch (kernels/sm90/product.cu: out = A·B over `row_tiles`
-/// × `col_tiles` output tiles of 128 × 256).
+/// × `col_tiles` output tiles of 128 rows × the launch's tile width, [`sm90_product_tile_n`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90ProductOrder {
     /// Row tiles per raster group: the tiles' linear order walks down `group_rows` row tiles,
