@@ -21,6 +21,21 @@ pub struct PatchOptions {
 }
 
 impl PatchOptions {
+    /// `req` with these options' tiles and streaming (the activations are the setup's).
+    pub fn request(&self, req: &Request) -> Request {
+        Request {
+            mlp_tiles: self.mlp_tiles,
+            norm_tiles: self.norm_tiles,
+            stream_weights: self.stream_weights,
+            ..req.clone()
+        }
+    }
+
+    /// The planned breakdown of flce's loss with these options at `req`'s length.
+    pub fn estimate(&self, model: &Model, req: &Request) -> Breakdown {
+        estimate(model, &self.request(req).setup(Loss::Flce, self.activations, req.seq_len))
+    }
+
     /// The `flce.patch(...)` call that sets these options.
     pub fn python_call(&self) -> String {
         let mut args = vec!["model".to_string()];
@@ -72,23 +87,14 @@ pub fn ladder(req: &Request) -> Vec<PatchOptions> {
 /// The first rung of [`ladder`] whose planned peak fits `req.gpu_bytes` at `req.seq_len`, with its
 /// breakdown; or None, with the last rung's breakdown (the least memory the ladder reaches).
 pub fn suggest(model: &Model, req: &Request) -> (Option<PatchOptions>, Breakdown) {
-    let at = |o: &PatchOptions| {
-        let with = Request {
-            mlp_tiles: o.mlp_tiles,
-            norm_tiles: o.norm_tiles,
-            stream_weights: o.stream_weights,
-            ..req.clone()
-        };
-        estimate(model, &with.setup(Loss::Flce, o.activations, req.seq_len))
-    };
     let rungs = ladder(req);
     for o in &rungs {
-        let b = at(o);
+        let b = o.estimate(model, req);
         if b.peak <= req.gpu_bytes {
             return (Some(*o), b);
         }
     }
-    (None, at(rungs.last().expect("a ladder has rungs")))
+    (None, rungs.last().expect("a ladder has rungs").estimate(model, req))
 }
 
 #[cfg(test)]
@@ -131,13 +137,7 @@ mod tests {
             let (m, req) = gemma_lora(seq);
             let i = ladder_index(seq);
             for o in &ladder(&req)[..i] {
-                let with = Request {
-                    mlp_tiles: o.mlp_tiles,
-                    norm_tiles: o.norm_tiles,
-                    stream_weights: o.stream_weights,
-                    ..req.clone()
-                };
-                assert!(estimate(&m, &with.setup(Loss::Flce, o.activations, seq)).peak > req.gpu_bytes, "{seq} {o:?}");
+                assert!(o.estimate(&m, &req).peak > req.gpu_bytes, "{seq} {o:?}");
             }
         }
     }
