@@ -47,6 +47,35 @@ import torch
 __all__ = ["Offloader", "checkpoint", "wrap_blocks", "unwrap_blocks"]
 
 
+def _copy_to_device(hosts: List[torch.Tensor], device: torch.device, stream=None, after=None):
+    """Device copies of the host tensors ``hosts`` and the event that marks them done: on CUDA
+    allocated and copied on the side ``stream`` (after the event ``after``), elsewhere clones (no
+    event). Use them on another stream through :func:`_ready_here`."""
+    if device.type != "cuda":
+        return [h.clone() for h in hosts], None
+    with torch.cuda.stream(stream):
+        if after is not None:
+            stream.wait_event(after)
+        out = [torch.empty(h.shape, dtype=h.dtype, device=device) for h in hosts]
+        for dst, src in zip(out, hosts):
+            dst.copy_(src, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record(stream)
+    return out, done
+
+
+def _ready_here(tensors: List[torch.Tensor], done, device: torch.device):
+    """``tensors`` from :func:`_copy_to_device` ready for the current stream: it waits for
+    ``done``, and the allocator reuses their memory only after this stream's work on them (they
+    were allocated on the side stream, are used and freed on this one)."""
+    if device.type != "cuda":
+        return
+    main = torch.cuda.current_stream(device)
+    main.wait_event(done)
+    for t in tensors:
+        t.record_stream(main)
+
+
 @dataclass
 class _Saved:
     """One block input between its forward and its backward."""
@@ -144,18 +173,10 @@ class Offloader:
         """Enqueue the host→device copy of ``s`` (on the side stream for CUDA)."""
         if s.loaded is not None or s.host is None:
             return
-        if s.device.type == "cuda":
-            _, h2d = self._side_streams(s.device)
-            with torch.cuda.stream(h2d):
-                h2d.wait_event(s.copied)
-                dst = torch.empty(s.shape, dtype=s.dtype, device=s.device)
-                dst.copy_(s.host, non_blocking=True)
-                s.arrived = torch.cuda.Event()
-                s.arrived.record(h2d)
+        h2d = self._side_streams(s.device)[1] if s.device.type == "cuda" else None
+        (s.loaded,), s.arrived = _copy_to_device([s.host], s.device, h2d, after=s.copied)
+        if s.arrived is not None:
             s.entry.free_after = s.arrived  # the next device→host copy into it waits for this one
-            s.loaded = dst
-        else:
-            s.loaded = s.host.clone()
 
     def _prefetch(self, s: Optional[_Saved]):
         """Start bringing ``s`` back ahead of its ``restore``, if prefetching and not on its way yet."""
@@ -178,10 +199,7 @@ class Offloader:
             return x
         self._start_load(s)
         x = s.loaded
-        if s.device.type == "cuda":
-            main = torch.cuda.current_stream(s.device)
-            main.wait_event(s.arrived)
-            x.record_stream(main)  # allocated on the side stream, used and freed on this one
+        _ready_here([x], s.arrived, s.device)
         i = next((i for i in range(len(self._order) - 1, -1, -1) if self._order[i]() is s), None)
         if i is not None:
             del self._order[i]

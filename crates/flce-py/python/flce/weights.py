@@ -33,6 +33,8 @@ from typing import Dict, List, Optional
 
 import torch
 
+from .offload import _copy_to_device, _ready_here
+
 __all__ = ["WeightStreamer"]
 
 
@@ -57,16 +59,8 @@ class _BlockWeights:
         if self.loaded is not None or not self.params:
             return
         s = self.streamer
-        if self.device.type == "cuda":
-            stream = s._stream(self.device)
-            with torch.cuda.stream(stream):
-                self.loaded = [torch.empty(h.shape, dtype=h.dtype, device=self.device) for h in self.host]
-                for dst, src in zip(self.loaded, self.host):
-                    dst.copy_(src, non_blocking=True)
-                self.arrived = torch.cuda.Event()
-                self.arrived.record(stream)
-        else:
-            self.loaded = [h.clone() for h in self.host]
+        stream = s._stream(self.device) if self.device.type == "cuda" else None
+        self.loaded, self.arrived = _copy_to_device(self.host, self.device, stream)
         s.loads += 1
         s.streamed_bytes += self.bytes
 
@@ -78,11 +72,7 @@ class _BlockWeights:
             return
         self.start_load()
         if self.loaded is not None:
-            if self.device.type == "cuda":
-                main = torch.cuda.current_stream(self.device)
-                main.wait_event(self.arrived)
-                for t in self.loaded:
-                    t.record_stream(main)  # allocated on the side stream, used and freed on this one
+            _ready_here(self.loaded, self.arrived, self.device)
             for p, t in zip(self.params, self.loaded):
                 p.data = t
         self.streamer._prefetch(self.index + step)
