@@ -211,7 +211,7 @@ struct Sm90Ring {
 };
 
 // The operands' layouts in shared memory (template parameters TA, TB of the loops below and of
-// wgmma_m64n256k16): 0, K-major — A's 128 × 64 box at (k, row0), B's 256 × 64 box at (k, col0)
+// wgmma_m64nk16): 0, K-major — A's 128 × 64 box at (k, row0), B's 256 × 64 box at (k, col0)
 // (the forward and G kernels: E and C); 1, MN-major — A as two 64 (rows) × 64 (k) boxes at
 // (row0, k) and (row0 + 64, k), one per consumer, B as four 64 (columns) × 64 (k) boxes at
 // (col0 + 64j, k), each box 64 k rows of 128 bytes (the product kernel, sm90/product.cu; no

@@ -20,8 +20,8 @@
 //   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
 //   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
 //   with accumulate: its loads issued a half row's column pairs at a time, add_to_f32) its
-//   tile_n / 2 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as
-//   zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
+//   tile_n / 2 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols are not
+//   written. Out-of-range k loads as zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
 //   atomics: the sum over k runs in one fixed order (bitwise reproducible, whatever the grid).
 //
 // Host side: src/family/sm90.rs (product); tests: tests/gpu/ (the GPU tests' backward cases under
@@ -85,12 +85,13 @@ struct Sm90ProductEpilogue {
     for (int h = 0; h < 2; ++h) {
       const int row = row0 + 64 * consumer + 16 * w + g + 8 * h;
       if (row >= p.rows) continue;
+      char* row_bytes = sm90_product_out_row(p, row, p.out_f32 ? 4 : (int)sizeof(elem_t));
 #pragma unroll
       for (int j = 0; j < BN / 8; ++j) {
         const int col = col0 + 8 * j + 2 * t;
         float2 v = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
         if (p.out_f32) {
-          float* out_row = (float*)sm90_product_out_row(p, row, 4);
+          float* out_row = (float*)row_bytes;
           if (col + 1 < p.cols) {
             float2* dst = (float2*)(out_row + col);
             if (p.accumulate) {
@@ -103,7 +104,7 @@ struct Sm90ProductEpilogue {
             out_row[col] = p.accumulate ? out_row[col] + v.x : v.x;
           }
         } else {
-          elem_t* out_row = (elem_t*)sm90_product_out_row(p, row, sizeof(elem_t));
+          elem_t* out_row = (elem_t*)row_bytes;
           if (col + 1 < p.cols) {
             *(u32*)(out_row + col) = (u32)from_f32(v.x) | ((u32)from_f32(v.y) << 16);
           } else if (col < p.cols) {
