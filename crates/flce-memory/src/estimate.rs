@@ -29,19 +29,19 @@
 //! activations are rebuilt during its backward (flce.patch checkpoints the final norm too: 2h
 //! instead of its 6h, and offloaded with the layers' inputs; [`Setup::final_norm_checkpointed`]);
 //! with offload the inputs wait in host memory and two layers' inputs (the one in use and the
-//! prefetched next) stay on the GPU. With the MLP in k token tiles (flce.tiled_mlp) a layer keeps only the MLP's input, and the MLP's 8i bytes a
-//! token exist for one tile at a time (in the recompute, or in the MLP's own backward when
-//! nothing is checkpointed); with the norms in token tiles each keeps 2h instead of 6h
-//! ([`NORM_TILED_SAVES`]). Models with sliding-window layers (Gemma 2) add two T² terms past
-//! their window, from Hugging Face's sdpa path: the dense boolean window mask, 1 byte per token
-//! pair, held for the whole step; and, while a layer's attention runs backward, 4 bytes per pair
-//! more — the additive bf16 bias sdpa's memory-efficient kernel takes, and a second copy of it —
-//! next to the attention's input gradients (dq, dk, dv, d·out). A layer's backward peaks at the
-//! larger of its MLP phase (first) and its attention phase (the MLP's intermediates freed). The 4 bytes are fitted (H200, 2026-12-01:
-//! Gemma-2-2B LoRA at 8k and 16k tokens, where the tiled MLP's phase is the smaller one and the
-//! attention phase sets the peak); the mechanism is inferred from the allocations, not traced.
-//! The loss adds its
-//! own transient: plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
+//! prefetched next) stay on the GPU. With the MLP in k token tiles (flce.tiled_mlp) a layer keeps
+//! only the MLP's input, and the MLP's 8i bytes a token exist for one tile at a time (in the
+//! recompute, or in the MLP's own backward when nothing is checkpointed); with the norms in token
+//! tiles each keeps 2h instead of 6h ([`NORM_TILED_SAVES`]). Models with sliding-window layers
+//! (Gemma 2) add two T² terms past their window, from Hugging Face's sdpa path: the dense boolean
+//! window mask, 1 byte per token pair, held for the whole step; and, while a layer's attention runs
+//! backward, 4 bytes per pair more — the additive bf16 bias sdpa's memory-efficient kernel takes,
+//! and a second copy of it — next to the attention's input gradients (dq, dk, dv, d·out). A layer's
+//! backward peaks at the larger of its MLP phase (first) and its attention phase (the MLP's
+//! intermediates freed). The 4 bytes are fitted (H200, 2026-12-01: Gemma-2-2B LoRA at 8k and 16k
+//! tokens, where the tiled MLP's phase is the smaller one and the attention phase sets the peak);
+//! the mechanism is inferred from the allocations, not traced. The loss adds its own transient:
+//! plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
 //! the f32 gradient), torch.compile ~2 (measured on the H200: 4.0 GB at Gemma 2, 2.0 GB at Llama 3,
 //! 8192 tokens), flce the 10%-of-gradients workspace (with LoRA, the frozen head's dE-only
 //! workspace: 10% of dE or ~1024 tokens' worth, whichever is more).
