@@ -108,8 +108,8 @@ mod tests {
     #[test]
     fn the_suggestion_is_the_cheapest_rung_that_fits() {
         // Gemma-2-2B LoRA on 10 GiB: short contexts need nothing past checkpointing, longer ones
-        // climb the ladder, and 64k needs the streamed weights (a planner prediction; the H200
-        // runs in tests.rs measured up to 31,232 tokens with norm tiles)
+        // climb the ladder, and 64k needs the streamed weights (on the H200 the planner's longest
+        // with them, 73,728 tokens, ran: tests.rs)
         let cases = [(512u64, Activations::Kept, 1u64, 1u64, false), (8192, Activations::Checkpointed, 1, 1, false)];
         for (seq, act, tiles, norms, stream) in cases {
             let (m, req) = gemma_lora(seq);
