@@ -314,6 +314,9 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
                                                  int& issued) {
   const bool releaser = (threadIdx.x & 127) == 0;
   const u32 blocks = cluster_size();
+  // stage 0's descriptors (this consumer's half of A); a stage's and a k-step's are offsets of them
+  const u32 a0 = smem_u32(pp.a + consumer * (SM90_A_STAGE_BYTES / 2)), b0 = smem_u32(pp.b);
+  const SmemDescBase desc_a(TA ? smem_desc_mn(a0) : smem_desc(a0)), desc_b(TB ? smem_desc_mn(b0) : smem_desc(b0));
   for (int tile = 0; tile < tiles; ++tile) {
 #if SM90_MMA_INFLIGHT
     int pending = -1;  // the stage of the k-step whose wgmma group may still run
@@ -321,14 +324,13 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
     for (int kt = 0; kt < kt_count; ++kt) {
       const int stage = ring.stage;
       mbar_wait(&pp.full[stage], ring.phase);
-      const u32 a = smem_u32(pp.a + stage * SM90_A_STAGE_BYTES + consumer * (SM90_A_STAGE_BYTES / 2));
-      const u32 b = smem_u32(pp.b + stage * SM90_B_STAGE_BYTES);
+      const u32 a = stage * SM90_A_STAGE_BYTES, b = stage * SM90_B_STAGE_BYTES;  // from stage 0's
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < SM90_TILE_K / 16; ++k) {
         // a k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box
-        const u64 da = TA ? smem_desc_mn(a + 2048 * k) : smem_desc(a + 32 * k);
-        const u64 db = TB ? smem_desc_mn(b + 2048 * k) : smem_desc(b + 32 * k);
+        const u64 da = desc_a.at(a + (TA ? 2048 : 32) * k);
+        const u64 db = desc_b.at(b + (TB ? 2048 : 32) * k);
         wgmma_m64nk16<TA, TB>(acc, da, db, kt | k);
       }
       wgmma_commit();

@@ -28,6 +28,18 @@ __device__ __forceinline__ u64 smem_desc_mn(u32 addr) {
          ((u64)1 << 62);
 }
 
+// A descriptor built once for a base address, then moved along shared memory: its low 14 bits
+// are the address / 16 and nothing else depends on it, so the descriptor of base + n bytes (n a
+// multiple of 16, base + n below 256 KB: every shared address is) is the low word plus n / 16.
+// The main loop takes each stage's and k-step's descriptor from one of these (a 32-bit add)
+// instead of rebuilding it from the address (64-bit masks and shifts, ~20 instructions an MMA).
+struct SmemDescBase {
+  u32 lo, hi;
+  __device__ __forceinline__ explicit SmemDescBase(u64 desc) : lo((u32)desc), hi((u32)(desc >> 32)) {}
+  __device__ __forceinline__ u64 at(u32 byte_offset) const {
+    return ((u64)hi << 32) | (u64)(lo + (byte_offset >> 4));
+  }
+};
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
