@@ -214,6 +214,9 @@ abi_structs! {
         blocks: i32 = "int",
         /// Output tile width: 256 or 192 (plan::sm90_product_tile_n).
         tile_n: i32 = "int",
+        /// Blocks per cluster: 1, or 2 — a pair of column tiles of one row tile sharing A's box,
+        /// each block loading half and multicasting it (FLCE_SM90_PRODUCT_CLUSTER=2).
+        cluster: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

@@ -199,6 +199,16 @@ pub fn sm90_product_tile_n_knob() -> Option<usize> {
     })
 }
 
+/// Blocks per cluster of the product kernel (`FLCE_SM90_PRODUCT_CLUSTER`, read once; a
+/// measurement knob): `2` pairs column tiles that share A's box (multicast), anything else 1.
+pub fn sm90_product_cluster_knob() -> usize {
+    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_PRODUCT_CLUSTER").as_deref().map(str::trim) {
+        Ok("2") => 2,
+        _ => 1,
+    })
+}
+
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();

@@ -272,7 +272,10 @@ impl KernelArgs for Sm90GradParams {
 impl KernelArgs for Sm90ProductParams {
     const KERNEL: Kernel = Kernel::Sm90Product;
     fn grid(&self) -> (u32, u32, u32) {
-        (self.blocks.max(1) as u32, 1, 1)
+        (round_up(self.blocks.max(1) as u32, self.cluster()), 1, 1)
+    }
+    fn cluster(&self) -> u32 {
+        self.cluster.max(1) as u32
     }
 }
 

@@ -221,10 +221,11 @@ struct Sm90Ring {
 // token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
 // cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c then has
 // boxes of 128 rows).
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0>
 __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                                  int row0, int col_first, int tiles, int kt_count, Sm90Ring& ring) {
   static_assert(BN == SM90_TILE_N || TB, "a narrower tile only with B read MN-major (64-column boxes)");
+  static_assert(!SHARE_A || TB, "a cluster shares A only where B is read MN-major (the product kernel)");
   // B's bytes a stage: the whole stage, or BN / 64 of its MN-major boxes
   constexpr u32 b_bytes = TB ? BN * SM90_TILE_K * 2 : SM90_B_STAGE_BYTES;
   const u32 blocks = cluster_size(), rank = cluster_rank();
@@ -239,7 +240,15 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
       mbar_wait(&pp.empty[stage], ring.phase ^ 1);
       mbar_expect_tx(&pp.full[stage], SM90_A_STAGE_BYTES + b_bytes);
       unsigned char* a = pp.a + stage * SM90_A_STAGE_BYTES;
-      if (TA) {
+      if (SHARE_A && blocks > 1) {
+        // the cluster's blocks compute tiles of the same rows (product.cu: a pair of column
+        // tiles): each loads A's half at its rank — 64 rows, one consumer's — into both rings
+        unsigned char* half = a + rank * (SM90_A_STAGE_BYTES / 2);
+        if (TA)
+          tma_load_2d_multicast(half, map_e, &pp.full[stage], row0 + 64 * (int)rank, kt * SM90_TILE_K, all);
+        else
+          tma_load_2d_multicast(half, map_e, &pp.full[stage], kt * SM90_TILE_K, row0 + 64 * (int)rank, all);
+      } else if (TA) {
         tma_load_2d(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K);
         tma_load_2d(a + SM90_MN_BOX_BYTES, map_e, &pp.full[stage], row0 + 64, kt * SM90_TILE_K);
       } else {
@@ -262,14 +271,15 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
 }
 
 // The producer of a block: its run of vocabulary tiles for each of its token tiles.
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles>
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                              const Tiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
   Sm90Ring ring;
   for (int x = tt.first; x < tt.end; x += tt.stride)
-    sm90_produce_run<TA, TB, BN>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count, ring);
+    sm90_produce_run<TA, TB, BN, SHARE_A>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count,
+                                          ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -403,7 +413,9 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // epilogue's shared state are initialised, the producer warpgroup gives its registers back and
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles, class Consume>
+// SHARE_A 1: the blocks of a cluster share A's box (each multicasts its half) and load their own
+// B; 0: they share B's (the forward's and G's C box), each loading its own A.
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles, class Consume>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                          const Tiles& tt, int col_first, int tiles, int kt_count,
                                          Consume&& consume) {
@@ -411,7 +423,7 @@ __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* ma
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce<TA, TB, BN>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
+    if (threadIdx.x == 0) sm90_produce<TA, TB, BN, SHARE_A>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);

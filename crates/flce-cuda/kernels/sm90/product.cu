@@ -15,7 +15,9 @@
 //   sm90_product_order picks the group so that the tiles running together share their A and B
 //   reads in L2). Grid (blocks): block b computes tiles b, b + blocks, … of that order — one block
 //   per SM (persistent: the producer loads the next tile's stages while the consumers write the
-//   last tile) or one per tile. SM90_THREADS (384) threads, dynamic smem
+//   last tile) or one per tile. In clusters of 2 (FLCE_SM90_PRODUCT_CLUSTER=2; not the default)
+//   a step is a pair of column tiles of one row tile: the pair's blocks share A's box, each
+//   loading half and multicasting it (mainloop.cuh SHARE_A), and load their own B. SM90_THREADS (384) threads, dynamic smem
 //   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
 //   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
 //   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
@@ -30,17 +32,22 @@
 
 // The output tiles (128 × BN) in raster-group order, a schedule for mainloop.cuh's loops (see
 // Sm90TokenTiles): step t is tile t of the order.
+// In a cluster of 2 (Sm90ProductParams::cluster) a step is a pair of column tiles of one row
+// tile — A's rows shared, each block multicasting half (mainloop.cuh SHARE_A) — and the block of
+// rank r takes the pair's column 2·unit + r; with an odd column count the last pair's second
+// tile lies past `cols`: its B loads are zeros (TMA bounds) and its epilogue writes nothing.
 template <int BN>
 struct Sm90ProductTiles {
-  int first, stride, end;
-  int row_tiles, col_tiles, group_rows;
+  int first, stride, end;  // over the cluster's steps (a block's own without a cluster)
+  int row_tiles, col_units, group_rows;
+  int pairs, rank;  // blocks per cluster (1 or 2), this block's rank
 
   __device__ __forceinline__ int2 tile(int t) const {
-    const int per_group = group_rows * col_tiles;
+    const int per_group = group_rows * col_units;
     const int group = t / per_group, within = t - group * per_group;
     const int first_row = group * group_rows;
     const int rows_in_group = min(row_tiles - first_row, group_rows);
-    return make_int2(first_row + within % rows_in_group, within / rows_in_group);
+    return make_int2(first_row + within % rows_in_group, (within / rows_in_group) * pairs + rank);
   }
   __device__ __forceinline__ int row0(int t) const { return tile(t).x * SM90_TILE_M; }
   __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * BN; }
@@ -147,11 +154,13 @@ __device__ __forceinline__ void Sm90ProductEpilogue<BN>::add_to_f32(float (&acc)
 template <int A_MN, int BN>
 __device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp) {
   const int row_tiles = (p.rows + SM90_TILE_M - 1) / SM90_TILE_M;
-  const int col_tiles = (p.cols + BN - 1) / BN;
-  const Sm90ProductTiles<BN> tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * col_tiles,
-                                row_tiles,       col_tiles,     max(p.group_rows, 1)};
+  const int pairs = (int)cluster_size();
+  const int col_units = ((p.cols + BN - 1) / BN + pairs - 1) / pairs;
+  const Sm90ProductTiles<BN> tt{(int)blockIdx.x / pairs, (int)gridDim.x / pairs, row_tiles * col_units,
+                                row_tiles,       col_units,     max(p.group_rows, 1),
+                                pairs,           (int)cluster_rank()};
   const int kt_count = (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
-  sm90_run<A_MN, 1, BN>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
+  sm90_run<A_MN, 1, BN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
     Sm90ProductEpilogue<BN> epi{p, tt, consumer, 0};
     sm90_consume<A_MN, 1, BN>(pp, consumer, tt, 0, 1, kt_count, epi);
   });

@@ -169,6 +169,9 @@ pub(crate) unsafe fn product(
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
     let (n, vc) = (tokens.len(), vocab.len());
+    // a cluster of 2 runs column tiles in pairs (its steps pairs, its SMs pairs of SMs), each
+    // block loading half of A's box: 64 of G's rows (K-major) or one of Gᵀ's two 64-row boxes
+    let cluster = crate::geometry::sm90_product_cluster_knob();
     // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output,
     // the first output row's address, where the other rows go)
     let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out, split) = match what {
@@ -176,7 +179,7 @@ pub(crate) unsafe fn product(
             // dE's rows over its accumulator's buffers (checked before `segments[0]`)
             let split = out_segments(n, tokens.start, &segments)?;
             (
-                tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M, "G")?,
+                tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M / cluster, "G")?,
                 // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
                 tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
                 n,
@@ -203,15 +206,15 @@ pub(crate) unsafe fn product(
     };
     let row_tiles = rows.div_ceil(SM90_TILE_M);
     let tile_n = crate::geometry::sm90_product_tile_n_knob()
-        .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count()));
-    let col_tiles = d.div_ceil(tile_n);
+        .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count(), cluster));
+    let col_units = d.div_ceil(tile_n).div_ceil(cluster);
     let knob = crate::geometry::sm90_product_order_knob();
     let order = sm90_product_order(
         row_tiles,
-        col_tiles,
+        col_units,
         (rows * k) as f64 * s as f64,
         (k * d) as f64 * s as f64,
-        call.be.sm_count(),
+        call.be.sm_count() / cluster,
         knob == Sm90ProductOrderKnob::Grouped,
     );
     let params = Sm90ProductParams {
@@ -230,8 +233,9 @@ pub(crate) unsafe fn product(
         a_mn: a_mn as i32,
         out_f32: out_f32 as i32,
         group_rows: if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32,
-        blocks: order.blocks as i32,
+        blocks: (order.blocks * cluster) as i32,
         tile_n: tile_n as i32,
+        cluster: cluster as i32,
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())

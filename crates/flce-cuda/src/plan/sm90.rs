@@ -165,10 +165,13 @@ const NARROW_TILE_COST: f64 = 1.03;
 /// tiles leave much of the last wave idle — Gemma 2's D = 2304 is 9 tiles of 256 (dE at 8k
 /// tokens: 576 tiles on 132 SMs, 87% of 5 waves) and 12 of 192 (768 tiles, 97% of 6 waves,
 /// cuBLAS's 192 × 192 tiles fill it likewise: benchmarks/h200-2026-12-01-s14/product-segments).
-pub fn sm90_product_tile_n(row_tiles: usize, cols: usize, sm_count: usize) -> usize {
-    let sm = sm_count.max(1);
+/// In clusters of `pairs` blocks (2: column tiles in pairs, kernels/sm90/product.cu) an odd column
+/// count leaves a tile of zeros in each row's last pair, counted as work: Gemma 2's 9 columns of
+/// 256 run as 10.
+pub fn sm90_product_tile_n(row_tiles: usize, cols: usize, sm_count: usize, pairs: usize) -> usize {
+    let (sm, pairs) = (sm_count.max(1), pairs.max(1));
     let time = |width: usize| {
-        let tiles = row_tiles.max(1) * cols.max(1).div_ceil(width);
+        let tiles = row_tiles.max(1) * cols.max(1).div_ceil(width).div_ceil(pairs) * pairs;
         let per_column = if width == 256 { 1.0 } else { NARROW_TILE_COST };
         tiles.div_ceil(sm) as f64 * width as f64 * per_column
     };
@@ -184,22 +187,28 @@ mod tests {
     #[test]
     fn product_tiles_narrow_only_where_the_waves_fill_better() {
         // Gemma 2 (D 2304), dE over 8192 tokens: 5 waves of 256 against 6 of 192 (1280 vs 1152)
-        assert_eq!(sm90_product_tile_n(64, 2304, 132), 192);
+        assert_eq!(sm90_product_tile_n(64, 2304, 132, 1), 192);
         // and its dC chunks of 7168 vocabulary rows: 504 tiles (4 waves, 1024) against 672 (6, 1152)
-        assert_eq!(sm90_product_tile_n(56, 2304, 132), 256);
+        assert_eq!(sm90_product_tile_n(56, 2304, 132, 1), 256);
         // Llama 3 (D 4096): 1024 tiles, 8 waves (2048) against 1408, 11 (2112): 256
-        assert_eq!(sm90_product_tile_n(64, 4096, 132), 256);
+        assert_eq!(sm90_product_tile_n(64, 4096, 132, 1), 256);
         // Qwen 2.5 (D 3584): 896 tiles, 7 waves (1792) against 1216, 10 (1920): 256
-        assert_eq!(sm90_product_tile_n(64, 3584, 132), 256);
+        assert_eq!(sm90_product_tile_n(64, 3584, 132, 1), 256);
         // a narrow D: one column tile either way, and the narrower MMA wastes less on zeros
         // (D = 64, 520: the GPU tests' small cases take the 192-wide path)
-        assert_eq!(sm90_product_tile_n(64, 64, 132), 192);
-        assert_eq!(sm90_product_tile_n(40, 520, 132), 192);
+        assert_eq!(sm90_product_tile_n(64, 64, 132, 1), 192);
+        assert_eq!(sm90_product_tile_n(40, 520, 132, 1), 192);
+        // in pairs of column tiles Gemma 2's dC chunk runs 9 columns of 256 as 10 (560 tiles, 5
+        // waves: 1280) against 12 of 192 (672, 6 waves: 1152 · 1.03): 192; Llama 3's 16 stay 256
+        assert_eq!(sm90_product_tile_n(56, 2304, 132, 2), 192);
+        assert_eq!(sm90_product_tile_n(64, 4096, 132, 2), 256);
         // every width is one the kernel has, whatever the shape
         for rt in [1usize, 5, 64, 400] {
             for cols in [1usize, 192, 520, 2304, 8192] {
                 for sm in [1usize, 2, 132] {
-                    assert!(SM90_PRODUCT_TILE_WIDTHS.contains(&sm90_product_tile_n(rt, cols, sm)));
+                    for pairs in [1, 2] {
+                        assert!(SM90_PRODUCT_TILE_WIDTHS.contains(&sm90_product_tile_n(rt, cols, sm, pairs)));
+                    }
                 }
             }
         }
