@@ -10,21 +10,22 @@
 //     B = E [tokens, D]; out = dC's rows in the input dtype (rounded once) or the chunk's f32
 //     accumulator.
 //   B is always read MN-major (contiguous along cols). Output tiles of 128 × tile_n (256, or 192
-//   where that fills the SMs' waves better: plan::sm90_product_tile_n), in raster
-//   groups (Sm90ProductTiles: group_rows row tiles, then the next column tile; src/plan/sm90.rs
+//   where that fills the SMs' waves better: plan::sm90_product_tile_n), in raster groups
+//   (Sm90ProductTiles: group_rows row tiles, then the next column tile; src/plan/sm90.rs
 //   sm90_product_order picks the group so that the tiles running together share their A and B
 //   reads in L2). Grid (blocks): block b computes tiles b, b + blocks, … of that order — one block
 //   per SM (persistent: the producer loads the next tile's stages while the consumers write the
-//   last tile) or one per tile. In clusters of 2 (FLCE_SM90_PRODUCT_CLUSTER=2; not the default)
-//   a step is a pair of column tiles of one row tile: the pair's blocks share A's box, each
-//   loading half and multicasting it (mainloop.cuh SHARE_A), and load their own B. SM90_THREADS (384) threads, dynamic smem
-//   SM90_PRODUCT_SMEM_BYTES; each tile computed by mainloop.cuh's warp-specialised loop
-//   (sm90_run / sm90_consume) with the MN-major operand layouts (TA = a_mn, TB = 1: its TMA
-//   boxes, descriptors and wgmma transpose immediates). Epilogue: each thread writes (or adds, f32
-//   with accumulate: its loads issued a half row's column pairs at a time, add_to_f32) its
-//   tile_n / 2 values, pairs of columns at a time; rows ≥ rows and columns ≥ cols are not
-//   written. Out-of-range k loads as zeros (TMA bounds). Reads A and B, writes out's tiles only, each tile by one block; no
-//   atomics: the sum over k runs in one fixed order (bitwise reproducible, whatever the grid).
+//   last tile) or one per tile. In clusters of 2 (FLCE_SM90_PRODUCT_CLUSTER=2; off: measured
+//   1.2–1.3× slower, perf-notes v21) a step is a pair of column tiles of one row tile: the
+//   pair's blocks share A's box, each loading half and multicasting it (mainloop.cuh SHARE_A),
+//   and load their own B. SM90_THREADS (384) threads, dynamic smem SM90_PRODUCT_SMEM_BYTES; each
+//   tile computed by mainloop.cuh's warp-specialised loop (sm90_run / sm90_consume) with the
+//   MN-major operand layouts (TA = a_mn, TB = 1: its TMA boxes, descriptors and wgmma transpose
+//   immediates). Epilogue: each thread writes (or adds, f32 with accumulate: its loads issued a
+//   half row's column pairs at a time, add_to_f32) its tile_n / 2 values, pairs of columns at a
+//   time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as zeros (TMA
+//   bounds). Reads A and B, writes out's tiles only, each tile by one block; no atomics: the sum
+//   over k runs in one fixed order (bitwise reproducible, whatever the grid).
 //
 // Host side: src/family/sm90.rs (product); tests: tests/gpu/ (the GPU tests' backward cases under
 // FLCE_SM90_PRODUCTS=1, against the f64 oracle).
