@@ -49,7 +49,8 @@ pub struct PlanArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// Also write peak memory against sequence length (256 tokens to 1M) as an SVG chart here.
+    /// Also write peak memory against sequence length (256 tokens to 1M) as a chart here: a PNG
+    /// where the path ends in .png, an SVG otherwise.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
 }

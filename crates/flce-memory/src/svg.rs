@@ -1,5 +1,5 @@
 //! Peak memory against sequence length for every combination, as a self-contained SVG line chart
-//! with the GPU's size drawn across it (`flce plan --plot`).
+//! with the GPU's size drawn across it (`flce plan --plot`), or that chart as a PNG (resvg).
 
 use crate::estimate::{estimate, Activations, Loss};
 use crate::model::Model;
@@ -25,10 +25,36 @@ pub fn curves(model: &Model, req: &Request, seqs: &[u64]) -> Vec<Curve> {
     out
 }
 
-/// Write the chart of sequence lengths 256 to 1M tokens to `path`.
+/// Write the chart of sequence lengths 256 to 1M tokens to `path`: a PNG where the path ends in
+/// `.png` (any case), an SVG otherwise.
 pub fn write_chart(model: &Model, req: &Request, path: &std::path::Path) -> std::io::Result<()> {
     let seqs = doubling_seqs(1 << 20);
-    std::fs::write(path, svg(model, req, &seqs, &curves(model, req, &seqs)))
+    let chart = svg(model, req, &seqs, &curves(model, req, &seqs));
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("png")) {
+        std::fs::write(path, png(&chart)?)
+    } else {
+        std::fs::write(path, chart)
+    }
+}
+
+/// DejaVu Sans (fonts/LICENSE_DEJAVU): the PNG's text does not depend on the fonts a machine has.
+const SANS: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+
+/// One of this module's charts rasterised (resvg) at its own size, as PNG bytes.
+pub fn png(svg: &str) -> std::io::Result<Vec<u8>> {
+    use resvg::{tiny_skia, usvg};
+    let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    let mut opt = usvg::Options::default();
+    let fonts = opt.fontdb_mut();
+    fonts.load_font_data(SANS.to_vec());
+    fonts.set_sans_serif_family("DejaVu Sans");
+    let tree = usvg::Tree::from_str(svg, &opt).map_err(|e| bad(format!("the chart's SVG: {e}")))?;
+    let size = tree.size().to_int_size();
+    let mut pixmap = tiny_skia::Pixmap::new(size.width(), size.height())
+        .ok_or_else(|| bad(format!("a {}x{} image", size.width(), size.height())))?;
+    pixmap.fill(tiny_skia::Color::WHITE);
+    resvg::render(&tree, tiny_skia::Transform::default(), &mut pixmap.as_mut());
+    pixmap.encode_png().map_err(|e| bad(format!("PNG encoding: {e}")))
 }
 
 /// Sequence lengths from 256 to `max`, doubling.

@@ -133,6 +133,35 @@ fn the_chart_has_a_line_per_combination_and_the_card() {
 }
 
 #[test]
+fn the_chart_is_a_png_where_the_path_says_so() {
+    use resvg::tiny_skia::Pixmap;
+    let m = Model::built_in("Gemma-2-2B").unwrap();
+    let req = Request::new(10.0, 4096, 1, "adamw", 16).unwrap();
+    let dir = std::env::temp_dir().join(format!("flce-chart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (png, svg_path) = (dir.join("plan.PNG"), dir.join("plan.svg"));
+    write_chart(&m, &req, &png).unwrap();
+    write_chart(&m, &req, &svg_path).unwrap();
+    assert!(std::fs::read_to_string(&svg_path).unwrap().starts_with("<svg"));
+    let image = Pixmap::decode_png(&std::fs::read(&png).unwrap()).unwrap();
+    assert_eq!((image.width(), image.height()), (960, 560));
+    // drawn: the title's text (the embedded font) in the top band, the lines below it, on white
+    let dark = |y0: u32, y1: u32| {
+        (y0..y1)
+            .flat_map(|y| (0..960).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                let p = image.pixel(x, y).unwrap();
+                p.red() < 128 && p.green() < 128 && p.blue() < 128
+            })
+            .count()
+    };
+    assert!(dark(0, 30) > 200, "title text");
+    assert!(dark(40, 510) > 2000, "axes, lines and labels");
+    assert_eq!(image.pixel(959, 559).unwrap().red(), 255, "a white background");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     let m = Model::built_in("Gemma-2-2B").unwrap();
     let tokens = 65_536;

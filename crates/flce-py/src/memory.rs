@@ -4,7 +4,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// The training-memory plan (see crates/flce-memory): returns (markdown table, rows as dicts);
-/// with `plot`, also writes peak memory against sequence length as an SVG chart there.
+/// with `plot`, also writes peak memory against sequence length as a chart there (PNG where the
+/// path ends in .png, SVG otherwise).
 #[pyfunction]
 #[pyo3(signature = (model, gpu_gb, seq, batch, optimizer, lora_rank, plot = None, mlp_tiles = 1, attention = "flash", norm_tiles = 1, stream_weights = false))]
 #[allow(clippy::too_many_arguments)]

@@ -49,6 +49,12 @@ def test_memory_plan_draws_its_chart(tmp_path):
     flce.plan("Qwen2.5-0.5B", gpu_gb=10, lora_rank=0, print_table=False, plot=str(path))
     text = path.read_text()
     assert text.startswith("<svg") and text.count("<polyline") == 9 and "GPU 10 GiB" in text
+    # a .png path: the same chart rasterised (960 × 560, IHDR's width and height)
+    png = tmp_path / "mem.png"
+    flce.plan("Qwen2.5-0.5B", gpu_gb=10, lora_rank=0, print_table=False, plot=str(png))
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    assert (int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")) == (960, 560)
 
 
 def test_memory_plan_with_streamed_weights():

@@ -21,7 +21,7 @@ def plan(model: str = "Llama-3.2-1B", gpu_gb: float = 10.0, seq: int = 4096, bat
     temporaries in the step), adamw8bit or sgd; ``lora_rank`` 0 for a full fine-tune. Returns one dict per
     combination (bytes of each term, ``peak``, ``fits``, ``longest_seq``); prints the table.
     ``plot``: also write peak memory against sequence length (256 tokens to 1M, the GPU's size
-    drawn across) as an SVG chart at that path. ``mlp_tiles``: the MLPs computed in that many token
+    drawn across) as a chart at that path: a PNG where it ends in ``.png``, an SVG otherwise. ``mlp_tiles``: the MLPs computed in that many token
     tiles (``flce.patch(..., mlp_tiles=...)``), ``norm_tiles`` the layers' RMSNorms
     (``flce.patch(..., norm_tiles=...)``); ``stream_weights``: the layers' frozen weights from
     pinned host memory (``flce.patch(..., stream_weights=True)``). ``attention``: Hugging Face's attention kernel, for
