@@ -7,7 +7,8 @@
 # - ncu of Gemma 2's large chunk (the step's 3rd and 4th product launches: dC then dE of the
 #   51,200-row chunk, benchmarks/h200-2026-12-02-s15/product-pending/launches-own.log) beside
 #   cuBLAS's same two products (its nvjet 192x192 kernels, by name), with the sections of
-#   scripts/ncu-sm90.sh; SOURCE=1 adds the dC launch's warp stalls by SASS line (CSV).
+#   scripts/ncu-sm90.sh; SOURCE=1 adds the dC launch's warp stalls by SASS line (CSV); CLUSTER=2
+#   profiles the own launches in clusters of 2 (with the Occupancy section).
 # About 5 minutes; logs in $OUT/logs.tgz, the headlines last.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; L=/tmp/logs; mkdir -p "$OUT" $L
@@ -23,6 +24,9 @@ sections=(--section SpeedOfLight --section ComputeWorkloadAnalysis --section Mem
           --section WarpStateStats --section SchedulerStats --section LaunchStats)
 bench=(gpu-bundle/flce bench --shapes gemma2 --forward auto --backward auto --step-budget-mb 0)
 echo "== ncu own $(date -u +%T)"
+# CLUSTER=2: the own launches in clusters of 2 (FLCE_SM90_PRODUCT_CLUSTER), with the Occupancy
+# section's max active clusters — why pairs run 1.2–1.3× slower (perf-notes v21)
+[ "${CLUSTER:-1}" = 2 ] && { export FLCE_SM90_PRODUCT_CLUSTER=2; sections+=(--section Occupancy); }
 FLCE_SM90_PRODUCTS=1 timeout 150 ncu --clock-control none -k regex:flce_sm90_product --launch-skip 2 -c 2 \
   "${sections[@]}" "${bench[@]}" > $L/ncu-own-gemma2.log 2>&1
 echo "exit $?" >> $L/ncu-own-gemma2.log
