@@ -286,6 +286,8 @@ fn round_up(x: u32, multiple: u32) -> u32 {
 pub(crate) struct Module {
     module: cu::CUmodule,
     functions: HashMap<Kernel, cu::CUfunction>,
+    /// cuOccupancyMaxActiveClusters per (kernel, blocks per cluster), asked once.
+    max_clusters: Mutex<HashMap<(Kernel, u32), u32>>,
 }
 
 // SAFETY: CUDA module and function handles may be used from any thread of the process.
@@ -338,9 +340,45 @@ impl Kernels {
             }
             functions.insert(kernel, func);
         }
-        let m = Arc::new(Module { module, functions });
+        let m = Arc::new(Module { module, functions, max_clusters: Mutex::new(HashMap::new()) });
         modules.insert(key, m.clone());
         Ok((m, cubin.from_cache))
+    }
+
+    /// How many clusters of `cluster` blocks of `kernel` can be resident at once on this device
+    /// (cuOccupancyMaxActiveClusters at the kernel's block size and shared memory): a persistent
+    /// grid of more clusters runs its last ones in a second wave. Asked once per module.
+    pub(crate) fn max_active_clusters(&self, kernel: Kernel, dtype: DType, cluster: u32) -> CudaResult<u32> {
+        let (module, _) = self.load(kernel.file(), dtype)?;
+        let mut known = module.max_clusters.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&n) = known.get(&(kernel, cluster)) {
+            return Ok(n);
+        }
+        // SAFETY: a zeroed attribute is valid plain data; the id and the dimensions are set below.
+        let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = cluster;
+        attr.value.clusterDim.y = 1;
+        attr.value.clusterDim.z = 1;
+        let config = cu::CUlaunchConfig {
+            gridDimX: cluster,
+            gridDimY: 1,
+            gridDimZ: 1,
+            blockDimX: kernel.block(),
+            blockDimY: 1,
+            blockDimZ: 1,
+            sharedMemBytes: kernel.dynamic_smem(dtype) as u32,
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut n: std::ffi::c_int = 0;
+        // SAFETY: a live function of this module; the config and its one attribute outlive the call.
+        unsafe { cu::cuOccupancyMaxActiveClusters(&mut n, module.functions[&kernel], &config) }
+            .result()
+            .check(&format!("cuOccupancyMaxActiveClusters({}, cluster {cluster})", kernel.name()))?;
+        known.insert((kernel, cluster), n.max(0) as u32);
+        Ok(n.max(0) as u32)
     }
 
     /// Launch the kernel that takes `args`, on its grid.

@@ -14,6 +14,7 @@ use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
 use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan};
+use crate::runtime::Kernel;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -208,13 +209,22 @@ pub(crate) unsafe fn product(
     let tile_n = crate::geometry::sm90_product_tile_n_knob()
         .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count(), cluster));
     let col_units = d.div_ceil(tile_n).div_ceil(cluster);
+    // the steps that run together: one per SM, or per resident cluster (a persistent grid of more
+    // clusters than fit at once would run its last ones in a second wave)
+    let together = match cluster {
+        1 => call.be.sm_count(),
+        _ => {
+            let resident = call.be.kernels.max_active_clusters(Kernel::Sm90Product, x.dtype, cluster as u32)?;
+            (call.be.sm_count() / cluster).min(resident as usize).max(1)
+        }
+    };
     let knob = crate::geometry::sm90_product_order_knob();
     let order = sm90_product_order(
         row_tiles,
         col_units,
         (rows * k) as f64 * s as f64,
         (k * d) as f64 * s as f64,
-        call.be.sm_count() / cluster,
+        together,
         knob == Sm90ProductOrderKnob::Grouped,
     );
     let params = Sm90ProductParams {
