@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::options::{Options, Reduction};
 use crate::problem::{check_grad_output, GradOutput, HostInputs, Shape};
 use crate::Real;
+use rayon::prelude::*;
 
 /// Loss, per-token values and all gradients in f64.
 #[derive(Clone, Debug)]
@@ -72,17 +73,19 @@ pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output
     let lambda = opts.z_loss as f64;
     let softcap = opts.softcap.map(|s| s as f64);
 
-    // x = E·Cᵀ + b, z = softcap(x)
+    // x = E·Cᵀ + b, z = softcap(x). The three O(N·V·D) loops run over independent output rows on
+    // rayon's threads; each element's sum keeps the serial order, so the result is the same bits
+    // on any thread count (the GPU tests' oracle time is most of their run).
     let mut z = vec![0.0f64; n * v];
-    for i in 0..n {
-        for j in 0..v {
+    z.par_chunks_mut(v.max(1)).enumerate().for_each(|(i, zi)| {
+        for (j, zij) in zi.iter_mut().enumerate() {
             let x: f64 = (0..d).map(|k| e[i * d + k] * c[j * d + k]).sum::<f64>() + b[j];
-            z[i * v + j] = match softcap {
+            *zij = match softcap {
                 Some(s) => s * (x / s).tanh(),
                 None => x,
             };
         }
-    }
+    });
 
     let mut lse = vec![0.0; n];
     let mut per_token = vec![0.0; n];
@@ -120,21 +123,33 @@ pub fn evaluate<T: Real>(inputs: &HostInputs<'_, T>, opts: &Options, grad_output
         Reduction::Mean => total / denominator,
         Reduction::Sum | Reduction::None => total,
     };
+    // dE[i] = Σ_j gz[i, j]·C[j] (j ascending), dC[j] = Σ_i gz[i, j]·E[i] and db[j] = Σ_i gz[i, j]
+    // (i ascending): zero terms skipped, as the serial loop over (i, j) did
     let mut de = vec![0.0; n * d];
     let mut dc = vec![0.0; v * d];
-    let mut dbias = vec![0.0; v];
-    for i in 0..n {
+    de.par_chunks_mut(d.max(1)).enumerate().for_each(|(i, dei)| {
         for j in 0..v {
             let gx = gz[i * v + j];
-            if gx == 0.0 {
-                continue;
-            }
-            dbias[j] += gx;
-            for k in 0..d {
-                de[i * d + k] += gx * c[j * d + k];
-                dc[j * d + k] += gx * e[i * d + k];
+            if gx != 0.0 {
+                for (k, x) in dei.iter_mut().enumerate() {
+                    *x += gx * c[j * d + k];
+                }
             }
         }
-    }
+    });
+    dc.par_chunks_mut(d.max(1)).enumerate().for_each(|(j, dcj)| {
+        for i in 0..n {
+            let gx = gz[i * v + j];
+            if gx != 0.0 {
+                for (k, x) in dcj.iter_mut().enumerate() {
+                    *x += gx * e[i * d + k];
+                }
+            }
+        }
+    });
+    let dbias: Vec<f64> = (0..v)
+        .into_par_iter()
+        .map(|j| (0..n).map(|i| gz[i * v + j]).filter(|&gx| gx != 0.0).fold(0.0, |acc, gx| acc + gx))
+        .collect();
     Ok(Reference { loss, per_token_loss: per_token, lse, accuracy: correct as f64 / active as f64, de, dc, dbias })
 }
