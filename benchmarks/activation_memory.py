@@ -19,6 +19,7 @@ download), bf16, AdamW (or LoRA r --lora on q/k/v/o through peft), batch 1.
     python3 benchmarks/activation_memory.py --tiny --device cpu --tokens 128 --repeats 1   # smoke test
     # why a run runs out of memory: its row gets the largest live allocations and their sources
     python3 benchmarks/activation_memory.py --model Gemma-2-2B --lora 16 --gpu-gb 10 --tokens 16384 --oom-report
+    # what a step's peak is made of, by allocating code (the planner's terms): --peak-report
 
 Modes: ckpt (flce.patch(checkpoint=True)), offload (+ offload=True), offload_tiled (+ mlp_tiles=4),
 offload_tiled_norms (+ norm_tiles=4), offload_streamed (+ stream_weights=True: the layers' frozen
@@ -43,6 +44,7 @@ import sys
 import torch
 
 import flce
+from memory_trace import peak_composition, where
 from train_step import step_times  # benchmarks/ is the script's directory, first on sys.path
 
 CONFIGS = {
@@ -152,10 +154,21 @@ def run(mode, args, device, tokens):
     # warm-up: kernels compiled, optimizer states allocated, pinned pool filled; the loss and
     # gradients of every mode come from this step, before any update (the same weights)
     step(record_result=True)
+    tracing = args.peak_report and device.type == "cuda"
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+        if tracing:  # only the measured step's allocations, with the Python frames that made them
+            measured["trace_base_mb"] = allocated(device) / 2**20
+            torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     step(record_memory=True)
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else float("nan")
+    if tracing:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        trace = torch.cuda.memory._snapshot(device)["device_traces"][index]
+        torch.cuda.memory._record_memory_history(enabled=None)
+        # what the peak is made of, by the code that allocated it (base + peak_mb ≈ peak_mb of the row)
+        measured["peak_report"] = peak_composition(trace, top=16)
+        del trace
     # what the caching allocator held at the peak: what a per-process cap (--gpu-gb) counts
     reserved = torch.cuda.max_memory_reserved(device) / 2**20 if device.type == "cuda" else float("nan")
     times = step_times(step, device, args.repeats)
@@ -172,13 +185,6 @@ def run(mode, args, device, tokens):
                 pinned_mb=pinned / 2**20, **measured)
 
 
-def _where(frames, keep=("transformers", "flce", "peft", "activation_memory"), depth=3):
-    """The innermost `depth` frames of a stack that belong to the model's code (else the
-    innermost ones), as file:line:function."""
-    mine = [f for f in frames if any(k in f.get("filename", "") for k in keep)] or frames
-    return " < ".join(f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']}:{f['name']}" for f in mine[:depth])
-
-
 def oom_report(device, err, top=12):
     """What the memory held when an allocation failed: the failing call's frames in the model's
     code and the largest live allocations with the frames that made them (from the allocator's
@@ -186,13 +192,13 @@ def oom_report(device, err, top=12):
     import traceback
 
     tb = [dict(filename=f.filename, line=f.lineno, name=f.name) for f in traceback.extract_tb(err.__traceback__)]
-    report = dict(failed_at=_where(list(reversed(tb))), allocated_mb=torch.cuda.memory_allocated(device) / 2**20)
+    report = dict(failed_at=where(list(reversed(tb))), allocated_mb=torch.cuda.memory_allocated(device) / 2**20)
     try:
         snap = torch.cuda.memory._snapshot(device)
     except Exception as e:  # noqa: BLE001 (a report of a report: never hide the OOM itself)
         report["snapshot_error"] = repr(e)
         return report
-    blocks = [(b["size"], _where(b.get("frames", []))) for seg in snap.get("segments", []) for b in seg.get("blocks", [])
+    blocks = [(b["size"], where(b.get("frames", []))) for seg in snap.get("segments", []) for b in seg.get("blocks", [])
               if b.get("state") == "active_allocated"]
     blocks.sort(key=lambda x: -x[0])
     report["largest"] = [dict(mb=round(size / 2**20, 1), at=where) for size, where in blocks[:top]]
@@ -231,6 +237,7 @@ def run_in_child(args, cap_gb, tokens, mode):
     cmd += ["--tiny"] if args.tiny else []
     cmd += ["--fused-adamw"] if args.fused_adamw else []
     cmd += ["--oom-report"] if args.oom_report else []
+    cmd += ["--peak-report"] if args.peak_report else []
     done = subprocess.run(cmd, capture_output=True, text=True)
     sys.stderr.write(done.stderr[-4000:] if done.returncode else "")
     for line in reversed(done.stdout.splitlines()):
@@ -259,6 +266,9 @@ def main():
     ap.add_argument("--oom-report", action="store_true",
                     help="record the allocator's history (python stacks) and, when a run runs out of memory, put "
                          "the largest live allocations and where they were made into its row")
+    ap.add_argument("--peak-report", action="store_true",
+                    help="record the measured step's allocations (python stacks) and put what was live at its "
+                         "allocated peak, by the code that allocated it, into its row (benchmarks/memory_trace.py)")
     ap.add_argument("--attn", default="sdpa", choices=["sdpa", "flex_attention", "flash_attention_2"],
                     help="Hugging Face's attention implementation (Gemma 2 with sdpa: transformers <= 5.17, "
                          "which runs it without the attention softcap; later versions refuse sdpa for Gemma 2)")
@@ -266,6 +276,8 @@ def main():
                     help="run every (tokens, mode) in this process (default: a child process each)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.oom_report and args.peak_report:
+        ap.error("--oom-report and --peak-report each record the allocator's history: one at a time")
     cap_gb = args.gpu_gb
     device = torch.device(args.device)
     if args.gpu_gb and device.type == "cuda":
