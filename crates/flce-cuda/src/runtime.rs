@@ -279,6 +279,41 @@ impl KernelArgs for Sm90ProductParams {
     }
 }
 
+/// The launch attribute of clusters of `cluster` blocks along x.
+fn cluster_attribute(cluster: u32) -> cu::CUlaunchAttribute {
+    // SAFETY: a zeroed attribute is valid plain data; the id and the cluster dimensions are set
+    // below.
+    let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attr.value.clusterDim.x = cluster;
+    attr.value.clusterDim.y = 1;
+    attr.value.clusterDim.z = 1;
+    attr
+}
+
+/// `kernel`'s launch configuration on `grid` with one attribute, `attr` (its clusters): what
+/// cuLaunchKernelEx runs and cuOccupancyMaxActiveClusters sizes.
+fn cluster_config(
+    kernel: Kernel,
+    dtype: DType,
+    grid: (u32, u32, u32),
+    stream: Stream,
+    attr: &mut cu::CUlaunchAttribute,
+) -> cu::CUlaunchConfig {
+    cu::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: kernel.block(),
+        blockDimY: 1,
+        blockDimZ: 1,
+        sharedMemBytes: kernel.dynamic_smem(dtype) as u32,
+        hStream: stream,
+        attrs: attr,
+        numAttrs: 1,
+    }
+}
+
 fn round_up(x: u32, multiple: u32) -> u32 {
     x.div_ceil(multiple) * multiple
 }
@@ -354,24 +389,8 @@ impl Kernels {
         if let Some(&n) = known.get(&(kernel, cluster)) {
             return Ok(n);
         }
-        // SAFETY: a zeroed attribute is valid plain data; the id and the dimensions are set below.
-        let mut attr: cu::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
-        let config = cu::CUlaunchConfig {
-            gridDimX: cluster,
-            gridDimY: 1,
-            gridDimZ: 1,
-            blockDimX: kernel.block(),
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: kernel.dynamic_smem(dtype) as u32,
-            hStream: std::ptr::null_mut(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attr = cluster_attribute(cluster);
+        let config = cluster_config(kernel, dtype, (cluster, 1, 1), std::ptr::null_mut(), &mut attr);
         let mut n: std::ffi::c_int = 0;
         // SAFETY: a live function of this module; the config and its one attribute outlive the call.
         unsafe { cu::cuOccupancyMaxActiveClusters(&mut n, module.functions[&kernel], &config) }
@@ -403,25 +422,8 @@ impl Kernels {
             )
             .check(&format!("cuLaunchKernel({}, grid {grid:?})", kernel.name()));
         }
-        // SAFETY: a zeroed attribute is valid plain data; the id and the cluster dimensions are
-        // set below.
-        let mut attr: cu::CUlaunchAttribute = std::mem::zeroed();
-        attr.id = cu::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cluster;
-        attr.value.clusterDim.y = 1;
-        attr.value.clusterDim.z = 1;
-        let config = cu::CUlaunchConfig {
-            gridDimX: grid.0,
-            gridDimY: grid.1,
-            gridDimZ: grid.2,
-            blockDimX: kernel.block(),
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: kernel.dynamic_smem(dtype) as u32,
-            hStream: stream,
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attr = cluster_attribute(cluster);
+        let config = cluster_config(kernel, dtype, grid, stream, &mut attr);
         cu::cuLaunchKernelEx(&config, module.functions[&kernel], params.as_mut_ptr(), std::ptr::null_mut())
             .result()
             .check(&format!("cuLaunchKernelEx({}, grid {grid:?}, cluster {cluster})", kernel.name()))
