@@ -1,7 +1,7 @@
 """Issue 13's 10 GB card as one chart: Gemma-2-2B LoRA r 16 under a 10 GiB cap on the H200, peak
 memory against tokens for each flce.patch memory option, the steps measured
 (benchmarks/activation_memory.py's JSON) beside the planner's curve for the same setup
-(`flce plan --json`, which the chart calls), and the card's size.
+(activation_memory.plan_row: flce.plan with the mode's flce.patch options), and the card's size.
 
     python3 benchmarks/activation_chart.py --out benchmarks/h200-2026-12-02-s15/gemma2-10gib.png
 
@@ -15,15 +15,15 @@ import argparse
 import glob
 import json
 import os
-import subprocess
+
+from activation_memory import plan_row, planned_peak_mb  # benchmarks/ is first on sys.path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# (activation_memory.py mode, label, flce plan options given the run's --tiles)
+# the tiled modes of activation_memory.py (their options: activation_memory.patch_options) and a label each
 MODES = {
-    "offload_tiled": ("offload + MLP tiles", lambda t: ["--mlp-tiles", str(t)]),
-    "offload_tiled_norms": ("offload + MLP and norm tiles", lambda t: ["--mlp-tiles", str(t), "--norm-tiles", str(t)]),
-    "offload_streamed": ("offload + tiles + streamed weights",
-                         lambda t: ["--mlp-tiles", str(t), "--norm-tiles", str(t), "--stream-weights"]),
+    "offload_tiled": "offload + MLP tiles",
+    "offload_tiled_norms": "offload + MLP and norm tiles",
+    "offload_streamed": "offload + tiles + streamed weights",
 }
 DEFAULT_RUNS = ["h200-2026-12-01-s9/longest*/*.json", "h200-2026-12-01-s14/norm-tiles/*.json",
                 "h200-2026-12-01-s14/memory-pending/act-gemma-29120.json", "h200-2026-12-02-s15/memory-*/*.json"]
@@ -48,21 +48,15 @@ def measured_runs(patterns):
     return runs
 
 
-def planned(flce, mode, tiles, tokens):
+def planned(mode, tiles, tokens):
     """The plan's flce + offload row at this many tokens: (allocated-comparable MB, full peak MB, longest)."""
-    cmd = [flce, "plan", "--model", "Gemma-2-2B", "--gpu-gb", "10", "--lora-rank", "16", "--seq", str(tokens),
-           "--json", *MODES[mode][1](tiles)]
-    rows = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-    row = next(r for r in rows if r["loss"] == "flce" and r["activations"] == "checkpointing + offload")
-    mb = 1 << 20
-    return (row["peak"] - row["cuda_context"] - row["allocator_slack"]) / mb, row["peak"] / mb, row["longest_seq"]
+    row = plan_row("Gemma-2-2B", tokens, mode, tiles, gpu_gb=10, lora=16)
+    return planned_peak_mb(row), row["peak"] / 2**20, row["longest_seq"]
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", nargs="*", default=DEFAULT_RUNS, help="JSON globs under benchmarks/")
-    ap.add_argument("--flce", default=os.path.join(HERE, "..", "target", "release", "flce"),
-                    help="the flce CLI (cargo build --release -p flce-cli)")
     ap.add_argument("--out", required=True, help="PNG path")
     args = ap.parse_args()
     import matplotlib
@@ -79,8 +73,8 @@ def main():
     plotted = {"cap_mb": cap, "series": []}
     for i, (mode, tiles) in enumerate(series):
         color = f"C{i}"
-        curve = [planned(args.flce, mode, tiles, t) for t in grid]
-        label = f"{MODES[mode][0]} ({tiles})"
+        curve = [planned(mode, tiles, t) for t in grid]
+        label = f"{MODES[mode]} ({tiles})"
         ax.plot(grid, [c[0] for c in curve], color=color, lw=1.2, label=f"{label}: plan")
         ax.plot(grid, [c[1] for c in curve], color=color, lw=0.8, ls=":")
         longest = curve[0][2]

@@ -201,29 +201,40 @@ def oom_report(device, err, top=12):
     blocks = [(b["size"], where(b.get("frames", []))) for seg in snap.get("segments", []) for b in seg.get("blocks", [])
               if b.get("state") == "active_allocated"]
     blocks.sort(key=lambda x: -x[0])
-    report["largest"] = [dict(mb=round(size / 2**20, 1), at=where) for size, where in blocks[:top]]
+    report["largest"] = [dict(mb=round(size / 2**20, 1), at=site) for size, site in blocks[:top]]
     by_site = {}
-    for size, where in blocks:
-        by_site[where] = by_site.get(where, 0) + size
+    for size, site in blocks:
+        by_site[site] = by_site.get(site, 0) + size
     report["by_site_mb"] = {k: round(v / 2**20, 1) for k, v in sorted(by_site.items(), key=lambda x: -x[1])[:top]}
     return report
+
+
+def plan_row(model, tokens, mode, tiles, gpu_gb, lora, attn="flex_attention", fused_adamw=False):
+    """flce.plan's row for a mode's setup: flce's loss, checkpointing (ckpt) or checkpointing +
+    offload, with the mode's tiles and streamed weights."""
+    activations = "checkpointing" if mode == "ckpt" else "checkpointing + offload"
+    options = patch_options(mode, tiles)
+    # torch.optim.AdamW keeps its moments in the parameters' dtype: bf16 for a full fine-tune here,
+    # f32 for peft's adapters (peft keeps them in f32)
+    rows = flce.plan(model, gpu_gb=gpu_gb, seq=tokens, lora_rank=lora, print_table=False,
+                     attention="sdpa" if attn == "sdpa" else "flash",
+                     optimizer=("adamw" if lora else "adamw-bf16") + ("-fused" if fused_adamw else ""),
+                     mlp_tiles=options.get("mlp_tiles", 1), norm_tiles=options.get("norm_tiles", 1),
+                     stream_weights=options.get("stream_weights", False))
+    return next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
+
+
+def planned_peak_mb(row):
+    """A plan row's peak as torch.cuda.max_memory_allocated counts it: less the CUDA context and
+    the allocator's slack (what flce-memory's tests compare)."""
+    return (row["peak"] - row["cuda_context"] - row["allocator_slack"]) / 2**20
 
 
 def predicted(args, tokens, mode):
     if args.tiny:
         return {}
-    activations = "checkpointing" if mode == "ckpt" else "checkpointing + offload"
-    # torch.optim.AdamW keeps its moments in the parameters' dtype: bf16 for a full fine-tune here,
-    # f32 for peft's adapters (peft keeps them in f32)
-    rows = flce.plan(args.model, gpu_gb=args.gpu_gb, seq=tokens, lora_rank=args.lora, print_table=False,
-                     attention="sdpa" if args.attn == "sdpa" else "flash",
-                     optimizer=("adamw" if args.lora else "adamw-bf16") + ("-fused" if args.fused_adamw else ""),
-                     mlp_tiles=patch_options(mode, args.tiles).get("mlp_tiles", 1),
-                     norm_tiles=patch_options(mode, args.tiles).get("norm_tiles", 1),
-                     stream_weights=patch_options(mode, args.tiles).get("stream_weights", False))
-    r = next(x for x in rows if x["loss"] == "flce" and x["activations"] == activations)
-    return dict(plan_held_mb=r["activations_held"] / 2**20,
-                plan_peak_mb=(r["peak"] - r["cuda_context"] - r["allocator_slack"]) / 2**20,
+    r = plan_row(args.model, tokens, mode, args.tiles, args.gpu_gb, args.lora, args.attn, args.fused_adamw)
+    return dict(plan_held_mb=r["activations_held"] / 2**20, plan_peak_mb=planned_peak_mb(r),
                 plan_longest=r["longest_seq"])
 
 
