@@ -146,15 +146,23 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let step = match &call.step {
             Some((plan, ws)) => {
                 let ms = time_ms(2, args.iters, || call.forward_backward())?;
-                Some((ms, ws.bytes(), plan.token_chunk))
+                let storage = match plan.storage {
+                    flce::cuda::plan::StepLogits::F32 => "f32",
+                    flce::cuda::plan::StepLogits::Compact { .. } => "compact",
+                };
+                Some((ms, ws.bytes(), plan.token_chunk, storage))
             }
             None => None,
         };
-        let step_col = step.map_or("-".into(), |(ms, bytes, chunk)| {
-            format!("{ms:.2} ({:.2}x of 3; {:.0} MB, {chunk}-token chunks)", ms / (3.0 * gemm_ms), mb(bytes))
+        let step_col = step.map_or("-".into(), |(ms, bytes, chunk, storage)| {
+            let ratio = ms / (3.0 * gemm_ms);
+            format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {chunk}-token chunks, {storage} logits)", mb(bytes))
         });
-        let step_json = step.map_or(String::new(), |(ms, bytes, chunk)| {
-            format!(", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}", mb(bytes))
+        let step_json = step.map_or(String::new(), |(ms, bytes, chunk, storage)| {
+            format!(
+                ", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}, \"step_logits\": \"{storage}\"",
+                mb(bytes)
+            )
         });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + want_dc as usize * v) * d * es;

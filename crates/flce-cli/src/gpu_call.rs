@@ -70,7 +70,9 @@ impl<'a> GpuCall<'a> {
 
     /// Also set up the three-product pass within `budget` bytes of workspace.
     pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
-        let plan = flce::cuda::plan::step_plan(self.up.inputs.shape, T::DTYPE, self.grads.wanted(), budget)?;
+        let (shape, wanted) = (self.up.inputs.shape, self.grads.wanted());
+        let storage = self.be.step_logits(shape, T::DTYPE, self.opts, self.up.inputs.bias.is_some(), wanted);
+        let plan = flce::cuda::plan::step_plan(shape, T::DTYPE, wanted, budget, storage)?;
         let ws = DeviceBuffer::new(plan.workspace_bytes)?;
         self.step = Some((plan, ws));
         Ok(self)

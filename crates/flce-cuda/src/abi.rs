@@ -161,9 +161,38 @@ abi_structs! {
         splits: i32 = "int",
         /// 256-column vocabulary tiles per split.
         tiles_per_split: i32 = "int",
-        /// [splits, N] packed RowStats.
+        /// Distance between two splits' partials, in tokens (N; the three-product pass's N of the
+        /// whole call while a launch covers one token chunk).
+        partials_ld: i32 = "int",
+        /// [splits, partials_ld] packed RowStats.
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
+    }
+
+    /// sm90 family: flce_sm90_forward_compact, the three-product pass's forward over one token
+    /// chunk (plan::StepLogits::Compact): the forward's partials and target logits, and each logit
+    /// z as q = exp(z − m) in f16, m the row's running max after its tile (`m_ref`).
+    struct Sm90CompactForwardParams {
+        fwd: Sm90ForwardParams = "Sm90ForwardParams",
+        /// f16 bits [fwd.lp.k.n, ldq]: q of every logit of the chunk (columns < V).
+        q: DevPtr = "u16*",
+        ldq: i32 = "int",
+        /// f32 [fwd.lp.k.n, ld_mref]: m of each (token, 256-column tile).
+        m_ref: DevPtr = "float*",
+        ld_mref: i32 = "int",
+    }
+
+    /// flce_grad_from_compact (kernels/sm90/step_grad.cu): G of one token chunk from the compact
+    /// forward's q (overwritten by G in place: `chunk.g_out` is the same buffer as `q`).
+    struct CompactGradParams {
+        lp: LogitParams = "LogitParams",
+        chunk: GradChunk = "GradChunk",
+        q: DevPtr = "const u16*",
+        /// f32 [chunk rows, ld_mref] (chunk-relative rows).
+        m_ref: DevPtr = "const float*",
+        ld_mref: i32 = "int",
+        /// f32 [N]: exact target logits (absolute token index).
+        target_logit: DevPtr = "const float*",
     }
 
     /// sm90 family: flce_sm90_grad recomputes one backward chunk's logits.

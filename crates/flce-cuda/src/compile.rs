@@ -35,6 +35,8 @@ pub enum KernelFile {
     Sm80Grad,
     /// sm90/forward.cu: the fused TMA + wgmma forward (sm_90a, 16-bit inputs).
     Sm90Forward,
+    /// sm90/step_grad.cu: the three-product pass's G from the compact forward's f16 q (sm_90a, 16-bit inputs).
+    Sm90StepGrad,
     /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
     Sm90Grad,
     /// sm90/product.cu: the backward's dE and dC products through TMA + wgmma (sm_90a, 16-bit inputs).
@@ -44,7 +46,7 @@ pub enum KernelFile {
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 11] = [
+    pub const ALL: [KernelFile; 12] = [
         KernelFile::Prep,
         KernelFile::Finish,
         KernelFile::Accumulate,
@@ -53,6 +55,7 @@ impl KernelFile {
         KernelFile::Sm80Forward,
         KernelFile::Sm80Grad,
         KernelFile::Sm90Forward,
+        KernelFile::Sm90StepGrad,
         KernelFile::Sm90Grad,
         KernelFile::Sm90Product,
         KernelFile::Phases,
@@ -69,6 +72,7 @@ impl KernelFile {
             KernelFile::Sm80Forward => "sm80/forward_tiles.cu",
             KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
             KernelFile::Sm90Forward => "sm90/forward.cu",
+            KernelFile::Sm90StepGrad => "sm90/step_grad.cu",
             KernelFile::Sm90Grad => "sm90/grad.cu",
             KernelFile::Sm90Product => "sm90/product.cu",
             KernelFile::Phases => "shared/phases.cu",
@@ -85,6 +89,7 @@ impl KernelFile {
             KernelFile::Sm80Forward => include_str!("../kernels/sm80/forward_tiles.cu"),
             KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
             KernelFile::Sm90Forward => include_str!("../kernels/sm90/forward.cu"),
+            KernelFile::Sm90StepGrad => include_str!("../kernels/sm90/step_grad.cu"),
             KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
             KernelFile::Sm90Product => include_str!("../kernels/sm90/product.cu"),
             KernelFile::Phases => include_str!("../kernels/shared/phases.cu"),
@@ -101,7 +106,7 @@ impl KernelFile {
     /// everywhere.
     pub fn builds_for(self, arch: &Arch, dtype: DType) -> bool {
         match self {
-            KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90Product => {
+            KernelFile::Sm90Forward | KernelFile::Sm90StepGrad | KernelFile::Sm90Grad | KernelFile::Sm90Product => {
                 arch.0 == "sm_90a" && dtype != DType::F32
             }
             _ => true,

@@ -160,6 +160,14 @@ pub fn de_head_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
 }
 
+/// Whether the three-product pass keeps its chunks' logits in f32 even where the compact form
+/// applies ([`crate::CudaLoss::step_logits`]): no, unless `FLCE_STEP_LOGITS=f32` (read once; a
+/// measurement knob for A/B runs of the two storages).
+pub fn step_logits_f32_knob() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_STEP_LOGITS").is_ok_and(|v| v.trim() == "f32"))
+}
+
 /// Whether the sm90 backward's dE and dC products run through flce's own TMA + wgmma kernel
 /// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_PRODUCTS=1` (read once; a
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).

@@ -35,7 +35,7 @@ pub struct ForwardConfig {
 /// Whether calls with these options (and a bias or not) have per-logit work beyond the product —
 /// a bias, a softcap or label smoothing (z-loss and class weights only change row coefficients):
 /// what the Auto modes weigh.
-fn has_logit_options(opts: &Options, bias: bool) -> bool {
+pub(crate) fn has_logit_options(opts: &Options, bias: bool) -> bool {
     bias || opts.softcap.is_some() || opts.label_smoothing > 0.0
 }
 
@@ -172,6 +172,26 @@ impl CudaLoss {
         let fused = family::fused_family(&self.arch, shape, dtype);
         let l2 = crate::geometry::sm90_l2_budget();
         plan::forward_plan_with_l2(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, l2)
+    }
+
+    /// How the three-product pass should hold a chunk's logits for calls of this shape with these
+    /// options (and a bias or not) and gradients: compact (sm90 forward, f16 q) where the sm90
+    /// family runs the call's plain epilogue and no bias gradient is wanted, f32 (cuBLAS)
+    /// elsewhere. `FLCE_STEP_LOGITS=f32` forces f32 (a knob for A/B measurements).
+    pub fn step_logits(
+        &self,
+        shape: Shape,
+        dtype: DType,
+        opts: &Options,
+        bias: bool,
+        wanted: Wanted,
+    ) -> plan::StepLogits {
+        let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
+        if sm90 && !has_logit_options(opts, bias) && !wanted.dbias && !crate::geometry::step_logits_f32_knob() {
+            plan::StepLogits::Compact { sm_count: self.sm_count, l2_budget: crate::geometry::sm90_l2_budget() }
+        } else {
+            plan::StepLogits::F32
+        }
     }
 
     /// The backward plan for a call shape and the gradients wanted.

@@ -35,6 +35,8 @@ pub enum Kernel {
     GradTiles,
     ScaleGrads,
     Sm90Forward,
+    Sm90ForwardCompact,
+    CompactGrad,
     Sm90Grad,
     Sm90Product,
     SliceTargets,
@@ -44,7 +46,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 18] = [
+    pub const ALL: [Kernel; 20] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
@@ -57,6 +59,8 @@ impl Kernel {
         Kernel::GradTiles,
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
+        Kernel::Sm90ForwardCompact,
+        Kernel::CompactGrad,
         Kernel::Sm90Grad,
         Kernel::Sm90Product,
         Kernel::SliceTargets,
@@ -74,7 +78,8 @@ impl Kernel {
             Kernel::GradFromLogits => KernelFile::CublasGrad,
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
             Kernel::GradTiles => KernelFile::Sm80Grad,
-            Kernel::Sm90Forward => KernelFile::Sm90Forward,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => KernelFile::Sm90Forward,
+            Kernel::CompactGrad => KernelFile::Sm90StepGrad,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
             Kernel::Sm90Product => KernelFile::Sm90Product,
             Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
@@ -98,6 +103,8 @@ impl Kernel {
             Kernel::GradTiles => "flce_grad_tiles",
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
+            Kernel::Sm90ForwardCompact => "flce_sm90_forward_compact",
+            Kernel::CompactGrad => "flce_grad_from_compact",
             Kernel::Sm90Grad => "flce_sm90_grad",
             Kernel::Sm90Product => "flce_sm90_product",
             Kernel::SliceTargets => "flce_slice_targets",
@@ -115,7 +122,7 @@ impl Kernel {
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -125,7 +132,7 @@ impl Kernel {
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
-            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => SM90_FORWARD_SMEM_BYTES,
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
             Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES,
             _ => 0,
@@ -255,6 +262,22 @@ impl KernelArgs for Sm90ForwardParams {
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32
+    }
+}
+impl KernelArgs for Sm90CompactForwardParams {
+    const KERNEL: Kernel = Kernel::Sm90ForwardCompact;
+    fn grid(&self) -> (u32, u32, u32) {
+        self.fwd.grid()
+    }
+    fn cluster(&self) -> u32 {
+        self.fwd.cluster()
+    }
+}
+impl KernelArgs for CompactGradParams {
+    const KERNEL: Kernel = Kernel::CompactGrad;
+    fn grid(&self) -> (u32, u32, u32) {
+        let (rows, cols) = self.chunk.tiles();
+        (cols, rows, 1)
     }
 }
 impl KernelArgs for Sm90GradParams {

@@ -1,19 +1,20 @@
 //! The three-product pass ([`crate::plan::StepPlan`]): loss and gradients in one pass over token
-//! chunks, with each chunk's logits over the whole vocabulary kept in f32 (cuBLAS family).
+//! chunks, with each chunk's logits over the whole vocabulary kept in f32 (cuBLAS family) or, on
+//! Hopper, in the sm90 forward's compact f16 form ([`crate::plan::StepLogits`]).
 //! Gradients come out for grad_output = 1; scale them by the real grad_output afterwards
 //! ([`CudaLoss::scale_gradients`], exact when it is 1). Never synchronises the stream.
 
 use flce_core::{Options, Reduction, Result};
 
 use crate::abi::{
-    DbReduceParams, FinishParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams, ScaleParams,
-    StatsParams,
+    CompactGradParams, DbReduceParams, FinishParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
+    ScaleParams, StatsParams,
 };
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
 use crate::loss::CudaLoss;
-use crate::plan::StepPlan;
+use crate::plan::{StepLogits, StepPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
@@ -36,7 +37,15 @@ impl CudaLoss {
     ) -> Result<()> {
         x.validate(opts)?;
         out.check(x.shape.n, opts)?;
-        self.check_plan(x, plan.shape, plan.dtype, Family::Cublas)?;
+        let compact = matches!(plan.storage, StepLogits::Compact { .. });
+        self.check_plan(x, plan.shape, plan.dtype, if compact { Family::Sm90 } else { Family::Cublas })?;
+        if compact && crate::loss::has_logit_options(opts, x.bias.is_some()) {
+            return Err(flce_core::Error::InvalidOption {
+                name: "plan",
+                value: "compact step logits".into(),
+                reason: "compact logits hold no bias, softcap or label smoothing: plan this call with StepLogits::F32",
+            });
+        }
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         let targets = ws.at(plan.targets);
@@ -68,26 +77,31 @@ impl CudaLoss {
             let tokens = plan.token_range(chunk);
             let (n0, nlen) = (tokens.start as u64, tokens.len());
             let first = chunk == 0;
-            // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
             let e_chunk = x.e + n0 * d as u64 * s;
-            crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
             // the chunk's tokens as a problem of their own: statistics, then their lse
             let mut view = call.lp;
             view.k.n = nlen as i32;
             view.targets = targets + 4 * n0;
-            let stats = StatsParams {
-                lp: view,
-                logits,
-                ldl: plan.ldg as i32,
-                v0: 0,
-                v_end: v as i32,
-                seg_cols: plan.stats_seg_cols as i32,
-                partials_ld: x.shape.n as i32,
-                first_chunk: 1,
-                partials: partials + 16 * n0,
-                target_logit: target_logit + 4 * n0,
-            };
-            self.kernels.launch(x.dtype, &stats, stream)?;
+            if compact {
+                // statistics, target logits and q from the sm90 forward (partials at n0, ld N)
+                crate::family::sm90::forward_compact(&call, plan, tokens.clone())?;
+            } else {
+                // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
+                crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
+                let stats = StatsParams {
+                    lp: view,
+                    logits,
+                    ldl: plan.ldg as i32,
+                    v0: 0,
+                    v_end: v as i32,
+                    seg_cols: plan.stats_seg_cols as i32,
+                    partials_ld: x.shape.n as i32,
+                    first_chunk: 1,
+                    partials: partials + 16 * n0,
+                    target_logit: target_logit + 4 * n0,
+                };
+                self.kernels.launch(x.dtype, &stats, stream)?;
+            }
             let lse_of_chunk = FinishParams {
                 k: view.k,
                 partials: partials + 16 * n0,
@@ -102,24 +116,32 @@ impl CudaLoss {
             };
             self.kernels.launch(x.dtype, &lse_of_chunk, stream)?;
             // G for grad_output = 1, and db's column sums
-            let grad = GradLogitsParams {
-                lp: call.lp,
-                chunk: GradChunk {
-                    lse: out.lse,
-                    token_scale: ws.at(plan.token_scale),
-                    scalars: ws.at(plan.scalars),
-                    n0: tokens.start as i32,
-                    n_end: tokens.end as i32,
-                    v0: 0,
-                    v_end: v as i32,
-                    g_out: g,
-                    ldg: plan.ldg as i32,
-                    db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
-                },
-                logits,
-                ldl: plan.ldg as i32,
+            let chunk = GradChunk {
+                lse: out.lse,
+                token_scale: ws.at(plan.token_scale),
+                scalars: ws.at(plan.scalars),
+                n0: tokens.start as i32,
+                n_end: tokens.end as i32,
+                v0: 0,
+                v_end: v as i32,
+                g_out: g,
+                ldg: plan.ldg as i32,
+                db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            self.kernels.launch(x.dtype, &grad, stream)?;
+            if let (true, Some(m_ref)) = (compact, plan.m_ref) {
+                let grad = CompactGradParams {
+                    lp: call.lp,
+                    chunk,
+                    q: logits,
+                    m_ref: ws.at(m_ref),
+                    ld_mref: plan.mref_ld as i32,
+                    target_logit,
+                };
+                self.kernels.launch(x.dtype, &grad, stream)?;
+            } else {
+                let grad = GradLogitsParams { lp: call.lp, chunk, logits, ldl: plan.ldg as i32 };
+                self.kernels.launch(x.dtype, &grad, stream)?;
+            }
             if let Some(de) = grads.de {
                 // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
                 let b = Mat::new(g, input, plan.ldg);

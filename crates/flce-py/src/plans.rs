@@ -94,7 +94,10 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.family.name(),
             PlanKind::Backward(p) => p.family.name(),
-            PlanKind::Step(_) => flce::cuda::Family::Cublas.name(),
+            PlanKind::Step(p) => match p.storage {
+                flce::cuda::plan::StepLogits::F32 => flce::cuda::Family::Cublas.name(),
+                flce::cuda::plan::StepLogits::Compact { .. } => flce::cuda::Family::Sm90.name(),
+            },
         }
     }
     /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward

@@ -19,15 +19,26 @@
 // NaN logits reach the loss through the sums (exp(NaN) is NaN); the running max ignores them.
 // The argmax keeps the first column of the largest value (ties to the smaller index, as spec.rs).
 //
-// Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
+// flce_sm90_forward_compact — the same kernel for one token chunk of the three-product pass
+//   (src/step.rs, plan::StepLogits::Compact; calls without bias, softcap or smoothing): besides
+//   the statistics it writes every logit of the chunk as q = exp(z − m) in f16 to `q` [n, ldq],
+//   m the row's running max after the tile (so q ≤ 1), and m to `m_ref` [n, ld_mref] (one f32 per
+//   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
+//   running sum adds anyway; each thread stores its column pairs as 4-byte f16x2 words (a quad
+//   writes 16 contiguous bytes of a row). kernels/sm90/step_grad.cu turns q into G in place.
+//
+// Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
+// three-product pass for the compact kernel).
 #include "sm90/mainloop.cuh"
 
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
 // launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
+template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
+  const Sm90CompactForwardParams* cp;  // COMPACT only
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
   int* s_target;    // [SM90_TILE_M]
@@ -109,7 +120,24 @@ struct Sm90ForwardEpilogue {
       }
       const float new_m = fmaxf(m_run, tmax);
       float part = 0.0f;
-      if (new_m != FLCE_NEG_INF) {
+      if (COMPACT) {
+        // q = exp(z − new_m) of every column, stored as f16 pairs; the sum as below (all -inf: no
+        // sum, and the q of NaN that a G from an lse of -inf has anyway)
+        const int row = row0 + rl;
+        u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          const float e0 = fast_exp(acc[4 * j + 2 * h] - new_m);
+          const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
+          part += e0;
+          part += e1;
+          u32 pair;
+          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(e1), "f"(e0));
+          if (row < p.k.n && (FAST || col0 + 8 * j + 2 * t < p.k.v)) *(u32*)(qrow + 8 * j) = pair;
+        }
+        if (new_m == FLCE_NEG_INF) part = 0.0f;
+        if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
+      } else if (new_m != FLCE_NEG_INF) {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
@@ -152,8 +180,8 @@ struct Sm90ForwardEpilogue {
   }
 };
 
-extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
-    flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
+template <bool COMPACT>
+__device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = fp.lp;
@@ -168,9 +196,20 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   sm90_init_barriers(pp);
   sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90ForwardEpilogue epi{p, fp.target_logit, s_state, s_target, fp.partials + (size_t)blockIdx.y * p.k.n};
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, fp.target_logit, s_state, s_target,
+                                     fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
     sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
   });
+}
+
+extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
+    flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
+  sm90_forward_body<false>(fp, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
+    flce_sm90_forward_compact(const __grid_constant__ Sm90CompactForwardParams cp) {
+  sm90_forward_body<true>(cp.fwd, &cp);
 }

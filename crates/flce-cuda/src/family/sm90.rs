@@ -9,11 +9,13 @@ use std::ops::Range;
 use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
-use crate::abi::{DevPtr, GradChunk, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams, TensorMap};
+use crate::abi::{
+    DevPtr, GradChunk, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams, TensorMap,
+};
 use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan};
+use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
 use crate::runtime::Kernel;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
@@ -106,10 +108,55 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         slots: plan.token_slots as i32,
         splits: plan.splits as i32,
         tiles_per_split: tiles.div_ceil(plan.splits) as i32,
+        partials_ld: call.x.shape.n as i32,
         partials: call.ws.at(plan.partials),
         target_logit: call.ws.at(plan.target_logit),
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    Ok(())
+}
+
+/// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
+/// the chunk's statistics into the plan's partials (columns `tokens` of its [splits, N]) and
+/// target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
+/// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact). No clusters. `call.lp` is the
+/// whole call's; the launch views the chunk's rows of E and targets.
+///
+/// # Safety
+/// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
+pub(crate) unsafe fn forward_compact(call: &Call<'_>, plan: &StepPlan, tokens: Range<usize>) -> Result<()> {
+    let (x, s) = (call.x, call.x.shape);
+    let grid: Sm90Grid = plan.forward_grid.ok_or_else(|| {
+        flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
+    })?;
+    let (n0, nlen) = (tokens.start, tokens.len());
+    let bytes = x.dtype.size_in_bytes() as u64;
+    let map_e = tensor_map(x.e + (n0 * s.d) as u64 * bytes, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;
+    let map_c = tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N, "C")?;
+    let mut lp = call.lp;
+    lp.k.n = nlen as i32;
+    lp.targets += 4 * n0 as u64;
+    lp.e += (n0 * s.d) as u64 * bytes;
+    let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
+    let params = Sm90CompactForwardParams {
+        fwd: Sm90ForwardParams {
+            map_e,
+            map_c,
+            lp,
+            cluster: 1,
+            slots: grid.slots.min(nlen.div_ceil(SM90_TILE_M)) as i32,
+            splits: grid.splits as i32,
+            tiles_per_split: grid.tiles_per_split as i32,
+            partials_ld: s.n as i32,
+            partials: call.ws.at(plan.partials) + 16 * n0 as u64,
+            target_logit: call.ws.at(plan.target_logit) + 4 * n0 as u64,
+        },
+        q: call.ws.at(plan.logits),
+        ldq: plan.ldg as i32,
+        m_ref: call.ws.at(m_ref),
+        ld_mref: plan.mref_ld as i32,
+    };
+    call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
 }
 

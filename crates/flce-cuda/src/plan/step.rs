@@ -10,25 +10,59 @@
 //! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
 //! grad_output.
 //!
-//! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3) plus, per chunk, f32 logits
-//! and G (token_chunk·V·(4 + dtype) bytes). The budget picks the largest token chunk that fits:
-//! fewer chunks mean fewer read-modify-writes of the accumulator.
+//! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
+//! every token) plus, per chunk, f32 logits and G (token_chunk·V·(4 + dtype) bytes). The budget
+//! picks the largest token chunk that fits: fewer chunks mean fewer read-modify-writes of the
+//! accumulator.
+//!
+//! Compact logits ([`StepLogits::Compact`], Hopper, calls without a bias, softcap or label
+//! smoothing): the sm90 forward kernel computes the chunk's logits itself, folds them into the
+//! tokens' exact statistics from its f32 accumulators (no statistics pass) and writes each logit
+//! z only as q = exp(z − m) in f16, m the row's running max after the logit's 256-column tile
+//! (one f32 per token and tile). G = g·q·exp(m − lse) is then formed in place over q, so a chunk
+//! costs 2 bytes a logit instead of 4 + dtype, and 4 bytes of traffic (q written, read; G
+//! written, read twice by the products) are saved per logit twice over.
+//!
+//! Exactness of the compact form: lse, the loss and the target's gradient p_t − 1 come from f32
+//! (the target logit is kept exactly). Every other element of G is g·p_j, and p_j = q_j·exp(m − lse)
+//! carries q's one f16 rounding: relative error ≤ 2⁻¹¹ (q ∈ (6.1e-5, 1], normal f16), against
+//! G's own bf16 rounding of 2⁻⁹ (f16 inputs: 2⁻¹¹) that every exact path has; below 6.1e-5 of its
+//! tile's running max, q is subnormal and its absolute error ≤ 2⁻²⁵ of that max. So the compact
+//! form rounds G twice — f16, then the input dtype — where the f32 form rounds once; the GPU tests
+//! hold its dE and dC to the same bounds against the f64 oracle as the f32 form's.
 
 use std::ops::Range;
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::{chunk_range, Layout, Region, Wanted};
-use crate::geometry::{TILE_M, TILE_N};
+use super::{chunk_range, Layout, Region, Sm90Grid, Wanted};
+use crate::geometry::{SM90_TILE_M, SM90_TILE_N, TILE_M, TILE_N};
 
 /// At most this many vocabulary segments per token in a chunk's statistics.
 pub const MAX_STATS_SPLITS: usize = 16;
+
+/// How the three-product pass holds a token chunk's logits between its forward and its G.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StepLogits {
+    /// cuBLAS writes them in f32 (4 bytes a logit, read by the statistics and the G kernels): any
+    /// GPU, dtype and option.
+    F32,
+    /// The sm90 forward writes each as q = exp(z − m) in f16 (2 bytes, overwritten by G in place)
+    /// with its statistics (module docs): sm_90a, 16-bit inputs with 16-byte rows, no bias,
+    /// softcap or smoothing (`CudaLoss::step_logits` decides). The forward grid is planned for
+    /// `sm_count` SMs within `l2_budget` bytes of L2, as the sm90 forward's.
+    Compact { sm_count: usize, l2_budget: usize },
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepPlan {
     pub shape: Shape,
     pub dtype: DType,
     pub wanted: Wanted,
+    pub storage: StepLogits,
+    /// Compact logits: the sm90 forward's grid for a whole chunk (the last, shorter chunk runs
+    /// with at most its own token tiles as slots); its splits are `stats_splits`.
+    pub forward_grid: Option<Sm90Grid>,
     /// Tokens per chunk (a multiple of 128, or N).
     pub token_chunk: usize,
     /// Row pitch of the chunk's logits and G (V padded to 128), in elements.
@@ -48,10 +82,14 @@ pub struct StepPlan {
     pub target_logit: Region,
     /// Scalars of the per-chunk finish steps (their loss sums are not used).
     pub chunk_scalars: Region,
-    /// f32 logits of one chunk [token_chunk, ldg].
+    /// f32 logits of one chunk [token_chunk, ldg]; compact: f16 q [token_chunk, ldg], the same
+    /// region as `g`.
     pub logits: Region,
     /// G of one chunk [token_chunk, ldg], input dtype.
     pub g: Region,
+    /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld].
+    pub m_ref: Option<Region>,
+    pub mref_ld: usize,
     /// f32 accumulator of dC [V, D] (dC wanted, 16-bit inputs; f32 inputs accumulate in dC).
     pub dc_acc: Option<Region>,
     /// f32 accumulator of db [V] and the chunk's column sums [row tiles, ldg] (db wanted).
@@ -69,15 +107,32 @@ impl StepPlan {
     }
 }
 
-fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> StepPlan {
+fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storage: StepLogits) -> StepPlan {
     let Shape { n, d, v } = shape;
     let rows = token_chunk.min(n);
     let ldg = v.div_ceil(TILE_N) * TILE_N;
-    // about 2048 blocks of 8 tokens for the statistics, at most 16 segments of at least 1024 columns
-    let stats_blocks = rows.div_ceil(crate::geometry::STATS_TOKENS_PER_BLOCK as usize);
-    let wanted_splits = (2048usize.div_ceil(stats_blocks)).clamp(1, MAX_STATS_SPLITS).min(v.div_ceil(1024));
-    let stats_seg_cols = v.div_ceil(wanted_splits).div_ceil(32) * 32;
-    let stats_splits = v.div_ceil(stats_seg_cols);
+    let forward_grid = match storage {
+        StepLogits::F32 => None,
+        StepLogits::Compact { sm_count, l2_budget } => {
+            // the sm90 forward's grid for a chunk of `rows` tokens, at most MAX_STATS_SPLITS
+            // partials a token (a chunk worth taking has ≥ 8 token tiles: 16 splits fill 128 SMs)
+            let cap = MAX_STATS_SPLITS.min(sm_count.max(1));
+            let row_bytes = d * dtype.size_in_bytes();
+            let token_tiles = rows.div_ceil(SM90_TILE_M);
+            Some(super::sm90_grid(token_tiles, v.div_ceil(SM90_TILE_N), sm_count, cap, row_bytes, l2_budget, 1))
+        }
+    };
+    let (stats_splits, stats_seg_cols) = match forward_grid {
+        Some(g) => (g.splits, g.tiles_per_split * SM90_TILE_N),
+        None => {
+            // about 2048 blocks of 8 tokens for the statistics, at most 16 segments of at least 1024 columns
+            let stats_blocks = rows.div_ceil(crate::geometry::STATS_TOKENS_PER_BLOCK as usize);
+            let wanted_splits = (2048usize.div_ceil(stats_blocks)).clamp(1, MAX_STATS_SPLITS).min(v.div_ceil(1024));
+            let seg = v.div_ceil(wanted_splits).div_ceil(32) * 32;
+            (v.div_ceil(seg), seg)
+        }
+    };
+    let compact = forward_grid.is_some();
     let mut l = Layout::default();
     let targets = l.take(4 * n);
     let token_scale = l.take(4 * n);
@@ -86,15 +141,24 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> Ste
     let partials = l.take(16 * n * stats_splits);
     let target_logit = l.take(4 * n);
     let chunk_scalars = l.take(16);
-    let logits = l.take(rows * ldg * 4);
-    let g = l.take(rows * ldg * dtype.size_in_bytes());
-    let dc_acc = (wanted.dc && dtype != DType::F32).then(|| l.take(v * d * 4));
+    let (logits, g) = if compact {
+        let q = l.take(rows * ldg * 2);
+        (q, q)
+    } else {
+        (l.take(rows * ldg * 4), l.take(rows * ldg * dtype.size_in_bytes()))
+    };
+    let mref_ld = if compact { v.div_ceil(SM90_TILE_N) } else { 0 };
+    let m_ref = compact.then(|| l.take(rows * mref_ld * 4));
+    // one chunk: dC is one product over every token, rounded once into the caller's dC
+    let dc_acc = (wanted.dc && dtype != DType::F32 && rows < n).then(|| l.take(v * d * 4));
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
     StepPlan {
         shape,
         dtype,
         wanted,
+        storage,
+        forward_grid,
         token_chunk: rows,
         ldg,
         stats_splits,
@@ -108,6 +172,8 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> Ste
         chunk_scalars,
         logits,
         g,
+        m_ref,
+        mref_ld,
         dc_acc,
         db_acc,
         db_partial,
@@ -116,13 +182,18 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize) -> Ste
 }
 
 /// The three-product plan with the largest token chunk whose workspace fits `budget` bytes, or an
-/// error when not even 128 tokens fit (then the four-product plans are the ones to use).
-pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize) -> Result<StepPlan> {
+/// error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
+/// storage is for 16-bit inputs without a bias gradient only (it falls back to f32 otherwise).
+pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, storage: StepLogits) -> Result<StepPlan> {
+    let storage = if dtype == DType::F32 || wanted.dbias { StepLogits::F32 } else { storage };
     let max = shape.n.div_ceil(TILE_M);
     let chunk = |k: usize| (k * TILE_M).min(shape.n);
-    let fits = |k: usize| layout(shape, dtype, wanted, chunk(k)).workspace_bytes <= budget;
-    match super::backward::largest_multiple(max, fits) {
-        Some(k) => Ok(layout(shape, dtype, wanted, chunk(k))),
+    let fits = |k: usize| layout(shape, dtype, wanted, chunk(k), storage).workspace_bytes <= budget;
+    // the whole batch in one chunk needs no dC accumulator, so it may fit where smaller chunks do
+    // not; below it the workspace grows with the chunk
+    let largest = if fits(max) { Some(max) } else { super::backward::largest_multiple(max - 1, fits) };
+    match largest {
+        Some(k) => Ok(layout(shape, dtype, wanted, chunk(k), storage)),
         None => Err(Error::InvalidOption {
             name: "workspace_budget",
             value: budget.to_string(),
@@ -146,8 +217,14 @@ pub const MIN_STEP_TOKEN_CHUNK: usize = 1024;
 /// The three-product plan within `budget` when it pays: its token chunk holds at least
 /// [`MIN_STEP_TOKEN_CHUNK`] tokens (or every token). None: the recomputing (four-product) plans
 /// are the ones to use with this budget.
-pub fn step_plan_if_faster(shape: Shape, dtype: DType, wanted: Wanted, budget: usize) -> Option<StepPlan> {
-    let plan = step_plan(shape, dtype, wanted, budget).ok()?;
+pub fn step_plan_if_faster(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: usize,
+    storage: StepLogits,
+) -> Option<StepPlan> {
+    let plan = step_plan(shape, dtype, wanted, budget, storage).ok()?;
     (plan.token_chunk >= MIN_STEP_TOKEN_CHUNK.min(shape.n)).then_some(plan)
 }
 
@@ -155,49 +232,87 @@ pub fn step_plan_if_faster(shape: Shape, dtype: DType, wanted: Wanted, budget: u
 mod tests {
     use super::*;
 
+    const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+    const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+    const F32: StepLogits = StepLogits::F32;
+    const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, l2_budget: super::super::SM90_L2_BUDGET };
+
     #[test]
     fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
         // Llama 3: 2.1 GB of accumulator; 2.5 GB leaves a few hundred tokens a chunk: not worth it
-        assert!(step_plan(LLAMA, DType::BF16, BOTH, 2560 << 20).is_ok());
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20), None);
-        let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30).expect("4 GB: 2816-token chunks");
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 2560 << 20, F32).is_ok());
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32), None);
+        let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30, F32).expect("4 GB: 2816-token chunks");
         assert!(p.token_chunk >= MIN_STEP_TOKEN_CHUNK);
         // a batch smaller than the minimum chunk takes it whole
         let small = Shape::new(300, 64, 1000);
-        assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20).unwrap().token_chunk, 300);
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30), None);
+        assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20, F32).unwrap().token_chunk, 300);
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30, F32), None);
     }
-
-    const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
-    const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
 
     #[test]
     fn the_budget_picks_the_largest_token_chunk() {
-        let p = step_plan(LLAMA, DType::BF16, BOTH, 4 << 30).unwrap();
-        assert!(p.workspace_bytes <= 4 << 30);
-        assert_eq!(p.token_chunk % TILE_M, 0);
-        let bigger = layout(LLAMA, DType::BF16, BOTH, p.token_chunk + TILE_M);
-        assert!(bigger.workspace_bytes > 4 << 30, "a larger chunk would have fitted");
-        // the accumulator alone: 2.1 GB
-        assert_eq!(p.dc_acc.unwrap().bytes, LLAMA.v * LLAMA.d * 4);
-        assert_eq!(p.token_range(p.token_chunks() - 1).end, LLAMA.n);
-        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30).is_err());
+        // compact Llama 3 at 8192 tokens fits whole in less than the accumulator and a chunk: 32k
+        let long = Shape { n: 32_768, ..LLAMA };
+        for (shape, storage) in [(LLAMA, F32), (long, COMPACT)] {
+            let p = step_plan(shape, DType::BF16, BOTH, 4 << 30, storage).unwrap();
+            assert!(p.workspace_bytes <= 4 << 30);
+            assert_eq!(p.token_chunk % TILE_M, 0);
+            let bigger = layout(shape, DType::BF16, BOTH, p.token_chunk + TILE_M, storage);
+            assert!(bigger.workspace_bytes > 4 << 30, "{storage:?}: a larger chunk would have fitted");
+            // the accumulator alone: 2.1 GB
+            assert_eq!(p.dc_acc.unwrap().bytes, LLAMA.v * LLAMA.d * 4);
+            assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
+        }
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30, F32).is_err());
+        // one chunk of every token needs no accumulator: compact Llama 3 fits whole in 2.1 GB
+        let one = step_plan(LLAMA, DType::BF16, BOTH, 2100 << 20, COMPACT).unwrap();
+        assert_eq!((one.token_chunks(), one.dc_acc), (1, None));
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1900 << 20, COMPACT).is_err());
+    }
+
+    #[test]
+    fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
+        // the train step's loss shape: 1 GB of accumulator, 2 GB of budget
+        let shape = Shape::new(16_384, 2048, 128_256);
+        let f32 = step_plan(shape, DType::BF16, BOTH, 2 << 30, F32).unwrap();
+        let compact = step_plan(shape, DType::BF16, BOTH, 2 << 30, COMPACT).unwrap();
+        assert_eq!(compact.storage, COMPACT);
+        assert_eq!(compact.logits, compact.g, "G overwrites q in place");
+        assert_eq!(compact.logits.bytes, compact.token_chunk * compact.ldg * 2);
+        assert_eq!(compact.mref_ld, shape.v.div_ceil(SM90_TILE_N));
+        assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld * 4);
+        assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
+        // the statistics are the forward's partials: one per split of its grid
+        let grid = compact.forward_grid.unwrap();
+        assert_eq!(compact.stats_splits, grid.splits);
+        assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
+        assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld);
+        assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
+    }
+
+    #[test]
+    fn compact_logits_fall_back_to_f32_where_they_do_not_apply() {
+        let s = Shape::new(300, 64, 1000);
+        assert_eq!(step_plan(s, DType::F32, BOTH, 64 << 20, COMPACT).unwrap().storage, F32);
+        assert_eq!(step_plan(s, DType::BF16, Wanted::ALL, 64 << 20, COMPACT).unwrap().storage, F32);
+        assert_eq!(step_plan(s, DType::F16, BOTH, 64 << 20, COMPACT).unwrap().storage, COMPACT);
     }
 
     #[test]
     fn few_tokens_over_a_wide_vocabulary_split_the_statistics() {
         let gemma = Shape::new(8192, 2304, 256_000);
-        let p = step_plan(gemma, DType::BF16, BOTH, 4 << 30).unwrap();
+        let p = step_plan(gemma, DType::BF16, BOTH, 4 << 30, F32).unwrap();
         assert!(p.stats_splits > 1 && p.stats_splits <= MAX_STATS_SPLITS, "{}", p.stats_splits);
         assert!(p.stats_splits * p.stats_seg_cols >= gemma.v && (p.stats_splits - 1) * p.stats_seg_cols < gemma.v);
         assert_eq!(p.partials.bytes, 16 * gemma.n * p.stats_splits);
-        let small = step_plan(Shape::new(3, 8, 100), DType::BF16, BOTH, 1 << 20).unwrap();
+        let small = step_plan(Shape::new(3, 8, 100), DType::BF16, BOTH, 1 << 20, F32).unwrap();
         assert_eq!((small.stats_splits, small.stats_seg_cols), (1, 128));
     }
 
     #[test]
     fn f32_accumulates_in_place_and_small_problems_take_one_chunk() {
-        let p = step_plan(Shape::new(300, 64, 1000), DType::F32, Wanted::ALL, 64 << 20).unwrap();
+        let p = step_plan(Shape::new(300, 64, 1000), DType::F32, Wanted::ALL, 64 << 20, F32).unwrap();
         assert!(p.dc_acc.is_none() && p.db_acc.is_some());
         assert_eq!((p.token_chunk, p.token_chunks()), (300, 1));
     }

@@ -131,7 +131,8 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     };
     let (worst_lse, de, dc) = check(&a)?;
     // the three-product pass at a 4 GB budget (several token chunks at these shapes)
-    let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30).map_err(|e| e.to_string())?;
+    let storage = be.step_logits(c.shape, T::DTYPE, &c.opts, false, wanted);
+    let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30, storage).map_err(|e| e.to_string())?;
     let s = step_run::<T>(be, &up, c, &step)?;
     let (s_lse, s_de, s_dc) = check(&s).map_err(|e| format!("three-product: {e}"))?;
     // the reduced loss is the mean of the per-token losses the GPU wrote
@@ -140,9 +141,10 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
         return Err(format!("loss {} is not the mean of per-token losses {mean}", a.loss));
     }
     Ok(format!(
-        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e} | three-product ({} chunks) lse {s_lse:.1e}  dE {s_de:.1e}  dC {s_dc:.1e}  ({:.0} s)",
+        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e} | three-product ({} chunks, {:?}) lse {s_lse:.1e}  dE {s_de:.1e}  dC {s_dc:.1e}  ({:.0} s)",
         vocab.len(),
         step.token_chunks(),
+        step.storage,
         t0.elapsed().as_secs_f64()
     ))
 }

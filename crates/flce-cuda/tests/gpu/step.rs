@@ -1,11 +1,13 @@
 //! The three-product pass (`CudaLoss::forward_backward`, `plan::StepPlan`) against the f64 oracle
 //! for grad_output 1: with one token chunk and with 128-token chunks (dC and db accumulated across
-//! chunks), each run twice and compared bitwise; and `scale_gradients` by 0.5 (one rounding).
+//! chunks), each run twice and compared bitwise, with the chunks' logits in f32 and, where the GPU
+//! and the call allow it, in the sm90 forward's compact form (`plan::StepLogits`); and
+//! `scale_gradients` by 0.5 (one rounding).
 
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::Element;
-use flce_cuda::plan::{step_plan, StepPlan, Wanted};
+use flce_cuda::plan::{step_plan, StepLogits, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
 use crate::oracle::{bits, compare, poisoned, read_run, GpuRun};
@@ -47,34 +49,45 @@ pub(crate) fn check_step<T: Element>(
 ) -> Result<String, String> {
     let s = up.inputs.shape;
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
-    let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX).map_err(|e| e.to_string())?;
-    // the smallest budget with a plan: 128-token chunks (where one chunk needs no f32 dC
-    // accumulator, the chunked plan does, so it is not one chunk's bytes less 128 tokens' rows)
-    let (mut lo, mut hi) = (0usize, one_chunk.workspace_bytes);
-    while lo < hi {
-        let mid = (lo + hi) / 2;
-        if step_plan(s, T::DTYPE, wanted, mid).is_ok() {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    let small = lo;
-    let chunked = step_plan(s, T::DTYPE, wanted, small).map_err(|e| e.to_string())?;
-    if chunked.token_chunk != s.n.min(128) {
-        return Err(format!("budget {small} gave token chunks of {}", chunked.token_chunk));
-    }
+    let here = be.step_logits(s, T::DTYPE, &c.opts, up.bias.is_some(), wanted);
+    let storages = if here == StepLogits::F32 { vec![here] } else { vec![StepLogits::F32, here] };
     let mut report = String::new();
-    for plan in [&one_chunk, &chunked] {
-        let a = step_run::<T>(be, up, c, plan)?;
-        let b = step_run::<T>(be, up, c, plan)?;
-        if bits(&a) != bits(&b) {
-            return Err(format!("{} token chunks: results differ between two identical runs", plan.token_chunks()));
+    let mut chunked = None;
+    for storage in storages {
+        let name = if storage == StepLogits::F32 { "f32" } else { "compact" };
+        let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX, storage).map_err(|e| e.to_string())?;
+        // the smallest budget with a plan of several chunks: 128-token chunks (one chunk needs no
+        // f32 dC accumulator, so below the whole batch the search looks among the chunked plans)
+        let several = |b: usize| step_plan(s, T::DTYPE, wanted, b, storage).is_ok_and(|p| p.token_chunks() > 1);
+        let (mut lo, mut hi) = (0usize, usize::MAX >> 8);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if several(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
         }
-        let m =
-            compare(c, p, oracle, go, &a).map_err(|e| format!("three-product, {} chunks: {e}", plan.token_chunks()))?;
-        report = format!("{} chunk(s): {m}", plan.token_chunks());
+        let small = step_plan(s, T::DTYPE, wanted, lo, storage).map_err(|e| e.to_string())?;
+        if small.token_chunk != s.n.min(128) {
+            return Err(format!("{name}: budget {lo} gave token chunks of {}", small.token_chunk));
+        }
+        if small.storage != storage {
+            return Err(format!("{name}: planned as {:?}", small.storage));
+        }
+        for plan in [&one_chunk, &small] {
+            let a = step_run::<T>(be, up, c, plan)?;
+            let b = step_run::<T>(be, up, c, plan)?;
+            let chunks = plan.token_chunks();
+            if bits(&a) != bits(&b) {
+                return Err(format!("{name}, {chunks} token chunks: results differ between two identical runs"));
+            }
+            let m = compare(c, p, oracle, go, &a).map_err(|e| format!("three-product {name}, {chunks} chunks: {e}"))?;
+            report.push_str(&format!("{}{name} {chunks} chunk(s): {m}", if report.is_empty() { "" } else { "; " }));
+        }
+        chunked = Some(small);
     }
+    let chunked = chunked.expect("at least the f32 storage");
     // the backward of the pass: gradients times grad_output, here 0.5 (exact in every dtype)
     let a = step_run::<T>(be, up, c, &chunked)?;
     let dc = DeviceBuffer::from_slice(&a.dc).map_err(|e| e.to_string())?;

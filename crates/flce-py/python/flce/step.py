@@ -33,9 +33,9 @@ def _fast_budget(device: torch.device) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool],
-               budget: int) -> Optional["_flce.Plan"]:
-    return problem.step_plan(device, *wants, budget)
+def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], budget: int,
+               bias: bool) -> Optional["_flce.Plan"]:
+    return problem.step_plan(device, *wants, budget, bias)
 
 
 def peak_budget(e: Tensor, c: Tensor) -> int:
@@ -59,13 +59,14 @@ def budget_bytes(e: Tensor, o: LossOptions) -> int:
     return max(o.workspace_budget, 0)
 
 
-def step_plan_for(e: Tensor, c: Tensor, o: LossOptions,
-                  wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
-    """The three-product plan of this call within its budget ("fast" or bytes), where it pays;
-    None elsewhere (then the recomputing plans run, the budget passed on to them)."""
+def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool],
+                  bias: bool = False) -> Optional["_flce.Plan"]:
+    """The three-product plan of this call (with a linear bias or not) within its budget ("fast"
+    or bytes), where it pays; None elsewhere (then the recomputing plans run, the budget passed on
+    to them)."""
     if not e.is_cuda:
         return None
-    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
+    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o), bias)
 
 
 @torch.library.custom_op(
@@ -81,7 +82,7 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
     want_db = want_db and bias is not None
     wants = (want_de, want_dc, want_db)
-    plan = step_plan_for(e, c, o, wants)
+    plan = step_plan_for(e, c, o, wants, bias is not None)
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())

@@ -1,0 +1,56 @@
+// flce sm90 family, the three-product pass with compact logits: G of one token chunk from the
+// compact forward's f16 q (kernels/sm90/forward.cu, flce_sm90_forward_compact).
+//
+// flce_grad_from_compact — q [Nc, ldg] holds exp(z − m) in f16 for every logit of the chunk,
+//   m_ref [Nc, ld_mref] the m of each (token, 256-column tile); the chunk's lse is final. G is
+//   written in place over q (`chunk.g_out` is q's buffer, same pitch; each thread reads its 8
+//   elements before it writes them and no other thread touches them):
+//     G_j = g·q_j·exp(m − lse)          (p_j with q's one f16 rounding: plan/step.rs argues it)
+//     G_t = g·a·exp(z_t − lse) − g·w_t  at the target, from its exact f32 logit (row_coeffs: a and
+//                                       w_t carry z-loss and class weights)
+//   Calls without bias, softcap or label smoothing only (the planner's condition), so no column
+//   term and no db sums. Columns past V are written as 0. Grid (ceil(ldg/128), ceil(Nc/128)),
+//   ELEMENTWISE_THREADS (256) threads: 16 threads × 8 columns per row, 16 rows per pass, 8
+//   passes. One exponential per 8 elements; 4 bytes of traffic per logit.
+//
+// Host side: src/step.rs; tests: tests/gpu/step.rs (both storages against the f64 oracle).
+#include "common/loss.cuh"
+
+extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_compact(const CompactGradParams gp) {
+  __shared__ int s_target[TILE_M];
+  __shared__ float4 s_coef[TILE_M];
+  const GradChunk& ch = gp.chunk;
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  const int row0 = ch.n0 + blockIdx.y * TILE_M;
+  const int colc = blockIdx.x * TILE_N + tx * 8;  // chunk column of this thread's 8 (v0 = 0)
+  load_row_coeffs(gp.lp, ch, row0, s_target, s_coef);
+  __syncthreads();
+  if (colc >= ch.ldg) return;
+  const int tile = colc / SM90_TILE_N;  // the 8 columns share one 256-column tile
+  for (int pass = 0; pass < TILE_M / 16; ++pass) {
+    const int rl = ty + pass * 16;
+    const int row = row0 + rl;
+    if (row >= ch.n_end) break;
+    const size_t at = (size_t)(row - ch.n0) * ch.ldg + colc;
+    elem_t out[8];
+    if (colc >= ch.v_end) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) out[k] = from_f32(0.0f);
+    } else {
+      const uint4 raw = *(const uint4*)(gp.q + at);
+      const u16* q = (const u16*)&raw;
+      const float4 cf = s_coef[rl];
+      const int tgt = s_target[rl];
+      const float m = gp.m_ref[(size_t)(row - ch.n0) * gp.ld_mref + tile];
+      const float scale = cf.x * fast_exp(m - cf.w);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const int col = colc + k;
+        float gx = col < ch.v_end ? scale * f16_to_f32(q[k]) : 0.0f;
+        if (col == tgt) gx = cf.x * fast_exp(gp.target_logit[row] - cf.w) - cf.y;
+        out[k] = from_f32(gx);
+      }
+    }
+    *(uint4*)(ch.g_out + at) = *(uint4*)&out[0];
+  }
+}
