@@ -203,6 +203,20 @@ pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, stor
     }
 }
 
+/// The three-product plan with token chunks of `token_chunk` tokens (a multiple of 128 up to N,
+/// or N), whatever its workspace: for tests and measurements of a given chunking.
+pub fn step_plan_with_chunk(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    token_chunk: usize,
+    storage: StepLogits,
+) -> StepPlan {
+    let storage = if dtype == DType::F32 || wanted.dbias { StepLogits::F32 } else { storage };
+    let chunk = (token_chunk.div_ceil(TILE_M) * TILE_M).clamp(TILE_M, shape.n.max(1).div_ceil(TILE_M) * TILE_M);
+    layout(shape, dtype, wanted, chunk.min(shape.n), storage)
+}
+
 /// Token chunks of the three-product pass below this many tokens (unless the whole batch is
 /// smaller) cost more than they save. Each chunk after the first reads and writes the f32 dC
 /// accumulator (2·V·D·4 bytes: Gemma 2 4.7 GB, ~1.2 ms at the H200's ~4 TB/s) and saves the
@@ -289,6 +303,17 @@ mod tests {
         assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
         assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld);
         assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
+    }
+
+    #[test]
+    fn a_given_chunk_is_rounded_to_whole_token_tiles() {
+        let s = Shape::new(300, 64, 1000);
+        let p = step_plan_with_chunk(s, DType::BF16, BOTH, 100, COMPACT);
+        assert_eq!((p.token_chunk, p.token_chunks(), p.storage), (128, 3, COMPACT));
+        assert!(p.dc_acc.is_some(), "several chunks accumulate dC in f32");
+        let whole = step_plan_with_chunk(s, DType::BF16, BOTH, 1 << 20, F32);
+        assert_eq!((whole.token_chunk, whole.token_chunks(), whole.dc_acc), (300, 1, None));
+        assert_eq!(step_plan_with_chunk(Shape::new(1, 8, 10), DType::F16, BOTH, 128, COMPACT).token_chunk, 1);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::Element;
-use flce_cuda::plan::{step_plan, StepLogits, StepPlan, Wanted};
+use flce_cuda::plan::{step_plan, step_plan_with_chunk, StepLogits, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
 use crate::oracle::{bits, compare, poisoned, read_run, GpuRun};
@@ -56,24 +56,13 @@ pub(crate) fn check_step<T: Element>(
     for storage in storages {
         let name = if storage == StepLogits::F32 { "f32" } else { "compact" };
         let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX, storage).map_err(|e| e.to_string())?;
-        // the smallest budget with a plan of several chunks: 128-token chunks (one chunk needs no
-        // f32 dC accumulator, so below the whole batch the search looks among the chunked plans)
-        let several = |b: usize| step_plan(s, T::DTYPE, wanted, b, storage).is_ok_and(|p| p.token_chunks() > 1);
-        let (mut lo, mut hi) = (0usize, usize::MAX >> 8);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if several(mid) {
-                hi = mid;
-            } else {
-                lo = mid + 1;
-            }
+        // 128-token chunks: dC (and db) accumulated across chunks in f32
+        let small = step_plan_with_chunk(s, T::DTYPE, wanted, 128, storage);
+        if small.token_chunk != s.n.min(128) || small.storage != storage {
+            return Err(format!("{name}: 128-token plan has chunks of {} ({:?})", small.token_chunk, small.storage));
         }
-        let small = step_plan(s, T::DTYPE, wanted, lo, storage).map_err(|e| e.to_string())?;
-        if small.token_chunk != s.n.min(128) {
-            return Err(format!("{name}: budget {lo} gave token chunks of {}", small.token_chunk));
-        }
-        if small.storage != storage {
-            return Err(format!("{name}: planned as {:?}", small.storage));
+        if (small.token_chunks() > 1) != small.dc_acc.is_some() && T::DTYPE != flce_core::DType::F32 {
+            return Err(format!("{name}: {} chunks with accumulator {:?}", small.token_chunks(), small.dc_acc));
         }
         for plan in [&one_chunk, &small] {
             let a = step_run::<T>(be, up, c, plan)?;
