@@ -84,7 +84,7 @@ impl CudaLoss {
             view.targets = targets + 4 * n0;
             if compact {
                 // statistics, target logits and q from the sm90 forward (partials at n0, ld N)
-                crate::family::sm90::forward_compact(&call, plan, tokens.clone())?;
+                crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view)?;
             } else {
                 // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
                 crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
@@ -128,13 +128,13 @@ impl CudaLoss {
                 ldg: plan.ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            if let (true, Some(m_ref)) = (compact, plan.m_ref) {
+            if let Some(m_ref) = plan.m_ref {
                 let grad = CompactGradParams {
                     lp: call.lp,
                     chunk,
                     q: logits,
                     m_ref: ws.at(m_ref),
-                    ld_mref: plan.mref_ld as i32,
+                    ld_mref: plan.mref_ld() as i32,
                     target_logit,
                 };
                 self.kernels.launch(x.dtype, &grad, stream)?;

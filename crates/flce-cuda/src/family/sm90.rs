@@ -10,7 +10,8 @@ use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
 use crate::abi::{
-    DevPtr, GradChunk, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams, TensorMap,
+    DevPtr, GradChunk, LogitParams, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams,
+    TensorMap,
 };
 use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
@@ -119,24 +120,27 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 /// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
 /// the chunk's statistics into the plan's partials (columns `tokens` of its [splits, N]) and
 /// target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
-/// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact). No clusters. `call.lp` is the
-/// whole call's; the launch views the chunk's rows of E and targets.
+/// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact). No clusters. `view` is the
+/// chunk's tokens as a problem of their own (its N and targets; src/step.rs).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
-pub(crate) unsafe fn forward_compact(call: &Call<'_>, plan: &StepPlan, tokens: Range<usize>) -> Result<()> {
+pub(crate) unsafe fn forward_compact(
+    call: &Call<'_>,
+    plan: &StepPlan,
+    tokens: Range<usize>,
+    view: LogitParams,
+) -> Result<()> {
     let (x, s) = (call.x, call.x.shape);
     let grid: Sm90Grid = plan.forward_grid.ok_or_else(|| {
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
     let (n0, nlen) = (tokens.start, tokens.len());
     let bytes = x.dtype.size_in_bytes() as u64;
-    let map_e = tensor_map(x.e + (n0 * s.d) as u64 * bytes, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;
+    let e_chunk = x.e + (n0 * s.d) as u64 * bytes;
+    let map_e = tensor_map(e_chunk, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;
     let map_c = tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N, "C")?;
-    let mut lp = call.lp;
-    lp.k.n = nlen as i32;
-    lp.targets += 4 * n0 as u64;
-    lp.e += (n0 * s.d) as u64 * bytes;
+    let lp = LogitParams { e: e_chunk, ..view };
     let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
     let params = Sm90CompactForwardParams {
         fwd: Sm90ForwardParams {
@@ -154,7 +158,7 @@ pub(crate) unsafe fn forward_compact(call: &Call<'_>, plan: &StepPlan, tokens: R
         q: call.ws.at(plan.logits),
         ldq: plan.ldg as i32,
         m_ref: call.ws.at(m_ref),
-        ld_mref: plan.mref_ld as i32,
+        ld_mref: plan.mref_ld() as i32,
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())

@@ -87,9 +87,8 @@ pub struct StepPlan {
     pub logits: Region,
     /// G of one chunk [token_chunk, ldg], input dtype.
     pub g: Region,
-    /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld].
+    /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld()].
     pub m_ref: Option<Region>,
-    pub mref_ld: usize,
     /// f32 accumulator of dC [V, D] (dC wanted, 16-bit inputs; f32 inputs accumulate in dC).
     pub dc_acc: Option<Region>,
     /// f32 accumulator of db [V] and the chunk's column sums [row tiles, ldg] (db wanted).
@@ -104,6 +103,20 @@ impl StepPlan {
     }
     pub fn token_range(&self, i: usize) -> Range<usize> {
         chunk_range(i, self.token_chunk, self.shape.n)
+    }
+    /// Row pitch of `m_ref`: the vocabulary's 256-column tiles.
+    pub fn mref_ld(&self) -> usize {
+        self.shape.v.div_ceil(SM90_TILE_N)
+    }
+}
+
+/// The storage a plan can use: compact logits hold no f32 inputs and no bias gradient (its
+/// column sums are the f32 G kernel's).
+fn usable(storage: StepLogits, dtype: DType, wanted: Wanted) -> StepLogits {
+    if dtype == DType::F32 || wanted.dbias {
+        StepLogits::F32
+    } else {
+        storage
     }
 }
 
@@ -147,8 +160,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     } else {
         (l.take(rows * ldg * 4), l.take(rows * ldg * dtype.size_in_bytes()))
     };
-    let mref_ld = if compact { v.div_ceil(SM90_TILE_N) } else { 0 };
-    let m_ref = compact.then(|| l.take(rows * mref_ld * 4));
+    let m_ref = compact.then(|| l.take(rows * v.div_ceil(SM90_TILE_N) * 4));
     // one chunk: dC is one product over every token, rounded once into the caller's dC
     let dc_acc = (wanted.dc && dtype != DType::F32 && rows < n).then(|| l.take(v * d * 4));
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
@@ -173,7 +185,6 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         logits,
         g,
         m_ref,
-        mref_ld,
         dc_acc,
         db_acc,
         db_partial,
@@ -185,7 +196,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
 /// error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
 /// storage is for 16-bit inputs without a bias gradient only (it falls back to f32 otherwise).
 pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, storage: StepLogits) -> Result<StepPlan> {
-    let storage = if dtype == DType::F32 || wanted.dbias { StepLogits::F32 } else { storage };
+    let storage = usable(storage, dtype, wanted);
     let max = shape.n.div_ceil(TILE_M);
     let chunk = |k: usize| (k * TILE_M).min(shape.n);
     let fits = |k: usize| layout(shape, dtype, wanted, chunk(k), storage).workspace_bytes <= budget;
@@ -212,9 +223,8 @@ pub fn step_plan_with_chunk(
     token_chunk: usize,
     storage: StepLogits,
 ) -> StepPlan {
-    let storage = if dtype == DType::F32 || wanted.dbias { StepLogits::F32 } else { storage };
-    let chunk = (token_chunk.div_ceil(TILE_M) * TILE_M).clamp(TILE_M, shape.n.max(1).div_ceil(TILE_M) * TILE_M);
-    layout(shape, dtype, wanted, chunk.min(shape.n), storage)
+    // (layout caps the chunk at N)
+    layout(shape, dtype, wanted, token_chunk.max(1).div_ceil(TILE_M) * TILE_M, usable(storage, dtype, wanted))
 }
 
 /// Token chunks of the three-product pass below this many tokens (unless the whole batch is
@@ -294,14 +304,14 @@ mod tests {
         assert_eq!(compact.storage, COMPACT);
         assert_eq!(compact.logits, compact.g, "G overwrites q in place");
         assert_eq!(compact.logits.bytes, compact.token_chunk * compact.ldg * 2);
-        assert_eq!(compact.mref_ld, shape.v.div_ceil(SM90_TILE_N));
-        assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld * 4);
+        assert_eq!(compact.mref_ld(), shape.v.div_ceil(SM90_TILE_N));
+        assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld() * 4);
         assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
         // the statistics are the forward's partials: one per split of its grid
         let grid = compact.forward_grid.unwrap();
         assert_eq!(compact.stats_splits, grid.splits);
         assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
-        assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld);
+        assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld());
         assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
     }
 
