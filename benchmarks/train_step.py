@@ -7,6 +7,7 @@ method, are inside it), and the losses, which must agree. The model is built fro
 
     python3 benchmarks/train_step.py --tokens 8192,16384 --out benchmarks/results/train_step.json
     python3 benchmarks/train_step.py --device cpu --tiny --tokens 256 --repeats 1     # smoke test
+    python3 benchmarks/train_step.py --tokens 16384 --methods liger,flce@2G --profile 25   # where the step's GPU time goes
 
 Default model: 4 layers, hidden 2048, 16 heads (8 KV), intermediate 8192, vocab 128256 (Llama
 3's), bf16, gradient checkpointing on, AdamW; batch 1 × tokens.
@@ -15,8 +16,11 @@ Default model: 4 layers, hidden 2048, 16 heads (8 KV), intermediate 8192, vocab 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -92,6 +96,36 @@ def step_times(step, device, repeats):
     return times
 
 
+def profile_step(step, label, top):
+    """One more step under torch.profiler (CUDA activity): the step's kernel time against its wall
+    time and its `top` kernels by GPU time, summed over launches (scripts/profile_kernels.py's names)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+    from profile_kernels import short, timeline
+
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        w0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - w0) * 1e3
+    kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name]
+    per = collections.defaultdict(lambda: [0.0, 0])
+    for ev in kernels:
+        k = per[short(ev.name)]
+        k[0] += ev.time_range.elapsed_us() / 1e3
+        k[1] += 1
+    total = sum(x[0] for x in per.values())
+    span, gaps = timeline(kernels)
+    print(f"\n## profile {label}: kernels {total:.2f} ms, first kernel start to last end {span:.2f} ms, "
+          f"wall {wall:.2f} ms, GPU idle {sum(g[0] for g in gaps):.2f} ms over {len(gaps)} gaps")
+    print("| kernel | launches | ms | share |")
+    print("|---|---|---|---|")
+    for name, (ms, cnt) in sorted(per.items(), key=lambda kv: -kv[1][0])[:top]:
+        print(f"| {name} | {cnt} | {ms:.2f} | {100 * ms / total:.1f}% |")
+    return dict(kernel_ms=total, span_ms=span, wall_ms=wall,
+                kernels={name: dict(ms=ms, launches=cnt) for name, (ms, cnt) in per.items()})
+
+
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -117,11 +151,16 @@ def run(method, args, device, tokens):
         torch.cuda.reset_peak_memory_stats(device)
     times = step_times(step, device, args.repeats)
     peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20 if device.type == "cuda" else float("nan")
+    profile = (profile_step(step, f"{method} at {tokens} tokens", args.profile)
+               if args.profile and device.type == "cuda" else None)
     del model, opt
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return dict(method=method, tokens=tokens, step_ms=statistics.median(times), peak_extra_mb=peak,
-                first_loss=float(first))
+    row = dict(method=method, tokens=tokens, step_ms=statistics.median(times), peak_extra_mb=peak,
+               first_loss=float(first), step_ms_all=times)
+    if profile:
+        row["profile"] = profile
+    return row
 
 
 def main():
@@ -134,6 +173,8 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="a tiny model (smoke test)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", type=int, default=0, metavar="TOP",
+                    help="after the timed steps, profile one more (torch.profiler, CUDA) and list its TOP kernels")
     args = ap.parse_args()
     args.tokens_list = [int(x) for x in args.tokens.split(",")]
     device = torch.device(args.device)
@@ -147,7 +188,7 @@ def main():
             except torch.cuda.OutOfMemoryError:
                 rows.append(dict(method=method, tokens=tokens, error="out of memory"))
                 torch.cuda.empty_cache()
-            print(json.dumps(rows[-1]), flush=True)
+            print(json.dumps({k: v for k, v in rows[-1].items() if k != "profile"}), flush=True)
     print("\n| tokens | method | step ms | peak MB beyond weights + AdamW states (gradients included) | loss | vs hf loss |")
     print("|---|---|---|---|---|---|")
     for r in rows:

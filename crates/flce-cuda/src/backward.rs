@@ -140,7 +140,7 @@ impl CudaLoss {
             if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
                 // the rows kept in dE's own buffer first: their bytes are the others' destination
                 let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
-                self.round_de_head(x.dtype, de, head, x.shape.d, stream)?;
+                self.round_head_in_place(x.dtype, de, head, x.shape.d, stream)?;
                 let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
                 for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
                     self.round_into(x.dtype, from, de + rows.start as u64 * row_bytes, rows.len() * x.shape.d, stream)?;
@@ -161,18 +161,26 @@ impl CudaLoss {
         Ok(())
     }
 
-    /// dE's accumulator rows [0, rows) kept in dE's own buffer (f32 row r at byte 4·D·(r + 1),
-    /// [`crate::plan::DcTail::rows_in_de`]) rounded in place into dE's rows [0, rows). At 16-bit
+    /// An accumulator's rows [0, rows) kept in its gradient's own buffer `buf` (f32 row r at byte
+    /// 4·D·(r + 1): dE's head, [`crate::plan::DcTail::rows_in_de`], and the three-product pass's
+    /// dC head, [`crate::plan::StepPlan::dc_head_rows`]) rounded in place into rows [0, rows). At 16-bit
     /// dtypes the rounded rows [a, b) (bytes [2Da, 2Db)) overlap f32 row r only if
     /// r < b/2 − 1; in passes with b ≤ 2a + 2 — rows [0, 2), [2, 6), [6, 14), … — every f32 row
     /// a pass writes over was read by an earlier pass (stream order), none of its own.
-    unsafe fn round_de_head(&self, dtype: DType, de: DevPtr, rows: usize, d: usize, stream: Stream) -> Result<()> {
+    pub(crate) unsafe fn round_head_in_place(
+        &self,
+        dtype: DType,
+        buf: DevPtr,
+        rows: usize,
+        d: usize,
+        stream: Stream,
+    ) -> Result<()> {
         debug_assert!(rows == 0 || dtype.size_in_bytes() == 2);
         let (f32_row, row) = (4 * d as u64, (d * dtype.size_in_bytes()) as u64);
         let mut a = 0usize;
         while a < rows {
             let b = (2 * a + 2).min(rows);
-            self.round_into(dtype, de + f32_row * (a as u64 + 1), de + row * a as u64, (b - a) * d, stream)?;
+            self.round_into(dtype, buf + f32_row * (a as u64 + 1), buf + row * a as u64, (b - a) * d, stream)?;
             a = b;
         }
         Ok(())

@@ -39,6 +39,9 @@ pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_ST
 const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
 /// flce_sm90_forward: the main loop's, then each row's running statistics and target.
 pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
+/// flce_sm90_forward_compact: the forward's, then each of the 8 consumer warps' q store staging
+/// (as flce_sm90_grad's).
+pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
 /// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
 /// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways).
 pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
@@ -50,7 +53,11 @@ pub const SM90_GRAD_SMEM_BYTES: usize =
 pub const SM90_PRODUCT_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES;
 // Checked at compile time: both sm90 blocks fit Hopper's 227 KB per block, and every stage starts
 // on a 1024-byte boundary (the 128-byte swizzle atom the descriptors assume).
-const _: () = assert!(SM90_GRAD_SMEM_BYTES <= 227 * 1024 && SM90_FORWARD_SMEM_BYTES <= 227 * 1024);
+const _: () = assert!(
+    SM90_GRAD_SMEM_BYTES <= 227 * 1024
+        && SM90_FORWARD_SMEM_BYTES <= 227 * 1024
+        && SM90_COMPACT_FORWARD_SMEM_BYTES <= 227 * 1024
+);
 const _: () = assert!(SM90_A_STAGE_BYTES % 1024 == 0 && SM90_B_STAGE_BYTES % 1024 == 0);
 
 /// Elements per 16-byte copy.

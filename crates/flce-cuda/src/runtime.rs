@@ -16,8 +16,9 @@ use crate::compile::{compile, Arch, KernelFile};
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
-    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES,
-    SM90_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N, TILE_THREADS,
+    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_COMPACT_FORWARD_SMEM_BYTES, SM90_FORWARD_SMEM_BYTES,
+    SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES, SM90_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N,
+    TILE_THREADS,
 };
 
 /// Every kernel flce launches.
@@ -132,7 +133,8 @@ impl Kernel {
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
-            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => SM90_FORWARD_SMEM_BYTES,
+            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
+            Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES,
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
             Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES,
             _ => 0,

@@ -149,14 +149,25 @@ impl CudaLoss {
                 Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
             }
             if let Some(dc) = grads.dc {
-                // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ
-                let out = match plan.dc_acc {
-                    Some(r) => Mat::new(ws.at(r), Elem::F32, d),
-                    None => Mat::new(dc, input, d),
-                };
-                let b = Mat::new(g, input, plan.ldg).t();
+                // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ, vocabulary
+                // rows [v0, v1) into `out`: with an accumulator, rows [0, head) in dC's own buffer
+                // (f32 row r at byte 4·D·(r + 1)) and the rest in the workspace; else dC itself
                 let beta = if first { 0.0 } else { 1.0 };
-                Gemm { m: d, n: v, k: nlen, a: Mat::new(e_chunk, input, d), b, beta, out }.run(&blas)?;
+                let a = Mat::new(e_chunk, input, d);
+                let rows = |v0: usize, v1: usize, out: Mat| {
+                    let b = Mat::new(g + v0 as u64 * s, input, plan.ldg).t();
+                    Gemm { m: d, n: v1 - v0, k: nlen, a, b, beta, out }
+                };
+                match plan.dc_acc {
+                    Some(r) => {
+                        let head = plan.dc_head_rows;
+                        if head > 0 {
+                            rows(0, head, Mat::new(dc + 4 * d as u64, Elem::F32, d)).run(&blas)?;
+                        }
+                        rows(head, v, Mat::new(ws.at(r), Elem::F32, d)).run(&blas)?;
+                    }
+                    None => rows(0, v, Mat::new(dc, input, d)).run(&blas)?,
+                }
             }
             if let (Some(acc), Some(part)) = (plan.db_acc, plan.db_partial) {
                 let reduce = DbReduceParams {
@@ -174,7 +185,10 @@ impl CudaLoss {
         // the whole forward's outputs from the partials of every chunk
         self.finish(&call, partials, target_logit, plan.stats_splits, out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
-            self.round_into(x.dtype, ws.at(acc), dc, v * d, stream)?;
+            // the head in place first: its rounded rows leave free the bytes the tail's go to
+            let head = plan.dc_head_rows;
+            self.round_head_in_place(x.dtype, dc, head, d, stream)?;
+            self.round_into(x.dtype, ws.at(acc), dc + (head * d) as u64 * s, (v - head) * d, stream)?;
         }
         if let (Some(db), Some(acc)) = (grads.dbias, plan.db_acc) {
             self.round_into(x.dtype, ws.at(acc), db, v, stream)?;

@@ -24,8 +24,10 @@
 //   the statistics it writes every logit of the chunk as q = exp(z − m) in f16 to `q` [n, ldq],
 //   m the row's running max after the tile (so q ≤ 1), and m to `m_ref` [n, ld_mref] (one f32 per
 //   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
-//   running sum adds anyway; each thread stores its column pairs as 4-byte f16x2 words (a quad
-//   writes 16 contiguous bytes of a row). kernels/sm90/step_grad.cu turns q into G in place.
+//   running sum adds anyway. A whole tile's q leaves through each consumer warp's shared-memory
+//   staging slice (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 × 16 rows of 144 bytes after the rows'
+//   state) as 16-byte row pieces, as flce_sm90_grad's G; the last, partial tile's as 4-byte
+//   f16x2 words straight from the accumulators. kernels/sm90/step_grad.cu turns q into G in place.
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
@@ -39,6 +41,7 @@ template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
+  u32* s_stage;                        // COMPACT only: this warp's q staging, 16 rows of SM90_GRAD_STAGE_ROW_BYTES
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
   int* s_target;    // [SM90_TILE_M]
@@ -121,9 +124,11 @@ struct Sm90ForwardEpilogue {
       const float new_m = fmaxf(m_run, tmax);
       float part = 0.0f;
       if (COMPACT) {
-        // q = exp(z − new_m) of every column, stored as f16 pairs; the sum as below (all -inf: no
-        // sum, and the q of NaN that a G from an lse of -inf has anyway)
+        // q = exp(z − new_m) of every column; the sum as below (all -inf: no sum, and the q of
+        // NaN that a G from an lse of -inf has anyway). A whole tile keeps q in acc for
+        // store_q_staged (the target logit taken first); a partial one stores its f16 pairs here.
         const int row = row0 + rl;
+        if (FAST) write_target(acc, h, rl, col0);
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -131,9 +136,14 @@ struct Sm90ForwardEpilogue {
           const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
           part += e0;
           part += e1;
-          u32 pair;
-          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(e1), "f"(e0));
-          if (row < p.k.n && (FAST || col0 + 8 * j + 2 * t < p.k.v)) *(u32*)(qrow + 8 * j) = pair;
+          if (FAST) {
+            acc[4 * j + 2 * h] = e0;
+            acc[4 * j + 2 * h + 1] = e1;
+          } else {
+            u32 pair;
+            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(e1), "f"(e0));
+            if (row < p.k.n && col0 + 8 * j + 2 * t < p.k.v) *(u32*)(qrow + 8 * j) = pair;
+          }
         }
         if (new_m == FLCE_NEG_INF) part = 0.0f;
         if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
@@ -164,18 +174,56 @@ struct Sm90ForwardEpilogue {
         st.x = new_m;
         s_state[rl] = st;
       }
-      // the target logit: written by the one thread that holds its column
-      const int tgt = s_target[rl];
-      const unsigned rel = (unsigned)(tgt - col0);
-      if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
-        float z = 0.0f;
+      if (!(COMPACT && FAST)) write_target(acc, h, rl, col0);
+    }
+    if (COMPACT && FAST) store_q_staged(acc, col0);
+  }
+
+  // The target logit of row rl (half h of the thread's rows): written by the one thread that
+  // holds its column.
+  __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
+    const int tgt = s_target[rl];
+    const unsigned rel = (unsigned)(tgt - col0);
+    if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
+      float z = 0.0f;
 #pragma unroll
-        for (int j = 0; j < 32; ++j)
+      for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q)
-            if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
-        target_logit[row0 + rl] = z;
+        for (int q = 0; q < 2; ++q)
+          if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
+      target_logit[row0 + rl] = z;
+    }
+  }
+
+  // COMPACT and FAST: q (in acc) of the warp's 16 rows leaves through its shared-memory staging
+  // slice as 16-byte row pieces, 64 columns at a time, as flce_sm90_grad stores G (grad.cu,
+  // store_staged): each global store instruction writes 4 whole 128-byte lines instead of 8
+  // half sectors.
+  __device__ __forceinline__ void store_q_staged(const float (&acc)[128], int col0) {
+    constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
+    const int lane = threadIdx.x & 31, g = lane >> 2;
+    const int warp_row0 = row0 + rl0 - g;
+#pragma unroll
+    for (int quarter = 0; quarter < 4; ++quarter) {
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = 8 * quarter + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          u32 pair;
+          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(acc[4 * j + 2 * h + 1]), "f"(acc[4 * j + 2 * h]));
+          s_stage[(g + 8 * h) * WORDS + 4 * jj + t] = pair;
+        }
       }
+      __syncwarp();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int r = 4 * i + (lane >> 3), piece = lane & 7;
+        const uint4 val = *(const uint4*)((const unsigned char*)s_stage + r * SM90_GRAD_STAGE_ROW_BYTES + 16 * piece);
+        const int grow = warp_row0 + r;
+        if (grow < p.k.n) *(uint4*)(cp->q + (size_t)grow * cp->ldq + col0 + 64 * quarter + 8 * piece) = val;
+      }
+      __syncwarp();  // the slice is rewritten by the next quarter
     }
   }
 };
@@ -196,7 +244,9 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
   sm90_init_barriers(pp);
   sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90ForwardEpilogue<COMPACT> epi{p, cp, fp.target_logit, s_state, s_target,
+    // (the compact kernel's staging slices follow the rows' statistics and targets)
+    u32* s_stage = (u32*)(s_target + SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
                                      fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;

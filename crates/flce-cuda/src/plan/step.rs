@@ -11,7 +11,9 @@
 //! grad_output.
 //!
 //! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
-//! every token) plus, per chunk, f32 logits and G (token_chunk·V·(4 + dtype) bytes). The budget
+//! every token; its first rows, up to V/2 − 1 rounded down to a multiple of 128, live in the
+//! caller's dC buffer, so about half of it is workspace) plus, per chunk, f32 logits and G
+//! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes). The budget
 //! picks the largest token chunk that fits: fewer chunks mean fewer read-modify-writes of the
 //! accumulator.
 //!
@@ -89,8 +91,14 @@ pub struct StepPlan {
     pub g: Region,
     /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld()].
     pub m_ref: Option<Region>,
-    /// f32 accumulator of dC [V, D] (dC wanted, 16-bit inputs; f32 inputs accumulate in dC).
+    /// The f32 accumulator of dC's rows [dc_head_rows, V) (dC wanted, 16-bit inputs, several
+    /// chunks; f32 inputs accumulate in dC, one chunk writes dC directly).
     pub dc_acc: Option<Region>,
+    /// The accumulator's rows [0, dc_head_rows) live in the caller's dC buffer itself (f32 row r
+    /// at byte 4·D·(r + 1): V/2 − 1 rows fill a 16-bit dC; the head is that rounded down to a
+    /// multiple of 128), rounded in place at the end in passes that never overwrite an unread row
+    /// (`CudaLoss::round_head_in_place`): about half the accumulator's workspace.
+    pub dc_head_rows: usize,
     /// f32 accumulator of db [V] and the chunk's column sums [row tiles, ldg] (db wanted).
     pub db_acc: Option<Region>,
     pub db_partial: Option<Region>,
@@ -161,8 +169,14 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         (l.take(rows * ldg * 4), l.take(rows * ldg * dtype.size_in_bytes()))
     };
     let m_ref = compact.then(|| l.take(rows * v.div_ceil(SM90_TILE_N) * 4));
-    // one chunk: dC is one product over every token, rounded once into the caller's dC
-    let dc_acc = (wanted.dc && dtype != DType::F32 && rows < n).then(|| l.take(v * d * 4));
+    // one chunk: dC is one product over every token, rounded once into the caller's dC; several:
+    // an f32 accumulator, its first rows in dC's own buffer
+    let accumulate = wanted.dc && dtype != DType::F32 && rows < n;
+    // (a multiple of 128 rows: the tail's product then reads G from a 256-byte aligned column;
+    // at V/2 − 1 = 64127 rows its misaligned operand made cuBLAS 1.5× slower, H200 2026-12-02)
+    let fit = (v * dtype.size_in_bytes() / 4).saturating_sub(1);
+    let dc_head_rows = if accumulate { fit / TILE_M * TILE_M } else { 0 };
+    let dc_acc = accumulate.then(|| l.take((v - dc_head_rows) * d * 4));
     let db_acc = wanted.dbias.then(|| l.take(4 * v));
     let db_partial = wanted.dbias.then(|| l.take(rows.div_ceil(TILE_M) * ldg * 4));
     StepPlan {
@@ -186,6 +200,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         g,
         m_ref,
         dc_acc,
+        dc_head_rows,
         db_acc,
         db_partial,
         workspace_bytes: l.bytes(),
@@ -263,9 +278,11 @@ mod tests {
 
     #[test]
     fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
-        // Llama 3: 2.1 GB of accumulator; 2.5 GB leaves a few hundred tokens a chunk: not worth it
-        assert!(step_plan(LLAMA, DType::BF16, BOTH, 2560 << 20, F32).is_ok());
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32), None);
+        // Llama 3: 1.05 GB of accumulator in the workspace (the other half in dC); 1.5 GB leaves a
+        // few hundred tokens a chunk: not worth it; 2.5 GB 2048
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1536 << 20, F32).is_ok());
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1536 << 20, F32), None);
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32).unwrap().token_chunk, 2048);
         let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30, F32).expect("4 GB: 2816-token chunks");
         assert!(p.token_chunk >= MIN_STEP_TOKEN_CHUNK);
         // a batch smaller than the minimum chunk takes it whole
@@ -284,15 +301,17 @@ mod tests {
             assert_eq!(p.token_chunk % TILE_M, 0);
             let bigger = layout(shape, DType::BF16, BOTH, p.token_chunk + TILE_M, storage);
             assert!(bigger.workspace_bytes > 4 << 30, "{storage:?}: a larger chunk would have fitted");
-            // the accumulator alone: 2.1 GB
-            assert_eq!(p.dc_acc.unwrap().bytes, LLAMA.v * LLAMA.d * 4);
+            // the accumulator's second half (the first in dC's buffer): 1.05 GB
+            assert_eq!(p.dc_head_rows, (LLAMA.v / 2 - 1) / 128 * 128);
+            assert_eq!(p.dc_acc.unwrap().bytes, (LLAMA.v - p.dc_head_rows) * LLAMA.d * 4);
             assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
         }
         assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30, F32).is_err());
         // one chunk of every token needs no accumulator: compact Llama 3 fits whole in 2.1 GB
         let one = step_plan(LLAMA, DType::BF16, BOTH, 2100 << 20, COMPACT).unwrap();
         assert_eq!((one.token_chunks(), one.dc_acc), (1, None));
-        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1900 << 20, COMPACT).is_err());
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1900 << 20, COMPACT).unwrap().token_chunks() > 1);
+        assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30, COMPACT).is_err());
     }
 
     #[test]
