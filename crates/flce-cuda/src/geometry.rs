@@ -216,8 +216,10 @@ pub fn sm90_product_tile_n_knob() -> Option<usize> {
 
 /// Blocks per cluster of the product kernel (`FLCE_SM90_PRODUCT_CLUSTER`, read once; a
 /// measurement knob): `2` pairs column tiles that share A's box (multicast), anything else 1.
-/// Pairs are correct (GPU tests, memcheck) but measured 1.21–1.33× slower fwd+bwd on the H200
-/// (2026-12-02, perf-notes v21), as the forward's clusters were (v8): off until profiled.
+/// Pairs are correct (GPU tests, memcheck). They ran 1.19–1.33× slower fwd+bwd while the
+/// consumers released stages with a cluster-scope fence (perf-notes v21); with the CTA-scope
+/// release (v23) they are even with unpaired products (1.000–1.009×, H200 2026-12-02): off, as
+/// they save nothing yet.
 pub fn sm90_product_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_PRODUCT_CLUSTER").as_deref().map(str::trim) {

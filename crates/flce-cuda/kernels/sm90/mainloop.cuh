@@ -78,11 +78,16 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
 }
 
 // Arrive on the barrier at the same shared-memory offset in block `cta` of the cluster.
+// Release at CTA scope (the PTX default, as CUTLASS's ClusterBarrier::arrive): the only use is a
+// consumer handing a stage back after wgmma.wait_group, when its reads of the stage are complete,
+// so no memory ordering at cluster scope is needed. `.release.cluster` put a cluster-scope fence
+// (ERRBAR / MEMBAR in SASS) before every release: 11.7% of the clustered product's warp stalls,
+// waiting for the previous tile's global stores (ncu, H200 2026-12-02, benchmarks/h200-2026-12-02-s17/).
 __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 cta) {
   asm volatile(
       "{ .reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
+      "mbarrier.arrive.shared::cluster.b64 _, [remote]; }" ::"r"(smem_u32(bar)),
       "r"(cta)
       : "memory");
 }

@@ -78,9 +78,12 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 }
 
 /// Blocks per cluster for a grid of `token_tiles` rows. Pairs sharing C's box (multicast) are
-/// correct (every GPU test passes with them) but measured slower on the H200 (2026-11-30: Gemma 2
-/// forward 22.8 ms against 16.4 without; perf-notes v8), so they are off unless
-/// `FLCE_SM90_CLUSTER=2` is set — a knob for the profiling still to do, not a user setting.
+/// correct (every GPU test passes with them). They measured much slower (2026-11-30: Gemma 2
+/// forward 22.8 ms against 16.4; perf-notes v8) while a stage's release carried a cluster-scope
+/// fence; with the CTA-scope release (v23) the paired forward is 0.971 / 1.006 / 0.985× the
+/// unpaired one at Gemma 2 / Llama 3 / Qwen 2.5 (H200 2026-12-02, 3 rounds). Still off unless
+/// `FLCE_SM90_CLUSTER=2` is set — a measurement knob, not a user setting — until a full GPU run
+/// in paired mode and a per-shape rule make it a default.
 fn cluster_for(token_tiles: usize) -> usize {
     static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let pairs = *PAIRS.get_or_init(|| std::env::var("FLCE_SM90_CLUSTER").is_ok_and(|v| v.trim() == "2"));
