@@ -167,7 +167,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + want_dc as usize * v) * d * es;
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of {products}) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}, chunk {}), bwd {:?} chunk {}x{}{}{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of {products}) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}{}, chunk {}), bwd {:?} chunk {}x{}{}{} |",
             fwd_ms / gemm_ms,
             fb_ms / (products * gemm_ms),
             mb(fwd_extra),
@@ -176,6 +176,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             fplan.family,
             fplan.splits,
             fplan.token_slots,
+            if fplan.cluster > 1 { format!(" in clusters of {}", fplan.cluster) } else { String::new() },
             fplan.vocab_chunk,
             bplan.family,
             bplan.token_chunk,

@@ -151,6 +151,24 @@ pub fn sm90_l2_budget() -> usize {
     })
 }
 
+/// Blocks per cluster of the sm90 forward and G kernels (`FLCE_SM90_CLUSTER`, read once; a
+/// measurement knob): `2` pairs token tiles that share C's box (multicast), anything else 1.
+/// Off by default: with the CTA-scope stage release (perf-notes v23) pairs ran the forward
+/// 0.971 / 1.006 / 0.985× the unpaired at Gemma 2 / Llama 3 / Qwen 2.5 (H200, 2026-12-02); a
+/// full GPU run in paired mode and a per-shape rule come before a default.
+pub fn sm90_cluster_knob() -> usize {
+    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_CLUSTER").as_deref().map(str::trim) {
+        Ok("2") => 2,
+        _ => 1,
+    })
+}
+
+/// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`] and [`sm90_cluster_knob`].
+pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
+    crate::plan::Sm90Tuning { l2_budget: sm90_l2_budget(), cluster: sm90_cluster_knob() }
+}
+
 /// Whether backward plans put their first chunks' G in dC's unwritten rows
 /// ([`crate::plan::with_dc_scratch`]): yes, unless `FLCE_DC_SCRATCH=0` (read once; a measurement
 /// knob).

@@ -170,8 +170,8 @@ impl CudaLoss {
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        let l2 = crate::geometry::sm90_l2_budget();
-        plan::forward_plan_with_l2(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, l2)
+        let tuning = crate::geometry::sm90_tuning();
+        plan::forward_plan_tuned(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, tuning)
     }
 
     /// How the three-product pass should hold a chunk's logits for calls of this shape with these
@@ -188,7 +188,7 @@ impl CudaLoss {
     ) -> plan::StepLogits {
         let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
         if sm90 && !has_logit_options(opts, bias) && !wanted.dbias && !crate::geometry::step_logits_f32_knob() {
-            plan::StepLogits::Compact { sm_count: self.sm_count, l2_budget: crate::geometry::sm90_l2_budget() }
+            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: crate::geometry::sm90_tuning() }
         } else {
             plan::StepLogits::F32
         }

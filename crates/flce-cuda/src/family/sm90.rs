@@ -16,7 +16,9 @@ use crate::abi::{
 use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
+use crate::plan::{
+    grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepLogits, StepPlan,
+};
 use crate::runtime::Kernel;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
@@ -77,23 +79,6 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
     ))
 }
 
-/// Blocks per cluster for a grid of `token_tiles` rows. Pairs sharing C's box (multicast) are
-/// correct (every GPU test passes with them). They measured much slower (2026-11-30: Gemma 2
-/// forward 22.8 ms against 16.4; perf-notes v8) while a stage's release carried a cluster-scope
-/// fence; with the CTA-scope release (v23) the paired forward is 0.971 / 1.006 / 0.985× the
-/// unpaired one at Gemma 2 / Llama 3 / Qwen 2.5 (H200 2026-12-02, 3 rounds). Still off unless
-/// `FLCE_SM90_CLUSTER=2` is set — a measurement knob, not a user setting — until a full GPU run
-/// in paired mode and a per-shape rule make it a default.
-fn cluster_for(token_tiles: usize) -> usize {
-    static PAIRS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let pairs = *PAIRS.get_or_init(|| std::env::var("FLCE_SM90_CLUSTER").is_ok_and(|v| v.trim() == "2"));
-    if token_tiles >= 2 && pairs {
-        2
-    } else {
-        1
-    }
-}
-
 /// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
 /// the splits, each block running every `plan.token_slots`-th token tile of its split.
 ///
@@ -102,7 +87,9 @@ fn cluster_for(token_tiles: usize) -> usize {
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
-    let cluster = cluster_for(call.x.shape.n.div_ceil(SM90_TILE_M));
+    // pairs of token tiles sharing C's box when the plan says so (`FLCE_SM90_CLUSTER=2`: off by
+    // default, geometry::sm90_cluster_knob)
+    let cluster = plan.cluster.max(1);
     let (map_e, map_c) = maps(call, cluster)?;
     let params = Sm90ForwardParams {
         map_e,
@@ -123,8 +110,9 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 /// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
 /// the chunk's statistics into the plan's partials (columns `tokens` of its [splits, N]) and
 /// target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
-/// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact). No clusters. `view` is the
-/// chunk's tokens as a problem of their own (its N and targets; src/step.rs).
+/// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact), in clusters of 2 where the plan's
+/// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
+/// their own (its N and targets; src/step.rs).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
@@ -139,10 +127,16 @@ pub(crate) unsafe fn forward_compact(
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
     let (n0, nlen) = (tokens.start, tokens.len());
+    let token_tiles = nlen.div_ceil(SM90_TILE_M);
+    let cluster = match plan.storage {
+        StepLogits::Compact { tuning, .. } => tuning.cluster_for(token_tiles),
+        StepLogits::F32 => 1,
+    };
     let bytes = x.dtype.size_in_bytes() as u64;
     let e_chunk = x.e + (n0 * s.d) as u64 * bytes;
     let map_e = tensor_map(e_chunk, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;
-    let map_c = tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N, "C")?;
+    // each block of a pair loads half of C's box and multicasts it to both
+    let map_c = tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?;
     let lp = LogitParams { e: e_chunk, ..view };
     let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
     let params = Sm90CompactForwardParams {
@@ -150,8 +144,10 @@ pub(crate) unsafe fn forward_compact(
             map_e,
             map_c,
             lp,
-            cluster: 1,
-            slots: grid.slots.min(nlen.div_ceil(SM90_TILE_M)) as i32,
+            cluster: cluster as i32,
+            // (a chunk shorter than the plan's, the last: no more slots than its token tiles,
+            // rounded up to the cluster)
+            slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,
             splits: grid.splits as i32,
             tiles_per_split: grid.tiles_per_split as i32,
             partials_ld: s.n as i32,
@@ -179,7 +175,7 @@ pub(crate) unsafe fn forward_compact(
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
-    let cluster = cluster_for(rows);
+    let cluster = crate::geometry::sm90_tuning().cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);

@@ -42,8 +42,11 @@ pub struct ForwardPlan {
     pub splits: usize,
     pub tiles_per_split: usize,
     /// Token-tile slots of the sm90 grid (grid x; [`super::sm90_grid`]): each block runs every
-    /// `token_slots`-th token tile of its split. The token tiles for the other families.
+    /// `token_slots`-th token tile of its split (a multiple of `cluster`). The token tiles for the
+    /// other families.
     pub token_slots: usize,
+    /// Blocks per cluster of the sm90 grid ([`super::Sm90Tuning::cluster_for`]); 1 elsewhere.
+    pub cluster: usize,
     pub targets: Region,
     pub target_logit: Region,
     pub partials: Region,
@@ -73,19 +76,19 @@ pub fn forward_plan(
     budget: Option<usize>,
     fused: Family,
 ) -> ForwardPlan {
-    forward_plan_with_l2(shape, dtype, sm_count, mode, budget, fused, super::SM90_L2_BUDGET)
+    forward_plan_tuned(shape, dtype, sm_count, mode, budget, fused, super::Sm90Tuning::default())
 }
 
-/// [`forward_plan`] with the L2 budget of the sm90 grid ([`super::sm90_grid`]; the backend passes
-/// [`crate::geometry::sm90_l2_budget`], which a measurement may override).
-pub fn forward_plan_with_l2(
+/// [`forward_plan`] with the sm90 grid's L2 budget and cluster size ([`super::sm90_grid`]; the
+/// backend passes [`crate::geometry::sm90_tuning`], which measurement knobs may override).
+pub fn forward_plan_tuned(
     shape: Shape,
     dtype: DType,
     sm_count: usize,
     mode: ForwardMode,
     budget: Option<usize>,
     fused: Family,
-    l2_budget: usize,
+    tuning: super::Sm90Tuning,
 ) -> ForwardPlan {
     let n = shape.n;
     let token_tiles = n.div_ceil(TILE_M);
@@ -97,6 +100,7 @@ pub fn forward_plan_with_l2(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
+    let cluster = if family == Family::Sm90 { tuning.cluster_for(n.div_ceil(crate::geometry::SM90_TILE_M)) } else { 1 };
     let (splits, token_slots) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
@@ -113,8 +117,8 @@ pub fn forward_plan_with_l2(
                 sm_count,
                 cap,
                 shape.d * dtype.size_in_bytes(),
-                l2_budget,
-                1,
+                tuning.l2_budget,
+                cluster,
             );
             (g.splits, g.slots)
         }
@@ -142,6 +146,7 @@ pub fn forward_plan_with_l2(
         splits,
         tiles_per_split,
         token_slots,
+        cluster,
         targets,
         target_logit,
         partials,

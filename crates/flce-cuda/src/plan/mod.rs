@@ -24,12 +24,12 @@ pub use backward::{
 pub use dc_scratch::with_dc_scratch;
 pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
 pub use forward::{
-    best_split, default_forward_budget, forward_plan, forward_plan_with_l2, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
+    best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SPLITS,
 };
 pub use sm90::{
-    grad_grid, sm90_grid, sm90_product_order, sm90_product_tile_n, Sm90Grid, Sm90ProductOrder, SM90_L2_BUDGET,
-    SM90_PRODUCT_TILE_WIDTHS,
+    grad_grid, sm90_grid, sm90_product_order, sm90_product_tile_n, Sm90Grid, Sm90ProductOrder, Sm90Tuning,
+    SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
 };
 pub use step::{step_plan, step_plan_if_faster, step_plan_with_chunk, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK};
 

@@ -19,6 +19,33 @@ use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
 /// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
 pub const SM90_L2_BUDGET: usize = 32 << 20;
 
+/// How the sm90 forward grids are shaped beyond the call and the GPU: the L2 budget of the blocks
+/// that run together and the blocks per cluster (1, or 2: pairs of token tiles sharing C's box by
+/// multicast, `slots` then a multiple of 2). The backend reads them from measurement knobs
+/// ([`crate::geometry::sm90_tuning`]); plans take them as values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sm90Tuning {
+    pub l2_budget: usize,
+    pub cluster: usize,
+}
+
+impl Default for Sm90Tuning {
+    fn default() -> Self {
+        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1 }
+    }
+}
+
+impl Sm90Tuning {
+    /// Blocks per cluster for a grid of `token_tiles` token tiles: pairs need two.
+    pub fn cluster_for(&self, token_tiles: usize) -> usize {
+        if token_tiles >= 2 {
+            self.cluster.max(1)
+        } else {
+            1
+        }
+    }
+}
+
 /// A balance within this factor of the best counts as equal when a smaller footprint is on offer.
 const BALANCE_SLACK: f64 = 1.03;
 
@@ -76,6 +103,9 @@ pub fn sm90_grid(
             continue; // the same grid as a smaller split count
         }
         let most = (sm / splits).max(1).min(rows);
+        if splits > 1 && sm / splits < cluster {
+            continue; // not one cluster of slots per split within one wave
+        }
         let mut slots = cluster;
         while slots <= most.max(cluster) {
             candidates.push(grid(s, slots));

@@ -52,8 +52,8 @@ pub enum StepLogits {
     /// The sm90 forward writes each as q = exp(z − m) in f16 (2 bytes, overwritten by G in place)
     /// with its statistics (module docs): sm_90a, 16-bit inputs with 16-byte rows, no bias,
     /// softcap or smoothing (`CudaLoss::step_logits` decides). The forward grid is planned for
-    /// `sm_count` SMs within `l2_budget` bytes of L2, as the sm90 forward's.
-    Compact { sm_count: usize, l2_budget: usize },
+    /// `sm_count` SMs with `tuning`'s L2 budget and cluster size, as the sm90 forward's.
+    Compact { sm_count: usize, tuning: super::Sm90Tuning },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,13 +134,14 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let ldg = v.div_ceil(TILE_N) * TILE_N;
     let forward_grid = match storage {
         StepLogits::F32 => None,
-        StepLogits::Compact { sm_count, l2_budget } => {
+        StepLogits::Compact { sm_count, tuning } => {
             // the sm90 forward's grid for a chunk of `rows` tokens, at most MAX_STATS_SPLITS
             // partials a token (a chunk worth taking has ≥ 8 token tiles: 16 splits fill 128 SMs)
             let cap = MAX_STATS_SPLITS.min(sm_count.max(1));
             let row_bytes = d * dtype.size_in_bytes();
             let token_tiles = rows.div_ceil(SM90_TILE_M);
-            Some(super::sm90_grid(token_tiles, v.div_ceil(SM90_TILE_N), sm_count, cap, row_bytes, l2_budget, 1))
+            let (tiles, cluster) = (v.div_ceil(SM90_TILE_N), tuning.cluster_for(token_tiles));
+            Some(super::sm90_grid(token_tiles, tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster))
         }
     };
     let (stats_splits, stats_seg_cols) = match forward_grid {
@@ -269,12 +270,14 @@ pub fn step_plan_if_faster(
 
 #[cfg(test)]
 mod tests {
+    use super::super::Sm90Tuning;
     use super::*;
 
     const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
     const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
     const F32: StepLogits = StepLogits::F32;
-    const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, l2_budget: super::super::SM90_L2_BUDGET };
+    const UNPAIRED: Sm90Tuning = Sm90Tuning { l2_budget: super::super::SM90_L2_BUDGET, cluster: 1 };
+    const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
 
     #[test]
     fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
@@ -332,6 +335,18 @@ mod tests {
         assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
         assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld());
         assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
+    }
+
+    #[test]
+    fn paired_compact_forwards_keep_even_slots_within_one_wave() {
+        let paired = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning { cluster: 2, ..UNPAIRED } };
+        let train16k = Shape::new(16384, 2048, 128_256);
+        for (shape, budget) in [(train16k, 2 << 30), (LLAMA, 4 << 30), (Shape::new(300, 64, 1000), 64 << 20)] {
+            let p = step_plan(shape, DType::BF16, BOTH, budget, paired).unwrap();
+            let g = p.forward_grid.unwrap();
+            assert_eq!(g.slots % 2, 0, "{shape:?}: {g:?}");
+            assert!(g.slots * g.splits <= 132, "{shape:?}: a second wave {g:?}");
+        }
     }
 
     #[test]

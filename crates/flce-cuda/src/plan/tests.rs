@@ -147,7 +147,7 @@ fn regions_do_not_overlap() {
 fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
     // Gemma 2 at 8k tokens: 64 token tiles; before L2 budgets, 2 splits made 128 blocks on 132
     // SMs (one wave); within 32 MB of E and C, 32 slots × 4 splits, two token tiles each
-    let p = forward_plan_with_l2(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, 0);
+    let p = forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 2, 64));
     let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
     assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 4, 32));
@@ -243,6 +243,31 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
     assert_eq!(only_dc.de_acc, DeAccumulator::NotWanted);
 }
 
+/// The grid before L2 budgets: every token tile its own slot.
+const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, cluster: 1 };
+
+#[test]
+fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
+    let pairs = Sm90Tuning { cluster: 2, ..Sm90Tuning::default() };
+    for shape in
+        [GEMMA, Shape::new(8192, 4096, 128256), Shape::new(8192, 3584, 152_064), Shape::new(16384, 2048, 128256)]
+    {
+        for n in [shape.n, 300, 129, 1] {
+            let s = Shape { n, ..shape };
+            let p = forward_plan_tuned(s, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, pairs);
+            let tiles = n.div_ceil(128);
+            // one token tile cannot pair; otherwise every cluster has two slots
+            assert_eq!(p.cluster, if tiles >= 2 { 2 } else { 1 }, "{s:?}");
+            assert_eq!(p.token_slots % p.cluster, 0, "{s:?}: {p:?}");
+            assert!(p.token_slots * p.splits <= 132, "{s:?}: a second wave {p:?}");
+        }
+    }
+    // other families and the default tuning never pair
+    let sm80 = forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80, pairs);
+    assert_eq!(sm80.cluster, 1);
+    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90).cluster, 1);
+}
+
 #[test]
 fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     let llama = Shape::new(8192, 4096, 128256);
@@ -251,7 +276,7 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     // 8 partials per token: within 1 MB + 16 bytes per token of partials
     assert!(p.partials.bytes <= (1 << 20) + 16 * 8192);
     // the grid before budgets: every token tile its own block, 2 splits
-    let p0 = forward_plan_with_l2(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, 0);
+    let p0 = forward_plan_tuned(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p0.token_slots, p0.splits), (64, 2));
     // at 32k tokens the partials target allows 2 splits: 64 slots × 2, four token tiles each
     let long = forward_plan(Shape::new(32768, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
