@@ -16,9 +16,7 @@ use crate::abi::{
 use crate::error::Check;
 use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{
-    grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepLogits, StepPlan,
-};
+use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
 use crate::runtime::Kernel;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
@@ -128,10 +126,8 @@ pub(crate) unsafe fn forward_compact(
     })?;
     let (n0, nlen) = (tokens.start, tokens.len());
     let token_tiles = nlen.div_ceil(SM90_TILE_M);
-    let cluster = match plan.storage {
-        StepLogits::Compact { tuning, .. } => tuning.cluster_for(token_tiles),
-        StepLogits::F32 => 1,
-    };
+    // the plan's pairs, unless this chunk (the last, shorter one) has a single token tile
+    let cluster = if token_tiles >= 2 { plan.forward_cluster.max(1) } else { 1 };
     let bytes = x.dtype.size_in_bytes() as u64;
     let e_chunk = x.e + (n0 * s.d) as u64 * bytes;
     let map_e = tensor_map(e_chunk, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;

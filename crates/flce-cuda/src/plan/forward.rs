@@ -100,7 +100,7 @@ pub fn forward_plan_tuned(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    let cluster = if family == Family::Sm90 { tuning.cluster_for(n.div_ceil(crate::geometry::SM90_TILE_M)) } else { 1 };
+    let mut cluster = 1;
     let (splits, token_slots) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
@@ -111,15 +111,10 @@ pub fn forward_plan_tuned(
         Family::Sm90 => {
             let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
-            let g = super::sm90_grid(
-                n.div_ceil(crate::geometry::SM90_TILE_M),
-                tiles,
-                sm_count,
-                cap,
-                shape.d * dtype.size_in_bytes(),
-                tuning.l2_budget,
-                cluster,
-            );
+            let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);
+            let row_bytes = shape.d * dtype.size_in_bytes();
+            let (g, c) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
+            cluster = c;
             (g.splits, g.slots)
         }
         Family::Cublas => (1, token_tiles),

@@ -65,6 +65,8 @@ pub struct StepPlan {
     /// Compact logits: the sm90 forward's grid for a whole chunk (the last, shorter chunk runs
     /// with at most its own token tiles as slots); its splits are `stats_splits`.
     pub forward_grid: Option<Sm90Grid>,
+    /// Compact: blocks per cluster of the forward grid ([`super::sm90_grid_tuned`]); else 1.
+    pub forward_cluster: usize,
     /// Tokens per chunk (a multiple of 128, or N).
     pub token_chunk: usize,
     /// Row pitch of the chunk's logits and G (V padded to 128), in elements.
@@ -132,16 +134,17 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let Shape { n, d, v } = shape;
     let rows = token_chunk.min(n);
     let ldg = v.div_ceil(TILE_N) * TILE_N;
-    let forward_grid = match storage {
-        StepLogits::F32 => None,
+    let (forward_grid, forward_cluster) = match storage {
+        StepLogits::F32 => (None, 1),
         StepLogits::Compact { sm_count, tuning } => {
             // the sm90 forward's grid for a chunk of `rows` tokens, at most MAX_STATS_SPLITS
             // partials a token (a chunk worth taking has ≥ 8 token tiles: 16 splits fill 128 SMs)
             let cap = MAX_STATS_SPLITS.min(sm_count.max(1));
             let row_bytes = d * dtype.size_in_bytes();
             let token_tiles = rows.div_ceil(SM90_TILE_M);
-            let (tiles, cluster) = (v.div_ceil(SM90_TILE_N), tuning.cluster_for(token_tiles));
-            Some(super::sm90_grid(token_tiles, tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster))
+            let (g, cluster) =
+                super::sm90_grid_tuned(token_tiles, v.div_ceil(SM90_TILE_N), sm_count, cap, row_bytes, tuning);
+            (Some(g), cluster)
         }
     };
     let (stats_splits, stats_seg_cols) = match forward_grid {
@@ -186,6 +189,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         wanted,
         storage,
         forward_grid,
+        forward_cluster,
         token_chunk: rows,
         ldg,
         stats_splits,
@@ -338,15 +342,21 @@ mod tests {
     }
 
     #[test]
-    fn paired_compact_forwards_keep_even_slots_within_one_wave() {
+    fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
         let paired = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning { cluster: 2, ..UNPAIRED } };
         let train16k = Shape::new(16384, 2048, 128_256);
         for (shape, budget) in [(train16k, 2 << 30), (LLAMA, 4 << 30), (Shape::new(300, 64, 1000), 64 << 20)] {
             let p = step_plan(shape, DType::BF16, BOTH, budget, paired).unwrap();
             let g = p.forward_grid.unwrap();
-            assert_eq!(g.slots % 2, 0, "{shape:?}: {g:?}");
+            assert_eq!(g.slots % p.forward_cluster, 0, "{shape:?}: {g:?}");
             assert!(g.slots * g.splits <= 132, "{shape:?}: a second wave {g:?}");
+            // Llama 3 in one chunk of 64 token tiles and the 16k loss in chunks of 43 pair
+            if shape.n >= 8192 {
+                assert_eq!(p.forward_cluster, 2, "{shape:?}: {p:?}");
+            }
         }
+        // unpaired tuning: never
+        assert_eq!(step_plan(LLAMA, DType::BF16, BOTH, 4 << 30, COMPACT).unwrap().forward_cluster, 1);
     }
 
     #[test]

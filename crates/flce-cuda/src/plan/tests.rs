@@ -256,12 +256,22 @@ fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
             let s = Shape { n, ..shape };
             let p = forward_plan_tuned(s, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, pairs);
             let tiles = n.div_ceil(128);
-            // one token tile cannot pair; otherwise every cluster has two slots
-            assert_eq!(p.cluster, if tiles >= 2 { 2 } else { 1 }, "{s:?}");
+            // one token tile cannot pair; pairs only where they keep the unpaired grid's balance
+            assert!(p.cluster == 1 || tiles >= 2, "{s:?}");
             assert_eq!(p.token_slots % p.cluster, 0, "{s:?}: {p:?}");
             assert!(p.token_slots * p.splits <= 132, "{s:?}: a second wave {p:?}");
+            // the model shapes at 8k tokens (64 token tiles) pair
+            if n == 8192 {
+                assert_eq!(p.cluster, 2, "{s:?}");
+            }
         }
     }
+    // 33 token tiles over Llama 3's vocabulary: paired, the longest block would walk 138 tiles
+    // against 126 unpaired — so no pairs; 43 tiles lose nothing paired
+    let (grid, cluster) = sm90_grid_tuned(33, 501, 132, 16, 4096, pairs);
+    assert_eq!((cluster, grid.longest(33)), (1, 126));
+    let (grid, cluster) = sm90_grid_tuned(43, 501, 132, 16, 4096, pairs);
+    assert_eq!((cluster, grid.slots % 2, grid.longest(44)), (2, 0, 167));
     // other families and the default tuning never pair
     let sm80 = forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80, pairs);
     assert_eq!(sm80.cluster, 1);
