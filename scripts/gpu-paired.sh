@@ -7,9 +7,9 @@
 # .whl/small (bash scripts/peer-wheels.sh), one or two device calls:
 #   OUT=$OUT PARTS=tests,timing bash scripts/gpu-paired.sh      # ~6 min
 #   OUT=$OUT PARTS=train bash scripts/gpu-paired.sh             # ~2.5 min
-# tests: small GPU cases in paired mode (every case runs the three-product pass with both logit
-#   storages, at one chunk and at 128-token chunks), memcheck of two, Llama 3 sampled (compact,
-#   one chunk, paired);
+# tests: the "pairs" cases (paired whatever the knob), then small GPU cases with the knob on
+#   (every case runs the three-product pass with both logit storages, at one chunk and at
+#   128-token chunks), memcheck of two, Llama 3 sampled (compact, one chunk, paired);
 # timing: gpu-variants.sh 3, default against paired, at Gemma 2 / Llama 3 / Qwen 2.5 with a 4 GB
 #   three-product budget and at the train step's loss shape (16384, 2048, 128256) with 2 GB;
 # train: benchmarks/train_step.py at 16k tokens, liger / flce@2G, default then paired.
@@ -21,6 +21,9 @@ export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $L/gpu.txt
 if [[ $PARTS == *tests* ]]; then
   echo "== tests $(date -u +%T)"
+  # the pairs cases (tests/gpu/cases.rs: a backend with paired tuning, whatever the knob)
+  timeout 90 gpu-bundle/gpu-tests --small "pairs" > $L/gpu-tests-pairs-cases.log 2>&1
+  echo "exit $?" >> $L/gpu-tests-pairs-cases.log
   FLCE_SM90_CLUSTER=2 timeout 150 gpu-bundle/gpu-tests --small "bf16 plain" "bf16 zloss" "ignore7" "f16 plain" \
     "f16 shift" "2 SMs" > $L/gpu-tests-paired.log 2>&1
   echo "exit $?" >> $L/gpu-tests-paired.log
@@ -51,7 +54,7 @@ if [[ $PARTS == *train* ]]; then
 fi
 echo "== done $(date -u +%T)"
 tar czf "$OUT/logs.tgz" -C /tmp logs-paired
-for f in gpu-tests-paired gpu-tests-sampled-paired memcheck-paired; do
+for f in gpu-tests-pairs-cases gpu-tests-paired gpu-tests-sampled-paired memcheck-paired; do
   [ -f $L/$f.log ] && echo "$f: $(grep -c '\.\.\. ok' $L/$f.log) ok, $(grep -c FAILED $L/$f.log) failed; $(grep -h '^exit\|^gpu:\|ERROR SUMMARY' $L/$f.log | tr '\n' ' ')"
 done
 grep -h FAILED $L/gpu-tests*.log 2>/dev/null | head -3 | cut -c1-300

@@ -77,6 +77,9 @@ pub struct CudaLoss {
     ctx: Arc<CudaContext>,
     arch: Arch,
     sm_count: usize,
+    /// The sm90 grids' L2 budget and cluster size ([`crate::geometry::sm90_tuning`]'s knobs, or
+    /// what a test asked for: [`CudaLoss::with_sm90_tuning`]).
+    sm90_tuning: plan::Sm90Tuning,
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
@@ -114,7 +117,8 @@ impl CudaLoss {
             .check("cuDeviceGetAttribute(multiprocessor count)")? as usize;
         let name = ctx.name().check("cuDeviceGetName")?;
         let kernels = Kernels::new(ctx.clone(), arch.clone());
-        Ok(CudaLoss { ctx, arch, sm_count, name, kernels, blas: Blas::default() })
+        let sm90_tuning = crate::geometry::sm90_tuning();
+        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, name, kernels, blas: Blas::default() })
     }
 
     /// Number of CUDA devices (0 when the driver is missing).
@@ -140,6 +144,19 @@ impl CudaLoss {
     #[doc(hidden)]
     pub fn planning_for_sms(mut self, sms: usize) -> Self {
         self.sm_count = sms.max(1);
+        self
+    }
+
+    /// The sm90 grids' tuning this backend plans with.
+    pub fn sm90_tuning(&self) -> plan::Sm90Tuning {
+        self.sm90_tuning
+    }
+
+    /// This backend, planning its sm90 grids with `tuning` instead of the knobs' (the GPU tests
+    /// run cases with pairs of token tiles in clusters of 2 this way, whatever the default).
+    #[doc(hidden)]
+    pub fn with_sm90_tuning(mut self, tuning: plan::Sm90Tuning) -> Self {
+        self.sm90_tuning = tuning;
         self
     }
 
@@ -170,7 +187,7 @@ impl CudaLoss {
     /// and pass it to every [`CudaLoss::forward`] of that shape.
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        let tuning = crate::geometry::sm90_tuning();
+        let tuning = self.sm90_tuning;
         plan::forward_plan_tuned(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, tuning)
     }
 
@@ -188,7 +205,7 @@ impl CudaLoss {
     ) -> plan::StepLogits {
         let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
         if sm90 && !has_logit_options(opts, bias) && !wanted.dbias && !crate::geometry::step_logits_f32_knob() {
-            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: crate::geometry::sm90_tuning() }
+            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: self.sm90_tuning }
         } else {
             plan::StepLogits::F32
         }

@@ -171,7 +171,7 @@ pub(crate) unsafe fn forward_compact(
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
-    let cluster = crate::geometry::sm90_tuning().cluster_for(rows);
+    let cluster = call.be.sm90_tuning().cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);

@@ -4,7 +4,9 @@
 
 use flce_core::testing::DataKind;
 use flce_core::{DType, Options, Reduction, Shape};
-use flce_cuda::{BackwardConfig, BackwardMode, BackwardPlan, CudaLoss, TailReach, Wanted};
+use flce_cuda::{
+    BackwardConfig, BackwardMode, BackwardPlan, CudaLoss, Family, ForwardConfig, ForwardMode, TailReach, Wanted,
+};
 
 #[derive(Clone)]
 pub(crate) struct Case {
@@ -22,6 +24,10 @@ pub(crate) struct Case {
     /// Plan as if the GPU had this many SMs (CudaLoss::planning_for_sms): the sm90 blocks then
     /// run several token tiles each, as on a full GPU at the model shapes.
     pub sms: Option<usize>,
+    /// Plan the sm90 grids with pairs of token tiles in clusters of 2
+    /// (CudaLoss::with_sm90_tuning), whatever the default: the forward, the compact
+    /// three-product forward and G share C's box by multicast.
+    pub pairs: bool,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -42,6 +48,7 @@ impl Case {
             big: false,
             fused: false,
             sms: None,
+            pairs: false,
             frozen: false,
         }
     }
@@ -140,6 +147,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     big: false,
                     fused: false,
                     sms: None,
+                    pairs: false,
                     frozen: false,
                 });
             }
@@ -157,6 +165,7 @@ pub(crate) fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
+            pairs: false,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -178,6 +187,7 @@ pub(crate) fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
+            pairs: false,
             frozen: false,
         });
     }
@@ -192,6 +202,21 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false),
     ] {
         out.push(Case { sms: Some(2), ..Case::planted(dtype, what, shape, opts, extras, "2 SMs") });
+    }
+    // pairs of token tiles (clusters of 2 sharing C's box): every token tile count parity, a
+    // block pair walking several token tiles (2 SMs), every option, N = 1 (never paired), f16;
+    // each case's three-product checks run the paired compact forward
+    let zloss = Options { z_loss: 1e-4, ..base.clone() };
+    for (dtype, what, shape, opts, extras, sms) in [
+        (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, None),
+        (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, None),
+        (DType::BF16, "all", Shape::new(1024, 64, 8000), all.clone(), true, None),
+        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss, false, None),
+        (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false, None),
+        (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, Some(2)),
+    ] {
+        let suffix = if sms.is_some() { "pairs 2 SMs" } else { "pairs" };
+        out.push(Case { sms, pairs: true, ..Case::planted(dtype, what, shape, opts, extras, suffix) });
     }
     // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
     // (plan::DcTail::rows_in_de; its rows rounded in place)
@@ -255,6 +280,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 big: true,
                 fused,
                 sms: None,
+                pairs: false,
                 frozen: false,
             });
         }
@@ -273,6 +299,7 @@ pub(crate) fn cases() -> Vec<Case> {
         big: true,
         fused: true,
         sms: None,
+        pairs: false,
         frozen: false,
     });
     out
@@ -300,6 +327,17 @@ pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
         }
         Some(_) => Ok(()),
     })
+}
+
+/// The pairs cases with more than one token tile must plan the sm90 forward in clusters of 2
+/// where the sm90 family runs (sm_90a); elsewhere they run as any case.
+pub(crate) fn require_pairs(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false };
+    let p = be.forward_plan(c.shape, c.dtype, config);
+    if p.family == Family::Sm90 && c.shape.n > 128 && p.cluster != 2 {
+        return Err(format!("not paired: {p:?}"));
+    }
+    Ok(())
 }
 
 /// The de-head cases must plan dE's accumulator partly in dE's own buffer, on every family.

@@ -24,11 +24,12 @@ mod threads;
 use std::time::Instant;
 
 use flce_core::{bf16, f16, DType, Options, Shape};
+use flce_cuda::plan::Sm90Tuning;
 use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
-use cases::{cases, nccl_cases, phase_cases, require_de_head, require_long_tail};
+use cases::{cases, nccl_cases, phase_cases, require_de_head, require_long_tail, require_pairs};
 use frozen::run_frozen;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
@@ -125,31 +126,38 @@ fn main() {
                     }
                 }
             };
-            let mut planning_for: std::collections::HashMap<usize, CudaLoss> = Default::default();
+            // backends planning for another SM count (`sms`) or with pairs of token tiles
+            // (`pairs`), one per combination the selected cases use
+            let tuning_of = |pairs: bool| Sm90Tuning { cluster: if pairs { 2 } else { 1 }, ..be.sm90_tuning() };
+            let mut planning_for: std::collections::HashMap<(Option<usize>, bool), CudaLoss> = Default::default();
             for c in &selected {
-                if let Some(sms) = c.sms {
-                    if let std::collections::hash_map::Entry::Vacant(slot) = planning_for.entry(sms) {
-                        match CudaLoss::new(0) {
-                            Ok(b) => {
-                                slot.insert(b.planning_for_sms(sms));
-                            }
-                            Err(e) => println!("backend planning for {sms} SMs: {e}"),
-                        }
+                let key = (c.sms, c.pairs);
+                if key == (None, false) || planning_for.contains_key(&key) {
+                    continue;
+                }
+                match CudaLoss::new(0) {
+                    Ok(b) => {
+                        let b = b.with_sm90_tuning(tuning_of(c.pairs));
+                        planning_for.insert(key, if let Some(sms) = c.sms { b.planning_for_sms(sms) } else { b });
                     }
+                    Err(e) => println!("backend for {key:?}: {e}"),
                 }
             }
             for c in &selected {
-                let be = match c.sms {
-                    Some(sms) => match planning_for.get(&sms) {
+                let be = match (c.sms, c.pairs) {
+                    (None, false) => be,
+                    key => match planning_for.get(&key) {
                         Some(b) => b,
                         None => {
-                            run(c.name.clone(), &|| Err(format!("no backend planning for {sms} SMs")));
+                            run(c.name.clone(), &|| Err(format!("no backend for {key:?}")));
                             continue;
                         }
                     },
-                    None => be,
                 };
                 let f = || -> Result<String, String> {
+                    if c.pairs {
+                        require_pairs(be, c)?;
+                    }
                     if c.name.ends_with("de-head") {
                         require_de_head(be, c)?;
                     }
