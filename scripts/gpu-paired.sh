@@ -5,8 +5,10 @@
 # 0.971 / 1.006 / 0.985x at Gemma 2 / Llama 3 / Qwen 2.5; the compact forward was never paired
 # before 2026-12-02.) From the repository root after scripts/gpu-prepare.sh, carry gpu-bundle and
 # .whl/small (bash scripts/peer-wheels.sh), one or two device calls:
-#   OUT=$OUT PARTS=tests,timing bash scripts/gpu-paired.sh      # ~6 min
-#   OUT=$OUT PARTS=train bash scripts/gpu-paired.sh             # ~2.5 min
+#   OUT=$OUT PARTS=tests bash scripts/gpu-paired.sh      # ~7 min (caps 90 + 150 + 60 + 100 s)
+#   OUT=$OUT PARTS=timing bash scripts/gpu-paired.sh     # ~6 min
+#   OUT=$OUT PARTS=train bash scripts/gpu-paired.sh      # ~2.5 min
+# (timing first if device time is short: the tests decide nothing if pairs are not faster)
 # tests: the "pairs" cases (paired whatever the knob), then small GPU cases with the knob on
 #   (every case runs the three-product pass with both logit storages, at one chunk and at
 #   128-token chunks), memcheck of two, Llama 3 sampled (compact, one chunk, paired);
@@ -16,7 +18,7 @@
 # Logs in $OUT/logs.tgz; the table last.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; L=/tmp/logs-paired; mkdir -p "$OUT" $L
-PARTS=${PARTS:-tests,timing}
+PARTS=${PARTS:-timing}
 export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $L/gpu.txt
 if [[ $PARTS == *tests* ]]; then
@@ -36,7 +38,7 @@ fi
 if [[ $PARTS == *timing* ]]; then
   echo "== timing $(date -u +%T)"
   mkdir -p $L/models $L/train16k
-  OUT=$L/models BENCH_ARGS="--step-budget-mb 4096" timeout 200 bash scripts/gpu-variants.sh 3 \
+  OUT=$L/models BENCH_ARGS="--step-budget-mb 4096" timeout 260 bash scripts/gpu-variants.sh 3 \
     "default=gpu-bundle/flce" "paired=gpu-bundle/flce:FLCE_SM90_CLUSTER=2" > $L/variants-models.md 2>&1
   OUT=$L/train16k SHAPES=16384,2048,128256 BENCH_ARGS="--step-budget-mb 2048" timeout 100 bash scripts/gpu-variants.sh 3 \
     "default=gpu-bundle/flce" "paired=gpu-bundle/flce:FLCE_SM90_CLUSTER=2" > $L/variants-train16k.md 2>&1
