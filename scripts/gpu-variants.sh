@@ -42,8 +42,10 @@ for label in labels:
             # the three-product pass's time, where BENCH_ARGS asked for one (nan: none)
             rows.setdefault(j["shape"], {}).setdefault(label, []).append(
                 (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("step_ms", float("nan"))))
-print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+# spread: (max - min) / median of the rounds, in %, of the forward and of the three-product time
+# where there is one, else of fwd+bwd — a ratio to the first variant inside the spreads is no result
+print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs | spread fwd / last |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for shape, by in rows.items():
     med = {l: tuple(statistics.median(x[k] for x in v) for k in range(4)) for l, v in by.items()}
     base = med.get(labels[0])
@@ -53,5 +55,10 @@ for shape, by in rows.items():
         m = med[label]
         rel = [f"{m[k] / base[k]:.3f}" if base and base[k] == base[k] else "-" for k in (0, 1, 3)]
         step = f"{m[3]:.2f}" if m[3] == m[3] else "-"
-        print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {step} | {rel[2]} | {m[2]:.2f} | {len(by[label])} |")
+        def spread(k):
+            xs = [x[k] for x in by[label]]
+            return f"{100 * (max(xs) - min(xs)) / m[k]:.1f}%" if len(xs) > 1 else "-"
+        spread = f"{spread(0)} / {spread(3 if m[3] == m[3] else 1)}"
+        print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {step} | {rel[2]} | {m[2]:.2f} | "
+              f"{len(by[label])} | {spread} |")
 PY
