@@ -16,7 +16,6 @@ Default model: 4 layers, hidden 2048, 16 heads (8 KV), intermediate 8192, vocab 
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 import os
 import statistics
@@ -100,7 +99,7 @@ def profile_step(step, label, top):
     """One more step under torch.profiler (CUDA activity): the step's kernel time against its wall
     time and its `top` kernels by GPU time, summed over launches (scripts/profile_kernels.py's names)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-    from profile_kernels import short, timeline
+    from profile_kernels import kernel_times, timeline
 
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -108,13 +107,8 @@ def profile_step(step, label, top):
         step()
         torch.cuda.synchronize()
         wall = (time.perf_counter() - w0) * 1e3
-    kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name]
-    per = collections.defaultdict(lambda: [0.0, 0])
-    for ev in kernels:
-        k = per[short(ev.name)]
-        k[0] += ev.time_range.elapsed_us() / 1e3
-        k[1] += 1
-    total = sum(x[0] for x in per.values())
+    # (memcpy and memset included: the step's optimizer and zeroing are part of its GPU time)
+    kernels, per, total = kernel_times(prof)
     span, gaps = timeline(kernels)
     print(f"\n## profile {label}: kernels {total:.2f} ms, first kernel start to last end {span:.2f} ms, "
           f"wall {wall:.2f} ms, GPU idle {sum(g[0] for g in gaps):.2f} ms over {len(gaps)} gaps")

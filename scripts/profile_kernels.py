@@ -78,14 +78,7 @@ def main():
             prof.export_chrome_trace(os.path.join(a.trace, f"{a.shape}-{cfg.replace('/', '-')}.json"))
         if a.launches:
             print_launches(prof)
-        per = collections.defaultdict(lambda: [0.0, 0])
-        kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name
-                   and not ev.name.startswith("Memcpy") and not ev.name.startswith("Memset")]
-        for ev in kernels:
-            k = per[short(ev.name)]
-            k[0] += ev.time_range.elapsed_us() / 1e3
-            k[1] += 1
-        total = sum(x[0] for x in per.values())
+        kernels, per, total = kernel_times(prof, copies=False)
         span, gaps = timeline(kernels)
         print(f"\n## {cfg}: kernels {total:.2f} ms, first kernel start to last kernel end {span:.2f} ms, "
               f"wall {wall:.2f} ms")
@@ -97,6 +90,19 @@ def main():
         print(f"\nGPU idle between kernels: {idle:.2f} ms over {len(gaps)} gaps; the longest:")
         for ms, before, after in sorted(gaps, key=lambda g: -g[0])[: a.gaps]:
             print(f"- {ms:.3f} ms between {before} and {after}")
+
+
+def kernel_times(prof, copies=True):
+    """The profile's GPU activities (without memcpy / memset unless `copies`), the GPU ms and
+    launch count of each kernel name ([ms, launches] by `short` name) and their total ms."""
+    kernels = [ev for ev in prof.events() if ev.device_type == torch.autograd.DeviceType.CUDA and ev.name
+               and (copies or not (ev.name.startswith("Memcpy") or ev.name.startswith("Memset")))]
+    per = collections.defaultdict(lambda: [0.0, 0])
+    for ev in kernels:
+        k = per[short(ev.name)]
+        k[0] += ev.time_range.elapsed_us() / 1e3
+        k[1] += 1
+    return kernels, per, sum(x[0] for x in per.values())
 
 
 def print_launches(prof):

@@ -146,11 +146,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let step = match &call.step {
             Some((plan, ws)) => {
                 let ms = time_ms(2, args.iters, || call.forward_backward())?;
-                let storage = match plan.storage {
-                    flce::cuda::plan::StepLogits::F32 => "f32",
-                    flce::cuda::plan::StepLogits::Compact { .. } => "compact",
-                };
-                Some((ms, ws.bytes(), plan.token_chunk, storage))
+                Some((ms, ws.bytes(), plan.token_chunk, plan.storage.name()))
             }
             None => None,
         };

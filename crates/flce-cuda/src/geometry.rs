@@ -158,10 +158,15 @@ pub fn sm90_l2_budget() -> usize {
 /// full GPU run in paired mode and a per-shape rule come before a default.
 pub fn sm90_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_CLUSTER").as_deref().map(str::trim) {
+    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_CLUSTER"))
+}
+
+/// A cluster-size knob's value: 2 where the variable says "2", else 1.
+fn cluster_from_env(name: &str) -> usize {
+    match std::env::var(name).as_deref().map(str::trim) {
         Ok("2") => 2,
         _ => 1,
-    })
+    }
 }
 
 /// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`] and [`sm90_cluster_knob`].
@@ -240,10 +245,7 @@ pub fn sm90_product_tile_n_knob() -> Option<usize> {
 /// they save nothing yet.
 pub fn sm90_product_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_PRODUCT_CLUSTER").as_deref().map(str::trim) {
-        Ok("2") => 2,
-        _ => 1,
-    })
+    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_PRODUCT_CLUSTER"))
 }
 
 /// The defines the kernels compile with.

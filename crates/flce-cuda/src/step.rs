@@ -14,7 +14,7 @@ use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
 use crate::loss::CudaLoss;
-use crate::plan::{StepLogits, StepPlan};
+use crate::plan::StepPlan;
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
@@ -37,8 +37,8 @@ impl CudaLoss {
     ) -> Result<()> {
         x.validate(opts)?;
         out.check(x.shape.n, opts)?;
-        let compact = matches!(plan.storage, StepLogits::Compact { .. });
-        self.check_plan(x, plan.shape, plan.dtype, if compact { Family::Sm90 } else { Family::Cublas })?;
+        let compact = plan.storage.family() == Family::Sm90;
+        self.check_plan(x, plan.shape, plan.dtype, plan.storage.family())?;
         if compact && crate::loss::has_logit_options(opts, x.bias.is_some()) {
             return Err(flce_core::Error::InvalidOption {
                 name: "plan",

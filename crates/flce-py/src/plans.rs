@@ -94,10 +94,7 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.family.name(),
             PlanKind::Backward(p) => p.family.name(),
-            PlanKind::Step(p) => match p.storage {
-                flce::cuda::plan::StepLogits::F32 => flce::cuda::Family::Cublas.name(),
-                flce::cuda::plan::StepLogits::Compact { .. } => flce::cuda::Family::Sm90.name(),
-            },
+            PlanKind::Step(p) => p.storage.family().name(),
         }
     }
     /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward

@@ -100,12 +100,12 @@ pub fn forward_plan_tuned(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    let mut cluster = 1;
-    let (splits, token_slots) = match family {
+    // (splits, token-tile slots, blocks per cluster)
+    let (splits, token_slots, cluster) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
             let s = (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
-            (s, token_tiles)
+            (s, token_tiles, 1)
         }
         // one block per SM, running start to end, every token tile of its split in turn
         Family::Sm90 => {
@@ -113,11 +113,10 @@ pub fn forward_plan_tuned(
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);
             let row_bytes = shape.d * dtype.size_in_bytes();
-            let (g, c) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
-            cluster = c;
-            (g.splits, g.slots)
+            let (g, cluster) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
+            (g.splits, g.slots, cluster)
         }
-        Family::Cublas => (1, token_tiles),
+        Family::Cublas => (1, token_tiles, 1),
     };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
     let splits = vocab_tiles.div_ceil(tiles_per_split);

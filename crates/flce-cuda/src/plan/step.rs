@@ -38,6 +38,7 @@ use std::ops::Range;
 use flce_core::{DType, Error, Result, Shape};
 
 use super::{chunk_range, Layout, Region, Sm90Grid, Wanted};
+use crate::family::Family;
 use crate::geometry::{SM90_TILE_M, SM90_TILE_N, TILE_M, TILE_N};
 
 /// At most this many vocabulary segments per token in a chunk's statistics.
@@ -54,6 +55,23 @@ pub enum StepLogits {
     /// softcap or smoothing (`CudaLoss::step_logits` decides). The forward grid is planned for
     /// `sm_count` SMs with `tuning`'s L2 budget and cluster size, as the sm90 forward's.
     Compact { sm_count: usize, tuning: super::Sm90Tuning },
+}
+
+impl StepLogits {
+    /// "f32" or "compact" (reports and logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            StepLogits::F32 => "f32",
+            StepLogits::Compact { .. } => "compact",
+        }
+    }
+    /// The kernel family that computes a chunk's logits: cuBLAS (f32) or the sm90 forward.
+    pub fn family(&self) -> Family {
+        match self {
+            StepLogits::F32 => Family::Cublas,
+            StepLogits::Compact { .. } => Family::Sm90,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -54,7 +54,7 @@ pub(crate) fn check_step<T: Element>(
     let mut report = String::new();
     let mut chunked = None;
     for storage in storages {
-        let name = if storage == StepLogits::F32 { "f32" } else { "compact" };
+        let name = storage.name();
         let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX, storage).map_err(|e| e.to_string())?;
         // 128-token chunks: dC (and db) accumulated across chunks in f32
         let small = step_plan_with_chunk(s, T::DTYPE, wanted, 128, storage);
