@@ -151,27 +151,42 @@ pub fn sm90_l2_budget() -> usize {
     })
 }
 
-/// Blocks per cluster of the sm90 forward and G kernels (`FLCE_SM90_CLUSTER`, read once; a
-/// measurement knob): `2` pairs token tiles that share C's box (multicast), anything else 1.
-/// Off by default: with the CTA-scope stage release (perf-notes v23) pairs ran the forward
-/// 0.971 / 1.006 / 0.985× the unpaired at Gemma 2 / Llama 3 / Qwen 2.5 (H200, 2026-12-02); a
-/// full GPU run in paired mode and a per-shape rule come before a default.
+/// Blocks per cluster of the sm90 forwards (`FLCE_SM90_CLUSTER`, read once; a measurement knob):
+/// `1` runs them unpaired, `2` in pairs of token tiles that share C's box (multicast); unset or
+/// anything else, [`crate::plan::Sm90Tuning`]'s default (pairs).
 pub fn sm90_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_CLUSTER"))
+    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_CLUSTER", crate::plan::Sm90Tuning::default().cluster))
 }
 
-/// A cluster-size knob's value: 2 where the variable says "2", else 1.
-fn cluster_from_env(name: &str) -> usize {
+/// Blocks per cluster of the sm90 G kernel (`FLCE_SM90_G_CLUSTER`, read once; a measurement
+/// knob), as [`sm90_cluster_knob`]; unpaired by default.
+pub fn sm90_grad_cluster_knob() -> usize {
+    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_G_CLUSTER", crate::plan::Sm90Tuning::default().grad_cluster))
+}
+
+/// A cluster-size knob's value: 1 or 2 where the variable says so, else `default`.
+fn cluster_from_env(name: &str, default: usize) -> usize {
     match std::env::var(name).as_deref().map(str::trim) {
+        Ok("1") => 1,
         Ok("2") => 2,
-        _ => 1,
+        Ok(v) => {
+            eprintln!("flce: ignoring {name}={v:?}: not 1 or 2");
+            default
+        }
+        Err(_) => default,
     }
 }
 
-/// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`] and [`sm90_cluster_knob`].
+/// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`], [`sm90_cluster_knob`] and
+/// [`sm90_grad_cluster_knob`].
 pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
-    crate::plan::Sm90Tuning { l2_budget: sm90_l2_budget(), cluster: sm90_cluster_knob() }
+    crate::plan::Sm90Tuning {
+        l2_budget: sm90_l2_budget(),
+        cluster: sm90_cluster_knob(),
+        grad_cluster: sm90_grad_cluster_knob(),
+    }
 }
 
 /// Whether backward plans put their first chunks' G in dC's unwritten rows
@@ -238,14 +253,14 @@ pub fn sm90_product_tile_n_knob() -> Option<usize> {
 }
 
 /// Blocks per cluster of the product kernel (`FLCE_SM90_PRODUCT_CLUSTER`, read once; a
-/// measurement knob): `2` pairs column tiles that share A's box (multicast), anything else 1.
+/// measurement knob): `2` pairs column tiles that share A's box (multicast), unset or `1` unpaired.
 /// Pairs are correct (GPU tests, memcheck). They ran 1.19–1.33× slower fwd+bwd while the
 /// consumers released stages with a cluster-scope fence (perf-notes v21); with the CTA-scope
 /// release (v23) they are even with unpaired products (1.000–1.009×, H200 2026-12-02): off, as
 /// they save nothing yet.
 pub fn sm90_product_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_PRODUCT_CLUSTER"))
+    *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_PRODUCT_CLUSTER", 1))
 }
 
 /// The defines the kernels compile with.

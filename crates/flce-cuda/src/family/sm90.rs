@@ -85,8 +85,8 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
-    // pairs of token tiles sharing C's box when the plan says so (`FLCE_SM90_CLUSTER=2`: off by
-    // default, geometry::sm90_cluster_knob)
+    // pairs of token tiles sharing C's box when the plan says so (plan::Sm90Tuning's default;
+    // `FLCE_SM90_CLUSTER=1` turns them off, geometry::sm90_cluster_knob)
     let cluster = plan.cluster.max(1);
     let (map_e, map_c) = maps(call, cluster)?;
     let params = Sm90ForwardParams {
@@ -171,7 +171,7 @@ pub(crate) unsafe fn forward_compact(
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
-    let cluster = call.be.sm90_tuning().cluster_for(rows);
+    let cluster = call.be.sm90_tuning().grad_cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);

@@ -19,30 +19,51 @@ use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
 /// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
 pub const SM90_L2_BUDGET: usize = 32 << 20;
 
-/// How the sm90 forward grids are shaped beyond the call and the GPU: the L2 budget of the blocks
-/// that run together and the blocks per cluster (1, or 2: pairs of token tiles sharing C's box by
-/// multicast, `slots` then a multiple of 2). The backend reads them from measurement knobs
-/// ([`crate::geometry::sm90_tuning`]); plans take them as values.
+/// How the sm90 grids are shaped beyond the call and the GPU: the L2 budget of the forward's blocks
+/// that run together, and the blocks per cluster (1, or 2: pairs of token tiles sharing C's box by
+/// multicast, `slots` then a multiple of 2) of the forwards (the sm90 forward and the compact
+/// three-product forward) and of the backward's G kernel. The backend reads them from measurement
+/// knobs ([`crate::geometry::sm90_tuning`]); plans take them as values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tuning {
     pub l2_budget: usize,
+    /// Blocks per cluster of the forwards.
     pub cluster: usize,
+    /// Blocks per cluster of the G kernel.
+    pub grad_cluster: usize,
 }
 
 impl Default for Sm90Tuning {
+    /// Paired forwards, unpaired G: with the CTA-scope stage release (perf-notes v24, H200
+    /// 2026-12-02, three interleaved rounds) pairs ran the forward 0.975 / 0.996 / 0.968× the
+    /// unpaired at Gemma 2 / Llama 3 / Qwen 2.5 and 0.957× at the train step's (16384, 2048,
+    /// 128256), the three-product pass 1.001 / 0.996 / 0.994 / 0.985×; paired G gave nothing
+    /// back (fwd+bwd 1.003–1.008× with the paired forward in it).
     fn default() -> Self {
-        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1 }
+        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1 }
     }
 }
 
 impl Sm90Tuning {
-    /// Blocks per cluster for a grid of `token_tiles` token tiles: pairs need two.
+    /// Both kernels unpaired (the grids before clusters).
+    pub const UNPAIRED: Sm90Tuning = Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1, grad_cluster: 1 };
+
+    /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {
-        if token_tiles >= 2 {
-            self.cluster.max(1)
-        } else {
-            1
-        }
+        pairs_need_two(self.cluster, token_tiles)
+    }
+
+    /// Blocks per cluster of a G grid of `token_tiles` token tiles.
+    pub fn grad_cluster_for(&self, token_tiles: usize) -> usize {
+        pairs_need_two(self.grad_cluster, token_tiles)
+    }
+}
+
+fn pairs_need_two(cluster: usize, token_tiles: usize) -> usize {
+    if token_tiles >= 2 {
+        cluster.max(1)
+    } else {
+        1
     }
 }
 

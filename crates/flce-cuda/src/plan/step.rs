@@ -298,7 +298,7 @@ mod tests {
     const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
     const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
     const F32: StepLogits = StepLogits::F32;
-    const UNPAIRED: Sm90Tuning = Sm90Tuning { l2_budget: super::super::SM90_L2_BUDGET, cluster: 1 };
+    const UNPAIRED: Sm90Tuning = Sm90Tuning::UNPAIRED;
     const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
 
     #[test]

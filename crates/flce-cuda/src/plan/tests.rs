@@ -244,11 +244,12 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
 }
 
 /// The grid before L2 budgets: every token tile its own slot.
-const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, cluster: 1 };
+const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, ..Sm90Tuning::UNPAIRED };
 
 #[test]
 fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
-    let pairs = Sm90Tuning { cluster: 2, ..Sm90Tuning::default() };
+    let pairs = Sm90Tuning::default();
+    assert_eq!((pairs.cluster, pairs.grad_cluster), (2, 1), "the default: paired forwards, unpaired G");
     for shape in
         [GEMMA, Shape::new(8192, 4096, 128256), Shape::new(8192, 3584, 152_064), Shape::new(16384, 2048, 128256)]
     {
@@ -272,10 +273,15 @@ fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
     assert_eq!((cluster, grid.longest(33)), (1, 126));
     let (grid, cluster) = sm90_grid_tuned(43, 501, 132, 16, 4096, pairs);
     assert_eq!((cluster, grid.slots % 2, grid.longest(44)), (2, 0, 167));
-    // other families and the default tuning never pair
+    // other families and the unpaired tuning never pair
     let sm80 = forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm80, pairs);
     assert_eq!(sm80.cluster, 1);
-    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90).cluster, 1);
+    let unpaired = Sm90Tuning::UNPAIRED;
+    assert_eq!(
+        forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, unpaired).cluster,
+        1
+    );
+    assert_eq!(forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90).cluster, 2);
 }
 
 #[test]

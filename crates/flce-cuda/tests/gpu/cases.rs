@@ -24,10 +24,11 @@ pub(crate) struct Case {
     /// Plan as if the GPU had this many SMs (CudaLoss::planning_for_sms): the sm90 blocks then
     /// run several token tiles each, as on a full GPU at the model shapes.
     pub sms: Option<usize>,
-    /// Plan the sm90 grids with pairs of token tiles in clusters of 2
-    /// (CudaLoss::with_sm90_tuning), whatever the default: the forward, the compact
-    /// three-product forward and G share C's box by multicast.
-    pub pairs: bool,
+    /// Plan the sm90 grids with this many blocks per cluster (CudaLoss::with_sm90_tuning),
+    /// whatever the default: 2 pairs token tiles that share C's box by multicast in the forward,
+    /// the compact three-product forward and G; 1 runs all three unpaired; None, the backend's
+    /// tuning (paired forwards, unpaired G, unless a knob says otherwise).
+    pub cluster: Option<usize>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -48,7 +49,7 @@ impl Case {
             big: false,
             fused: false,
             sms: None,
-            pairs: false,
+            cluster: None,
             frozen: false,
         }
     }
@@ -147,7 +148,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     big: false,
                     fused: false,
                     sms: None,
-                    pairs: false,
+                    cluster: None,
                     frozen: false,
                 });
             }
@@ -165,7 +166,7 @@ pub(crate) fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
-            pairs: false,
+            cluster: None,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -187,7 +188,7 @@ pub(crate) fn cases() -> Vec<Case> {
             big: false,
             fused: false,
             sms: None,
-            pairs: false,
+            cluster: None,
             frozen: false,
         });
     }
@@ -203,9 +204,10 @@ pub(crate) fn cases() -> Vec<Case> {
     ] {
         out.push(Case { sms: Some(2), ..Case::planted(dtype, what, shape, opts, extras, "2 SMs") });
     }
-    // pairs of token tiles (clusters of 2 sharing C's box): every token tile count parity, a
-    // block pair walking several token tiles (2 SMs), every option, N = 1 (never paired), f16;
-    // each case's three-product checks run the paired compact forward
+    // pairs of token tiles (clusters of 2 sharing C's box) in every kernel that pairs, and the same
+    // cases with none: every token tile count parity, a block pair walking several token tiles
+    // (2 SMs), every option, N = 1 (never paired), f16; each case's three-product checks run the
+    // compact forward paired / unpaired
     let zloss = Options { z_loss: 1e-4, ..base.clone() };
     for (dtype, what, shape, opts, extras, sms) in [
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, None),
@@ -215,8 +217,11 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false, None),
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, Some(2)),
     ] {
-        let suffix = if sms.is_some() { "pairs 2 SMs" } else { "pairs" };
-        out.push(Case { sms, pairs: true, ..Case::planted(dtype, what, shape, opts, extras, suffix) });
+        for (cluster, name) in [(2, "pairs"), (1, "unpaired")] {
+            let suffix = if sms.is_some() { format!("{name} 2 SMs") } else { name.to_string() };
+            let case = Case::planted(dtype, what, shape, opts.clone(), extras, &suffix);
+            out.push(Case { sms, cluster: Some(cluster), ..case });
+        }
     }
     // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
     // (plan::DcTail::rows_in_de; its rows rounded in place)
@@ -280,7 +285,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 big: true,
                 fused,
                 sms: None,
-                pairs: false,
+                cluster: None,
                 frozen: false,
             });
         }
@@ -299,7 +304,7 @@ pub(crate) fn cases() -> Vec<Case> {
         big: true,
         fused: true,
         sms: None,
-        pairs: false,
+        cluster: None,
         frozen: false,
     });
     out
@@ -329,13 +334,15 @@ pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
     })
 }
 
-/// The pairs cases with more than one token tile must plan the sm90 forward in clusters of 2
-/// where the sm90 family runs (sm_90a); elsewhere they run as any case.
-pub(crate) fn require_pairs(be: &CudaLoss, c: &Case) -> Result<(), String> {
+/// The pairs cases with more than one token tile must plan the sm90 forward in clusters of 2,
+/// the unpaired cases without, where the sm90 family runs (sm_90a); elsewhere they run as any
+/// case.
+pub(crate) fn require_cluster(be: &CudaLoss, c: &Case, cluster: usize) -> Result<(), String> {
     let config = ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false };
     let p = be.forward_plan(c.shape, c.dtype, config);
-    if p.family == Family::Sm90 && c.shape.n > 128 && p.cluster != 2 {
-        return Err(format!("not paired: {p:?}"));
+    let want = if c.shape.n > 128 { cluster } else { 1 };
+    if p.family == Family::Sm90 && p.cluster != want {
+        return Err(format!("not {want} blocks per cluster: {p:?}"));
     }
     Ok(())
 }
