@@ -195,36 +195,16 @@ struct Sm90ForwardEpilogue {
     }
   }
 
-  // COMPACT and FAST: q (in acc) of the warp's 16 rows leaves through its shared-memory staging
-  // slice as 16-byte row pieces, 64 columns at a time, as flce_sm90_grad stores G (grad.cu,
-  // store_staged): each global store instruction writes 4 whole 128-byte lines instead of 8
-  // half sectors.
+  // COMPACT and FAST: q (in acc) of the warp's 16 rows as f16 pairs in 16-byte row pieces through
+  // its shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged; G leaves the same way).
   __device__ __forceinline__ void store_q_staged(const float (&acc)[128], int col0) {
-    constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
-    const int lane = threadIdx.x & 31, g = lane >> 2;
-    const int warp_row0 = row0 + rl0 - g;
-#pragma unroll
-    for (int quarter = 0; quarter < 4; ++quarter) {
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * quarter + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          u32 pair;
-          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(acc[4 * j + 2 * h + 1]), "f"(acc[4 * j + 2 * h]));
-          s_stage[(g + 8 * h) * WORDS + 4 * jj + t] = pair;
-        }
-      }
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = 4 * i + (lane >> 3), piece = lane & 7;
-        const uint4 val = *(const uint4*)((const unsigned char*)s_stage + r * SM90_GRAD_STAGE_ROW_BYTES + 16 * piece);
-        const int grow = warp_row0 + r;
-        if (grow < p.k.n) *(uint4*)(cp->q + (size_t)grow * cp->ldq + col0 + 64 * quarter + 8 * piece) = val;
-      }
-      __syncwarp();  // the slice is rewritten by the next quarter
-    }
+    const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);
+    u16* out = cp->q + (size_t)warp_row0 * cp->ldq + col0;
+    sm90_store_warp_rows_staged(acc, s_stage, out, (size_t)cp->ldq, p.k.n - warp_row0, [](float lo, float hi) {
+      u32 pair;
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+      return pair;
+    });
   }
 };
 

@@ -95,34 +95,12 @@ struct Sm90GradEpilogue {
     return (u32)from_f32(a) | ((u32)from_f32(b) << 16);
   }
 
-  // The FAST path's stores: the accumulator layout gives each thread 2 adjacent columns of 2
-  // rows, so direct stores fill 8 half lines per warp instruction and hold 64 store
-  // instructions' registers per tile. Instead, per 64-column quarter of the tile, the warp writes
-  // its 16 × 64 values to its staging slice (row stride 144 bytes: lanes (g, t) hit banks
-  // 4g + t, conflict free) and reads them back as 16-byte row pieces (8 lanes per 128-byte row),
-  // so each global store instruction writes 4 whole lines.
+  // The FAST path's stores: G of the warp's 16 rows in 16-byte row pieces through its
+  // shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged).
   __device__ __forceinline__ void store_staged(const float (&acc)[128], int col0) {
-    constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int quarter = 0; quarter < 4; ++quarter) {
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = 8 * quarter + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) s_stage[(g + 8 * h) * WORDS + 4 * jj + t] = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      }
-      __syncwarp();
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = 4 * i + (lane >> 3), piece = lane & 7;
-        const uint4 v = *(const uint4*)((const unsigned char*)s_stage + r * SM90_GRAD_STAGE_ROW_BYTES + 16 * piece);
-        const int grow = warp_row0 + r;
-        if (grow < ch.n_end)
-          *(uint4*)(ch.g_out + (size_t)(grow - ch.n0) * ch.ldg + (col0 - ch.v0) + 64 * quarter + 8 * piece) = v;
-      }
-      __syncwarp();  // the slice is rewritten by the next quarter
-    }
+    elem_t* out = ch.g_out + (size_t)(warp_row0 - ch.n0) * ch.ldg + (col0 - ch.v0);
+    sm90_store_warp_rows_staged(acc, s_stage, out, (size_t)ch.ldg, ch.n_end - warp_row0,
+                                [](float lo, float hi) { return pack2(lo, hi); });
   }
 
   // Σ over the token tile's 128 rows of each column, into db_partial[token_tile].

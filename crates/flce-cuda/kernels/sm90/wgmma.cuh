@@ -135,3 +135,39 @@ template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64nk16(float (&d)[96], u64 desc_a, u64 desc_b, int accumulate) {
   wgmma_m64n192k16<TA, TB>(d, desc_a, desc_b, accumulate);
 }
+
+// ---- staged stores of a warp's accumulator rows ----------------------------------------------
+// A warp's 16 rows × 256 columns of a 64 × 256 f32 accumulator (wgmma's layout: lane (g, t) =
+// (lane / 4, lane % 4) holds, for j < 32, columns 8j + 2t and 8j + 2t + 1 of row g in acc[4j],
+// acc[4j + 1] and of row g + 8 in acc[4j + 2], acc[4j + 3]) stored as 16-bit pairs pack(lo, hi).
+// Direct stores would fill 8 half lines per warp instruction and hold 64 store instructions'
+// registers per tile; instead, per 64-column quarter, the warp writes its 16 × 64 values to its
+// shared-memory staging slice `s_stage` (16 rows of SM90_GRAD_STAGE_ROW_BYTES = 144: lanes (g, t)
+// hit banks 4g + t, conflict free) and reads them back as 16-byte row pieces (8 lanes per 128-byte
+// row), so each global store instruction writes 4 whole lines. `out`: the warp's row 0, column 0
+// (16-bit elements, pitch `ld` elements, 16-byte aligned rows); rows from `rows` on are not
+// written. Used for G (sm90/grad.cu) and the compact forward's q (sm90/forward.cu).
+template <typename E, typename Pack>
+__device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[128], u32* s_stage, E* out, size_t ld,
+                                                            int rows, Pack pack) {
+  constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int quarter = 0; quarter < 4; ++quarter) {
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const int j = 8 * quarter + jj;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        s_stage[(g + 8 * h) * WORDS + 4 * jj + t] = pack(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = 4 * i + (lane >> 3), piece = lane & 7;
+      const uint4 v = *(const uint4*)((const unsigned char*)s_stage + r * SM90_GRAD_STAGE_ROW_BYTES + 16 * piece);
+      if (r < rows) *(uint4*)(out + (size_t)r * ld + 64 * quarter + 8 * piece) = v;
+    }
+    __syncwarp();  // the slice is rewritten by the next quarter
+  }
+}
