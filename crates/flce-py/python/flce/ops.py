@@ -248,13 +248,15 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         # pays); on the CPU and under torch.compile (no memory statistics to read) the default's
         peak = step.peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
         o = dataclasses.replace(o, workspace_budget=peak)
-    trades = o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)
+    # (a call without a backward to come never trades: no free-memory query, no plan)
+    trades = (o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)) and reduction != "none" \
+        and torch.is_grad_enabled() and any(wants)
     o_step = o
     if trades and e.is_cuda and not torch.compiler.is_compiling():
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
         o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
         trades = step.step_plan_for(e, c, o_step, wants, b is not None) is not None
-    if trades and reduction != "none" and torch.is_grad_enabled() and any(wants):
+    if trades:
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o_step.astuple())
     else:
