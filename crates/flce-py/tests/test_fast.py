@@ -138,3 +138,40 @@ def test_peak_budget_uses_the_headroom_and_keeps_the_peak():
     assert torch.equal(loss_p, loss_fast) and all(torch.equal(a, b) for a, b in zip(grads_p[:2], grads_fast[:2]))
     # ... and the process's peak did not move
     assert torch.cuda.max_memory_allocated() <= peak_before
+
+
+@cuda_only
+def test_fast_gradients_become_grad_without_a_copy():
+    """The three-product pass's dE and dC go to .grad as they are (autograd steals them), so a
+    step holds one copy of the gradients: the 2026-12-02 suite measured flce_fast's peak at
+    N 1024, Llama 3 (D 4096, V 128256) as twice the gradients (2,020 MB) where the plan's
+    workspace is 265 MB — as if .grad were a clone. Checked by pointer and by peak memory."""
+    import flce.step as step
+    from flce._common import FAST, LossOptions
+    e, c, t, _, _ = make(1024, 256, 8000, torch.bfloat16, "cuda", seed=11)
+    eg, cg = e.detach().clone().requires_grad_(True), c.detach().clone().requires_grad_(True)
+    fast = LossOptions(workspace_budget=FAST)
+    plan = step.step_plan_for(eg, cg, LossOptions(workspace_budget=step.budget_bytes(eg, fast)), (True, True, False))
+    assert plan is not None, "no three-product plan at this shape: the test checks nothing"
+    returned = {}
+    original = step._autograd_backward
+
+    def spy(ctx, *grads):
+        out = original(ctx, *grads)
+        returned["de"], returned["dc"] = out[0].data_ptr(), out[1].data_ptr()
+        return out
+
+    step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        flce.linear_cross_entropy(eg, cg, t, workspace_budget="fast").backward()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+    finally:
+        step._forward_backward.register_autograd(original, setup_context=step._setup_context)
+    assert returned, "the three-product op did not run"
+    assert (eg.grad.data_ptr(), cg.grad.data_ptr()) == (returned["de"], returned["dc"]), "a copy went to .grad"
+    grads = (eg.numel() + cg.numel()) * 2
+    assert peak <= grads + plan.workspace_bytes + (4 << 20), (peak, grads, plan.workspace_bytes)
