@@ -205,6 +205,20 @@ pub fn de_head_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
 }
 
+/// The most tokens a three-product chunk may hold (`FLCE_STEP_MAX_TOKENS`, read once; a
+/// measurement knob for [`crate::plan::step_plan_capped`]): unset, every token that fits the
+/// budget (usize::MAX).
+pub fn step_max_tokens() -> usize {
+    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_STEP_MAX_TOKENS") {
+        Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
+            eprintln!("flce: ignoring FLCE_STEP_MAX_TOKENS={v:?}: not a number of tokens");
+            usize::MAX
+        }),
+        Err(_) => usize::MAX,
+    })
+}
+
 /// Whether the three-product pass keeps its chunks' logits in f32 even where the compact form
 /// applies ([`crate::CudaLoss::step_logits`]): no, unless `FLCE_STEP_LOGITS=f32` (read once; a
 /// measurement knob for A/B runs of the two storages).

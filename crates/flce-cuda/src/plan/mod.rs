@@ -31,7 +31,9 @@ pub use sm90::{
     grad_grid, sm90_grid, sm90_grid_tuned, sm90_product_order, sm90_product_tile_n, Sm90Grid, Sm90ProductOrder,
     Sm90Tuning, SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
 };
-pub use step::{step_plan, step_plan_if_faster, step_plan_with_chunk, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK};
+pub use step::{
+    step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK,
+};
 
 use std::ops::Range;
 

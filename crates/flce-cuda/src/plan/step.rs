@@ -234,8 +234,26 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
 /// error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
 /// storage is for 16-bit inputs without a bias gradient only (it falls back to f32 otherwise).
 pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, storage: StepLogits) -> Result<StepPlan> {
+    step_plan_capped(shape, dtype, wanted, budget, storage, usize::MAX)
+}
+
+/// [`step_plan`] with token chunks of at most `max_tokens` tokens (rounded down to a multiple of
+/// 128, at least 128): the largest chunk is not always the fastest. A chunk of every token needs
+/// no dC accumulator, yet measured slower per token past 8k tokens (H200 2026-12-02,
+/// docs/perf-notes.md v22 / v24: 16k tokens in one chunk 41.9 ms of kernels against 39.8 in four;
+/// Llama 3 at 16k in one chunk 85.6 ms against 2 × 39.9 for 8k), while its workspace grows with
+/// the tokens (16 GB at 65k). `crate::geometry::step_max_tokens` (`FLCE_STEP_MAX_TOKENS`) is the
+/// measurement knob that passes it.
+pub fn step_plan_capped(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: usize,
+    storage: StepLogits,
+    max_tokens: usize,
+) -> Result<StepPlan> {
     let storage = usable(storage, dtype, wanted);
-    let max = shape.n.div_ceil(TILE_M);
+    let max = shape.n.div_ceil(TILE_M).min((max_tokens / TILE_M).max(1));
     let chunk = |k: usize| (k * TILE_M).min(shape.n);
     let fits = |k: usize| layout(shape, dtype, wanted, chunk(k), storage).workspace_bytes <= budget;
     // the whole batch in one chunk needs no dC accumulator, so it may fit where smaller chunks do
@@ -276,17 +294,19 @@ pub fn step_plan_with_chunk(
 /// 63.3 / 57.4 / 59.1 for the default recomputing pass at Gemma 2 / Llama 3 / Qwen 2.5.
 pub const MIN_STEP_TOKEN_CHUNK: usize = 1024;
 
-/// The three-product plan within `budget` when it pays: its token chunk holds at least
-/// [`MIN_STEP_TOKEN_CHUNK`] tokens (or every token). None: the recomputing (four-product) plans
-/// are the ones to use with this budget.
+/// The three-product plan within `budget` (chunks of at most `max_tokens` tokens:
+/// [`step_plan_capped`]) when it pays: its token chunk holds at least [`MIN_STEP_TOKEN_CHUNK`]
+/// tokens (or every token). None: the recomputing (four-product) plans are the ones to use with
+/// this budget.
 pub fn step_plan_if_faster(
     shape: Shape,
     dtype: DType,
     wanted: Wanted,
     budget: usize,
     storage: StepLogits,
+    max_tokens: usize,
 ) -> Option<StepPlan> {
-    let plan = step_plan(shape, dtype, wanted, budget, storage).ok()?;
+    let plan = step_plan_capped(shape, dtype, wanted, budget, storage, max_tokens).ok()?;
     (plan.token_chunk >= MIN_STEP_TOKEN_CHUNK.min(shape.n)).then_some(plan)
 }
 
@@ -306,14 +326,43 @@ mod tests {
         // Llama 3: 1.05 GB of accumulator in the workspace (the other half in dC); 1.5 GB leaves a
         // few hundred tokens a chunk: not worth it; 2.5 GB 2048
         assert!(step_plan(LLAMA, DType::BF16, BOTH, 1536 << 20, F32).is_ok());
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1536 << 20, F32), None);
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32).unwrap().token_chunk, 2048);
-        let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30, F32).expect("4 GB: 2816-token chunks");
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1536 << 20, F32, usize::MAX), None);
+        assert_eq!(
+            step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32, usize::MAX).unwrap().token_chunk,
+            2048
+        );
+        let p =
+            step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30, F32, usize::MAX).expect("4 GB: 2816-token chunks");
         assert!(p.token_chunk >= MIN_STEP_TOKEN_CHUNK);
         // a batch smaller than the minimum chunk takes it whole
         let small = Shape::new(300, 64, 1000);
-        assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20, F32).unwrap().token_chunk, 300);
-        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30, F32), None);
+        assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20, F32, usize::MAX).unwrap().token_chunk, 300);
+        assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30, F32, usize::MAX), None);
+    }
+
+    #[test]
+    fn a_token_cap_bounds_the_chunk_and_its_workspace() {
+        let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
+        let long = Shape { n: 65_536, ..LLAMA };
+        let whole = step_plan(long, DType::BF16, BOTH, 40 << 30, compact).unwrap();
+        assert_eq!((whole.token_chunk, whole.dc_acc), (65_536, None), "40 GB: one chunk, no accumulator");
+        for (cap, chunk) in [(8192, 8192), (8000, 7936), (100, 128), (usize::MAX, 65_536)] {
+            let p = step_plan_capped(long, DType::BF16, BOTH, 40 << 30, compact, cap).unwrap();
+            assert_eq!(p.token_chunk, chunk, "cap {cap}");
+            assert!(p.workspace_bytes <= whole.workspace_bytes);
+            // below every token: dC's f32 accumulator
+            assert_eq!(p.dc_acc.is_some(), chunk < long.n, "cap {cap}");
+        }
+        // the budget still binds below the cap
+        let tight = step_plan_capped(long, DType::BF16, BOTH, 2 << 30, compact, 8192).unwrap();
+        assert!(tight.token_chunk < 8192 && tight.workspace_bytes <= 2 << 30, "{}", tight.token_chunk);
+        // a cap at or past N changes nothing
+        assert_eq!(
+            step_plan_capped(LLAMA, DType::BF16, BOTH, 8 << 30, compact, 8192).unwrap(),
+            step_plan(LLAMA, DType::BF16, BOTH, 8 << 30, compact).unwrap()
+        );
+        let cap = step_plan_if_faster(long, DType::BF16, BOTH, 40 << 30, compact, 4096).unwrap();
+        assert_eq!(cap.token_chunk, 4096);
     }
 
     #[test]
