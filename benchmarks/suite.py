@@ -161,6 +161,25 @@ def method_fn(name):
     return METHODS[name]
 
 
+def flce_plan(method, e, c):
+    """The plan an flce method's call with gradients takes on CUDA: "step <family> chunk <tokens>
+    <MB> MB" (the three-product pass, its token chunk and workspace) or "recomputing"; None for
+    other methods and on the CPU. Planned at the free memory of the moment, as the call plans."""
+    if not (method == "flce_fast" or method.startswith("flce@") or method == "flce") or e.device.type != "cuda":
+        return None
+    import dataclasses
+
+    import flce.step as step
+    from flce._common import FAST, LossOptions
+
+    budget = FAST if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else 0
+    if budget == 0:
+        return "recomputing"
+    o = LossOptions(workspace_budget=budget)
+    p = step.step_plan_for(e, c, dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o)), (True, True, False))
+    return "recomputing" if p is None else f"step {p.family} chunk {p.chunks[0]} {p.workspace_bytes / 2**20:.0f} MB"
+
+
 def rel(a, b):
     a, b = a.float(), b.float()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
@@ -378,6 +397,9 @@ def main():
                     res = flce_rust_rows(args.flce_bin, n, d, v, dt)
                 else:
                     res, out = measure(method_fn(method), e, c, t, bench, args.device)
+                    plan = flce_plan(method, e, c)
+                    if plan is not None:
+                        res["plan"] = plan
                     if ref is not None:
                         res["loss_rel"] = abs(out[0].item() - ref[0].item()) / abs(ref[0].item())
                         res["de_rel"] = rel(out[1], ref[1])
@@ -413,7 +435,7 @@ def main():
             continue
         print(f"{r['shape']:13} {r['data']:5} {r['dtype']:4} {r['method']:13} {r['fwd_ms']:8.2f} {r['bwd_ms']:8.2f} "
               f"{r['fb_ms']:8.2f} {r['fwd_mem_mb']:8.1f} {r['fb_mem_mb']:9.1f} {r['loss_rel']:9.2e} "
-              f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e}")
+              f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e}  {r.get('plan', '')}")
     print(f"wrote {os.path.join(args.out, 'results.json')} and {', '.join(files) or 'no plots'}")
 
 
