@@ -20,8 +20,9 @@
 //   128 f32 accumulators of each thread go to the epilogue while the producer already fills the
 //   ring with the next tile's stages.
 //
-// Optional clusters of 2 along the token tiles (launched with a cluster dimension; off by default,
-// measured slower so far: src/family/sm90.rs, docs/perf-notes.md v8):
+// Clusters of 2 along the token tiles (launched with a cluster dimension where the plan pairs the
+// token tiles: the forwards by default since 2026-12-02, 2–4% faster where D is small; G and the
+// product kernel unpaired — src/plan/sm90.rs Sm90Tuning, docs/perf-notes.md v8, v23, v24):
 // the two blocks of a cluster own neighbouring token tiles and walk the same vocabulary tiles in
 // the same order, so each loads its own E box and half of the shared C box, multicast into both
 // blocks' rings — a third less L2→SM traffic. A stage is then refilled only when the consumers of
