@@ -30,7 +30,7 @@ done
 python3 - "$OUT" "$rounds" "${labels[@]}" <<'PY'
 import json, statistics, sys
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = {}
+rows, plans = {}, {}
 for label in labels:
     for r in range(1, rounds + 1):
         try:
@@ -42,10 +42,13 @@ for label in labels:
             # the three-product pass's time, where BENCH_ARGS asked for one (nan: none)
             rows.setdefault(j["shape"], {}).setdefault(label, []).append(
                 (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("step_ms", float("nan"))))
+            # the three-product plan's token chunk and workspace (the same every round)
+            plans.setdefault(j["shape"], {})[label] = (j.get("step_token_chunk"), j.get("step_ws_mb"))
 # spread: (max - min) / median of the rounds, in %, of the forward and of the three-product time
 # where there is one, else of fwd+bwd — a ratio to the first variant inside the spreads is no result
-print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs | spread fwd / last |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs | spread fwd / last "
+      "| three-product chunk, workspace MB |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for shape, by in rows.items():
     med = {l: tuple(statistics.median(x[k] for x in v) for k in range(4)) for l, v in by.items()}
     base = med.get(labels[0])
@@ -59,6 +62,8 @@ for shape, by in rows.items():
             xs = [x[k] for x in by[label]]
             return f"{100 * (max(xs) - min(xs)) / m[k]:.1f}%" if len(xs) > 1 else "-"
         spread = f"{spread(0)} / {spread(3 if m[3] == m[3] else 1)}"
+        chunk, ws = plans.get(shape, {}).get(label, (None, None))
+        plan = f"{chunk}, {ws:.0f}" if chunk is not None and ws is not None else "-"
         print(f"| {shape} | {label} | {m[0]:.2f} | {rel[0]} | {m[1]:.2f} | {rel[1]} | {step} | {rel[2]} | {m[2]:.2f} | "
-              f"{len(by[label])} | {spread} |")
+              f"{len(by[label])} | {spread} | {plan} |")
 PY
