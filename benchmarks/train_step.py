@@ -8,6 +8,9 @@ method, are inside it), and the losses, which must agree. The model is built fro
     python3 benchmarks/train_step.py --tokens 8192,16384 --out benchmarks/results/train_step.json
     python3 benchmarks/train_step.py --device cpu --tiny --tokens 256 --repeats 1     # smoke test
     python3 benchmarks/train_step.py --tokens 16384 --methods liger,flce@2G --profile 25   # where the step's GPU time goes
+    python3 benchmarks/train_step.py --tokens 16384 --methods liger,flce@2G --rounds 3 --versus liger
+        # the methods in turn, three times (a fresh model each), every step pooled: a ratio that
+        # drifts of the machine hit alike (single runs of Liger's 16k step ranged 167-176 ms)
 
 Default model: 4 layers, hidden 2048, 16 heads (8 KV), intermediate 8192, vocab 128256 (Llama
 3's), bf16, gradient checkpointing on, AdamW; batch 1 × tokens.
@@ -157,6 +160,26 @@ def run(method, args, device, tokens):
     return row
 
 
+def pooled(runs):
+    """One row per (tokens, method) over the rounds: the median of every timed step of every round
+    (`step_ms`), each round's median (`step_ms_rounds`), the highest peak, the first round's loss
+    (every round starts from the same seed: the losses agree)."""
+    rows = []
+    for r in runs:
+        if any(x["tokens"] == r["tokens"] and x["method"] == r["method"] for x in rows):
+            continue
+        same = [x for x in runs if x["tokens"] == r["tokens"] and x["method"] == r["method"] and "error" not in x]
+        if not same:
+            rows.append({k: v for k, v in r.items() if k != "round"})
+            continue
+        steps = [t for x in same for t in x["step_ms_all"]]
+        row = dict(same[0], step_ms=statistics.median(steps), step_ms_all=steps,
+                   step_ms_rounds=[x["step_ms"] for x in same], peak_extra_mb=max(x["peak_extra_mb"] for x in same))
+        row.pop("round", None)
+        rows.append(row)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", default="8192,16384")
@@ -167,39 +190,56 @@ def main():
     ap.add_argument("--tiny", action="store_true", help="a tiny model (smoke test)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the methods in turn this many times (a fresh model each) and pool their steps")
+    ap.add_argument("--versus", default=None, metavar="METHOD",
+                    help="a column of each method's pooled step time over this method's (e.g. liger)")
     ap.add_argument("--profile", type=int, default=0, metavar="TOP",
                     help="after the timed steps, profile one more (torch.profiler, CUDA) and list its TOP kernels")
     args = ap.parse_args()
     args.tokens_list = [int(x) for x in args.tokens.split(",")]
     device = torch.device(args.device)
-    rows = []
+    runs = []
     for tokens in args.tokens_list:
-        for method in args.methods.split(","):
-            try:
-                rows.append(run(method, args, device, tokens))
-            except ImportError as e:
-                rows.append(dict(method=method, tokens=tokens, error=f"not installed: {e}"))
-            except torch.cuda.OutOfMemoryError:
-                rows.append(dict(method=method, tokens=tokens, error="out of memory"))
-                torch.cuda.empty_cache()
-            print(json.dumps({k: v for k, v in rows[-1].items() if k != "profile"}), flush=True)
-    print("\n| tokens | method | step ms | peak MB beyond weights + AdamW states (gradients included) | loss | vs hf loss |")
-    print("|---|---|---|---|---|---|")
+        for rnd in range(args.rounds):
+            for method in args.methods.split(","):
+                try:
+                    row = run(method, args if rnd == 0 else argparse.Namespace(**{**vars(args), "profile": 0}),
+                              device, tokens)
+                except ImportError as e:
+                    row = dict(method=method, tokens=tokens, error=f"not installed: {e}")
+                except torch.cuda.OutOfMemoryError:
+                    row = dict(method=method, tokens=tokens, error="out of memory")
+                    torch.cuda.empty_cache()
+                row["round"] = rnd
+                runs.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "profile"}), flush=True)
+    rows = pooled(runs)
+    versus = f" | vs {args.versus} (pooled steps)" if args.versus else ""
+    print("\n| tokens | method | step ms | peak MB beyond weights + AdamW states (gradients included) | loss | vs hf loss"
+          f"{versus} |")
+    print("|---|---|---|---|---|---|" + ("---|" if args.versus else ""))
     for r in rows:
         if "error" in r:
-            print(f"| {r['tokens']} | {r['method']} | {r['error']} | | | |")
+            print(f"| {r['tokens']} | {r['method']} | {r['error']} | | | |" + (" |" if args.versus else ""))
             continue
         ref = next((x for x in rows if x["tokens"] == r["tokens"] and x["method"] == "hf" and "error" not in x), None)
         diff = f"{abs(r['first_loss'] - ref['first_loss']) / abs(ref['first_loss']):.1e}" if ref else "-"
-        print(f"| {r['tokens']} | {r['method']} | {r['step_ms']:.1f} | {r['peak_extra_mb']:,.0f} | "
-              f"{r['first_loss']:.5f} | {diff} |")
+        vs = ""
+        if args.versus:
+            other = next((x for x in rows if x["tokens"] == r["tokens"] and x["method"] == args.versus
+                          and "error" not in x), None)
+            vs = f" | {r['step_ms'] / other['step_ms']:.3f}" if other else " | -"
+        rounds = f" (rounds {', '.join(f'{m:.1f}' for m in r['step_ms_rounds'])})" if len(r["step_ms_rounds"]) > 1 else ""
+        print(f"| {r['tokens']} | {r['method']} | {r['step_ms']:.1f}{rounds} | {r['peak_extra_mb']:,.0f} | "
+              f"{r['first_loss']:.5f} | {diff}{vs} |")
     if args.out:
         import os
 
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                           torch=torch.__version__, rows=rows, args=vars(args)), f, indent=1)
+                           torch=torch.__version__, rows=rows, runs=runs, args=vars(args)), f, indent=1)
 
 
 if __name__ == "__main__":
