@@ -86,6 +86,26 @@ def test_fast_plan_is_the_three_product_pass():
     assert p.step_plan(0, True, True, False, 1 << 10) is None
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_three_product_plan_says_which_path_a_call_runs(device):
+    e, c, _, _, _ = make(512, 64, 5000, torch.bfloat16, device)
+    fast = flce.three_product_plan(e, c, workspace_budget="fast")
+    if device == "cpu":
+        assert fast is None  # the CPU runs the recomputing path whatever the budget
+        return
+    assert fast.kind == "step" and fast.chunks == (512, 5000) and fast.workspace_bytes > 0
+    assert flce.three_product_plan(e, c, workspace_budget=1 << 30).chunks == (512, 5000)
+    # the default budget, reduction none, no gradients, a budget without a chunk that pays: none
+    assert flce.three_product_plan(e, c) is None
+    assert flce.three_product_plan(e, c, workspace_budget="fast", reduction="none") is None
+    assert flce.three_product_plan(e, c, workspace_budget="fast", wants=(False, False, False)) is None
+    assert flce.three_product_plan(e, c, workspace_budget=2 << 20) is None
+    # kernel_plans takes the budget as the loss does: "fast" leaves the recomputing plans the default's
+    assert flce.kernel_plans(e, c, workspace_budget="fast") == flce.kernel_plans(e, c)
+    with pytest.raises(ValueError, match="workspace_budget"):
+        flce.three_product_plan(e, c, workspace_budget="fastest")
+
+
 @cuda_only
 def test_a_byte_budget_takes_the_three_product_pass_where_it_pays():
     e, c, t, _, _ = make(512, 64, 5000, torch.bfloat16, "cuda", seed=5)

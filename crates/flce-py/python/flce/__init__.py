@@ -13,6 +13,7 @@ from .memory import plan, suggest
 from . import distributed, offload, tiled_mlp, weights
 from ._common import LossOptions, kernel_plans
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
+from .step import three_product_plan
 
-__all__ = ["linear_cross_entropy", "plan", "suggest", "distributed", "offload", "tiled_mlp", "weights", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "patch", "unpatch",
+__all__ = ["linear_cross_entropy", "plan", "suggest", "distributed", "offload", "tiled_mlp", "weights", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "three_product_plan", "patch", "unpatch",
            "Problem", "Plan", "cuda_device_count", "__version__"]

@@ -148,13 +148,22 @@ def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, boo
 
 def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
          **options) -> Tuple["_flce.Plan", "_flce.Plan"]:
-    """The CUDA plans flce would use for these tensors (2-D input [N, D]) and options: each has
-    ``workspace_bytes``, ``family`` and a readable repr. For introspection; the ops make and cache
-    the same plans themselves."""
+    """The CUDA plans of the recomputing path (forward, backward) flce would use for these tensors
+    (2-D input [N, D]) and options: each has ``workspace_bytes``, ``family`` and a readable repr.
+    ``workspace_budget`` as the loss takes it (None, "min", "fast", "peak" or bytes): what these
+    plans get where no three-product plan pays (``flce.three_product_plan`` says which runs) — the
+    default's for "fast", the headroom's bytes for "peak". For introspection; the ops make and
+    cache the same plans themselves."""
+    budget = options.pop("workspace_budget", None)
     o = LossOptions(**options)
     p = _problem_of(input, linear_weight, o)
     dev = _device_index(input)
-    budget = max(o.workspace_budget, 0)
+    budget = budget_option(budget) if budget is None or isinstance(budget, str) else budget
+    if budget == PEAK:
+        from .step import peak_budget
+
+        budget = peak_budget(input, linear_weight)
+    budget = max(budget, 0)
     return (_forward_plan(p, dev, o.forward_mode, budget),
             _backward_plan(p, dev, tuple(wants), o.backward_mode, budget))
 

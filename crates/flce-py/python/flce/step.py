@@ -23,8 +23,8 @@ import torch
 from torch import Tensor
 
 from . import _flce
-from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, LossOptions, TargetCheck, _cuda_of, _device_index,
-                      _inputs, _problem_of)
+from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck, _cuda_of,
+                      _device_index, _inputs, _problem_of, budget_option)
 
 _GRANULE = 256 << 20
 
@@ -69,6 +69,26 @@ def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool,
     if not e.is_cuda:
         return None
     return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o), bias)
+
+
+def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
+                       bias: bool = False, **options) -> Optional["_flce.Plan"]:
+    """The three-product plan (``kind`` "step"; ``chunks`` = (token chunk, V), ``workspace_bytes``,
+    ``family``) that a call with these tensors (2-D input [N, D]) and options takes when gradients
+    are wanted, or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
+    the CPU, with the default budget ("min"), with reduction "none", or where the budget holds no
+    token chunk that pays. ``workspace_budget`` as the loss takes it; "fast" and "peak" read the
+    device's memory now, as the call does."""
+    budget = budget_option(options.pop("workspace_budget", None))
+    if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
+        return None
+    if budget == PEAK:
+        budget = peak_budget(input, linear_weight)
+    if budget == 0:
+        return None
+    o = LossOptions(**options, workspace_budget=budget)
+    return step_plan_for(input, linear_weight, dataclasses.replace(o, workspace_budget=budget_bytes(input, o)),
+                         tuple(wants), bias)
 
 
 @torch.library.custom_op(
