@@ -162,21 +162,16 @@ def method_fn(name):
 
 
 def flce_plan(method, e, c):
-    """The plan an flce method's call with gradients takes on CUDA: "step <family> chunk <tokens>
-    <MB> MB" (the three-product pass, its token chunk and workspace) or "recomputing"; None for
-    other methods and on the CPU. Planned at the free memory of the moment, as the call plans."""
+    """The plan an flce method's call with gradients takes on CUDA (flce.three_product_plan):
+    "step <family> chunk <tokens> <MB> MB" (the three-product pass, its token chunk and
+    workspace) or "recomputing"; None for other methods and on the CPU. Planned at the free memory
+    of the moment, as the call plans."""
     if not (method == "flce_fast" or method.startswith("flce@") or method == "flce") or e.device.type != "cuda":
         return None
-    import dataclasses
+    import flce
 
-    import flce.step as step
-    from flce._common import FAST, LossOptions
-
-    budget = FAST if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else 0
-    if budget == 0:
-        return "recomputing"
-    o = LossOptions(workspace_budget=budget)
-    p = step.step_plan_for(e, c, dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o)), (True, True, False))
+    budget = "fast" if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else None
+    p = flce.three_product_plan(e, c, workspace_budget=budget)
     return "recomputing" if p is None else f"step {p.family} chunk {p.chunks[0]} {p.workspace_bytes / 2**20:.0f} MB"
 
 
