@@ -128,7 +128,7 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
-def run(method, args, device, tokens):
+def run(method, args, device, tokens, profile_top=0):
     model = apply(method, build(args, device))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
@@ -148,8 +148,8 @@ def run(method, args, device, tokens):
         torch.cuda.reset_peak_memory_stats(device)
     times = step_times(step, device, args.repeats)
     peak = (torch.cuda.max_memory_allocated(device) - base) / 2**20 if device.type == "cuda" else float("nan")
-    profile = (profile_step(step, f"{method} at {tokens} tokens", args.profile)
-               if args.profile and device.type == "cuda" else None)
+    profile = (profile_step(step, f"{method} at {tokens} tokens", profile_top)
+               if profile_top and device.type == "cuda" else None)
     del model, opt
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -204,8 +204,8 @@ def main():
         for rnd in range(args.rounds):
             for method in args.methods.split(","):
                 try:
-                    row = run(method, args if rnd == 0 else argparse.Namespace(**{**vars(args), "profile": 0}),
-                              device, tokens)
+                    # (the first round's step is the one profiled)
+                    row = run(method, args, device, tokens, profile_top=args.profile if rnd == 0 else 0)
                 except ImportError as e:
                     row = dict(method=method, tokens=tokens, error=f"not installed: {e}")
                 except torch.cuda.OutOfMemoryError:

@@ -167,11 +167,9 @@ def test_fast_gradients_become_grad_without_a_copy():
     N 1024, Llama 3 (D 4096, V 128256) as twice the gradients (2,020 MB) where the plan's
     workspace is 265 MB — as if .grad were a clone. Checked by pointer and by peak memory."""
     import flce.step as step
-    from flce._common import FAST, LossOptions
     e, c, t, _, _ = make(1024, 256, 8000, torch.bfloat16, "cuda", seed=11)
     eg, cg = e.detach().clone().requires_grad_(True), c.detach().clone().requires_grad_(True)
-    fast = LossOptions(workspace_budget=FAST)
-    plan = step.step_plan_for(eg, cg, LossOptions(workspace_budget=step.budget_bytes(eg, fast)), (True, True, False))
+    plan = flce.three_product_plan(eg, cg, workspace_budget="fast")
     assert plan is not None, "no three-product plan at this shape: the test checks nothing"
     returned = {}
     original = step._autograd_backward

@@ -127,7 +127,7 @@ pub(crate) unsafe fn forward_compact(
     let (n0, nlen) = (tokens.start, tokens.len());
     let token_tiles = nlen.div_ceil(SM90_TILE_M);
     // the plan's pairs, unless this chunk (the last, shorter one) has a single token tile
-    let cluster = if token_tiles >= 2 { plan.forward_cluster.max(1) } else { 1 };
+    let cluster = crate::plan::cluster_for_tiles(plan.forward_cluster, token_tiles);
     let bytes = x.dtype.size_in_bytes() as u64;
     let e_chunk = x.e + (n0 * s.d) as u64 * bytes;
     let map_e = tensor_map(e_chunk, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;

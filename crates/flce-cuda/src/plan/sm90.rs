@@ -50,16 +50,18 @@ impl Sm90Tuning {
 
     /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {
-        pairs_need_two(self.cluster, token_tiles)
+        cluster_for_tiles(self.cluster, token_tiles)
     }
 
     /// Blocks per cluster of a G grid of `token_tiles` token tiles.
     pub fn grad_cluster_for(&self, token_tiles: usize) -> usize {
-        pairs_need_two(self.grad_cluster, token_tiles)
+        cluster_for_tiles(self.grad_cluster, token_tiles)
     }
 }
 
-fn pairs_need_two(cluster: usize, token_tiles: usize) -> usize {
+/// `cluster` blocks per cluster for a launch of `token_tiles` token tiles, or 1 where there is a
+/// single tile to run (pairs need two).
+pub fn cluster_for_tiles(cluster: usize, token_tiles: usize) -> usize {
     if token_tiles >= 2 {
         cluster.max(1)
     } else {
