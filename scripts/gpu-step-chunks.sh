@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The three-product pass's token chunk: the whole batch (today's plan when the budget holds it)
-# against chunks capped at 16k / 8k / 4k tokens (FLCE_STEP_MAX_TOKENS, plan::step_plan_capped):
-# is the largest chunk the fastest? (One chunk of 16k tokens measured slower per token than 8k
-# chunks: docs/perf-notes.md v22 / v24.) The budget (40 GB) holds the whole batch at every shape,
-# so only the cap moves the plan. From the repository root after scripts/gpu-prepare.sh, carry
+# The three-product pass's token chunk: the default (plan::default_step_max_tokens: the whole
+# batch up to 16k tokens, 8k chunks past that; measured with this script on 2026-12-02, perf-notes
+# v25) against the whole batch and chunks capped at 16k / 8k / 4k tokens (FLCE_STEP_MAX_TOKENS,
+# plan::step_plan_capped). The budget (40 GB) holds the whole batch at every shape, so only the
+# cap moves the plan. From the repository root after scripts/gpu-prepare.sh, carry
 # gpu-bundle, one device call (~5 min):
 #   OUT=$OUT bash scripts/gpu-step-chunks.sh
 # Then the step's tests with the winning cap (GPU tests read plans from the backend, so
@@ -14,7 +14,7 @@ export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $L/gpu.txt
 for s in ${SHAPES:-16384,2048,128256 16384,4096,128256 16384,2304,256000 32768,4096,128256 65536,4096,128256}; do
   OUT=$L/v-$s SHAPES=$s BENCH_ARGS="--step-budget-mb 40960 --iters 5" timeout 150 bash scripts/gpu-variants.sh 2 \
-    "whole=gpu-bundle/flce" "cap16k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=16384" \
+    "default=gpu-bundle/flce" "whole=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=1000000000" "cap16k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=16384" \
     "cap8k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=8192" "cap4k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=4096" \
     > $L/variants-$s.md 2>&1
 done

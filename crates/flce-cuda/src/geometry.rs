@@ -205,18 +205,20 @@ pub fn de_head_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
 }
 
-/// The most tokens a three-product chunk may hold (`FLCE_STEP_MAX_TOKENS`, read once; a
-/// measurement knob for [`crate::plan::step_plan_capped`]): unset, every token that fits the
-/// budget (usize::MAX).
-pub fn step_max_tokens() -> usize {
-    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_STEP_MAX_TOKENS") {
-        Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
+/// The most tokens a three-product chunk of a batch of `n` tokens may hold: the measured rule
+/// [`crate::plan::default_step_max_tokens`], unless `FLCE_STEP_MAX_TOKENS` (read once; a
+/// measurement knob for [`crate::plan::step_plan_capped`]) names a number of tokens.
+pub fn step_max_tokens(n: usize) -> usize {
+    static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let knob = *KNOB.get_or_init(|| {
+        let v = std::env::var("FLCE_STEP_MAX_TOKENS").ok()?;
+        let parsed = v.trim().parse::<usize>().ok();
+        if parsed.is_none() {
             eprintln!("flce: ignoring FLCE_STEP_MAX_TOKENS={v:?}: not a number of tokens");
-            usize::MAX
-        }),
-        Err(_) => usize::MAX,
-    })
+        }
+        parsed
+    });
+    knob.unwrap_or_else(|| crate::plan::default_step_max_tokens(n))
 }
 
 /// Whether the three-product pass keeps its chunks' logits in f32 even where the compact form

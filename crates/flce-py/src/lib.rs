@@ -344,7 +344,7 @@ impl Problem {
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
         let storage = be.step_logits(self.shape, self.dtype, &self.opts, bias || dbias, wanted);
-        let max_tokens = flce::cuda::geometry::step_max_tokens();
+        let max_tokens = flce::cuda::geometry::step_max_tokens(self.shape.n);
         Ok(flce::cuda::plan::step_plan_if_faster(self.shape, self.dtype, wanted, budget, storage, max_tokens)
             .map(|plan| Plan { device, plan: PlanKind::Step(plan) }))
     }

@@ -32,7 +32,8 @@ pub use sm90::{
     Sm90ProductOrder, Sm90Tuning, SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
 };
 pub use step::{
-    step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK,
+    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits,
+    StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
 
 use std::ops::Range;

@@ -238,12 +238,9 @@ pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, stor
 }
 
 /// [`step_plan`] with token chunks of at most `max_tokens` tokens (rounded down to a multiple of
-/// 128, at least 128): the largest chunk is not always the fastest. A chunk of every token needs
-/// no dC accumulator, yet measured slower per token past 8k tokens (H200 2026-12-02,
-/// docs/perf-notes.md v22 / v24: 16k tokens in one chunk 41.9 ms of kernels against 39.8 in four;
-/// Llama 3 at 16k in one chunk 85.6 ms against 2 × 39.9 for 8k), while its workspace grows with
-/// the tokens (16 GB at 65k). `crate::geometry::step_max_tokens` (`FLCE_STEP_MAX_TOKENS`) is the
-/// measurement knob that passes it.
+/// 128, at least 128): the largest chunk is not always the fastest ([`default_step_max_tokens`]
+/// is the measured rule; `crate::geometry::step_max_tokens` passes it, or the
+/// `FLCE_STEP_MAX_TOKENS` measurement knob).
 pub fn step_plan_capped(
     shape: Shape,
     dtype: DType,
@@ -281,6 +278,28 @@ pub fn step_plan_with_chunk(
 ) -> StepPlan {
     // (layout caps the chunk at N)
     layout(shape, dtype, wanted, token_chunk.max(1).div_ceil(TILE_M) * TILE_M, usable(storage, dtype, wanted))
+}
+
+/// Batches of up to this many tokens take the three-product pass in one chunk where the budget
+/// holds it; longer ones in chunks of [`STEP_LONG_CHUNK`] tokens ([`default_step_max_tokens`]).
+pub const STEP_WHOLE_MAX_TOKENS: usize = 16_384;
+
+/// The token chunk of the three-product pass past [`STEP_WHOLE_MAX_TOKENS`] tokens.
+pub const STEP_LONG_CHUNK: usize = 8192;
+
+/// The most tokens a three-product chunk holds by default in a batch of `n` tokens: all of them
+/// up to 16k, chunks of 8k past that. Measured (H200 2026-12-02, D 4096 / V 128256 unless said,
+/// three-product pass ms, whole batch → 8k chunks, benchmarks/h200-2026-12-02-s19/step-chunks):
+/// 32k 165.6 → 161.5 (0.975), 65k 332.1 → 324.3 (0.976); at 16k one chunk is as fast or faster
+/// (8k chunks 1.008×, 1.026× at D 2048, 1.007× at Gemma 2's shape). A chunk of every token needs
+/// no dC accumulator, but its logits' workspace grows with the tokens (16 GB at 65k against 3 GB
+/// in 8k chunks).
+pub fn default_step_max_tokens(n: usize) -> usize {
+    if n > STEP_WHOLE_MAX_TOKENS {
+        STEP_LONG_CHUNK
+    } else {
+        usize::MAX
+    }
 }
 
 /// Token chunks of the three-product pass below this many tokens (unless the whole batch is
@@ -363,6 +382,20 @@ mod tests {
         );
         let cap = step_plan_if_faster(long, DType::BF16, BOTH, 40 << 30, compact, 4096).unwrap();
         assert_eq!(cap.token_chunk, 4096);
+    }
+
+    #[test]
+    fn long_batches_take_8k_chunks_by_default() {
+        let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
+        for (n, chunk) in [(8192, 8192), (16_384, 16_384), (16_512, 8192), (65_536, 8192)] {
+            let shape = Shape { n, ..LLAMA };
+            let p = step_plan_if_faster(shape, DType::BF16, BOTH, 40 << 30, compact, default_step_max_tokens(n));
+            assert_eq!(p.unwrap().token_chunk, chunk, "n {n}");
+        }
+        // the budget still binds below the default cap
+        let long = Shape { n: 65_536, ..LLAMA };
+        let tight = step_plan_capped(long, DType::BF16, BOTH, 2 << 30, compact, default_step_max_tokens(long.n));
+        assert!(tight.unwrap().token_chunk < STEP_LONG_CHUNK);
     }
 
     #[test]
