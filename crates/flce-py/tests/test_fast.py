@@ -160,14 +160,47 @@ def test_peak_budget_uses_the_headroom_and_keeps_the_peak():
     assert torch.cuda.max_memory_allocated() <= peak_before
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_backward_gets_no_zero_gradients_for_its_gradient_outputs(device):
+    """dE and dC are outputs of the three-product op without a gradient of their own: autograd
+    must hand its backward None for them, not zero tensors of their size (it materialises zeros
+    unless told not to: a second copy of the gradients at the backward's peak, measured on the
+    H200 at N 1k, Llama 3: 2,020 MB against 1,010)."""
+    import flce.step as step
+    e, c, t, _, _ = make(64, 32, 500, torch.float32, device, seed=12)
+    eg, cg = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
+    seen = []
+    original = step._autograd_backward
+
+    def spy(ctx, *grads):
+        seen.append(grads)
+        return original(ctx, *grads)
+
+    step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
+    try:
+        flce.linear_cross_entropy(eg, cg, t, workspace_budget="fast").backward()
+    finally:
+        step._forward_backward.register_autograd(original, setup_context=step._setup_context)
+    assert len(seen) == 1, "the three-product op's backward did not run"
+    g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db = seen[0]
+    assert g_scalars is not None
+    assert all(g is None for g in (g_de, g_dc, g_db, g_lse, g_status)), [type(g) for g in seen[0]]
+    assert eg.grad is not None and cg.grad is not None
+
+
 @cuda_only
-def test_fast_gradients_become_grad_without_a_copy():
+@pytest.mark.parametrize("shape", [(1024, 256, 8000), (1024, 4096, 128256)], ids=["small", "llama3-n1k"])
+def test_fast_gradients_become_grad_without_a_copy(shape):
     """The three-product pass's dE and dC go to .grad as they are (autograd steals them), so a
     step holds one copy of the gradients: the 2026-12-02 suite measured flce_fast's peak at
     N 1024, Llama 3 (D 4096, V 128256) as twice the gradients (2,020 MB) where the plan's
-    workspace is 265 MB — as if .grad were a clone. Checked by pointer and by peak memory."""
+    workspace is 265 MB — as if .grad were a clone. Checked by pointer and by peak memory, at a
+    small shape and at that one (4.3 GB of inputs, gradients and workspace)."""
     import flce.step as step
-    e, c, t, _, _ = make(1024, 256, 8000, torch.bfloat16, "cuda", seed=11)
+    n, d, v = shape
+    if n * d * v > 1 << 30 and torch.cuda.mem_get_info()[0] < 8 << 30:
+        pytest.skip("needs 8 GB of free device memory")
+    e, c, t, _, _ = make(n, d, v, torch.bfloat16, "cuda", seed=11)
     eg, cg = e.detach().clone().requires_grad_(True), c.detach().clone().requires_grad_(True)
     plan = flce.three_product_plan(eg, cg, workspace_budget="fast")
     assert plan is not None, "no three-product plan at this shape: the test checks nothing"

@@ -106,6 +106,7 @@ def _setup_context(ctx, inputs, output):
     _, lse, _, status = output
     ctx.save_for_backward(e, c, target, bias, weight, lse, status)
     ctx.options = LossOptions(*inputs[_N_TENSORS:])
+    ctx.set_materialize_grads(False)  # outputs without a gradient come as None (no zero tensors)
 
 
 def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):

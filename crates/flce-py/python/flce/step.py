@@ -159,6 +159,11 @@ _N_INPUTS = 8  # e, c, target, bias, weight, want_de, want_dc, want_db
 
 def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(*output[4:])
+    # outputs without a gradient come to the backward as None, not as zeros: autograd otherwise
+    # materialises a zero tensor for each (non-differentiable outputs included), dE- and dC-sized
+    # here — a second copy of the gradients at the backward's peak (2,020 MB against 1,010 at
+    # N 1k, Llama 3: H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n/diag_peak.log)
+    ctx.set_materialize_grads(False)
     ctx.save_for_backward(*output[4:], output[3], inputs[2])
     ctx.wants = (inputs[5], inputs[6], inputs[7] and inputs[3] is not None)
     ctx.options = LossOptions(*inputs[_N_INPUTS:])
