@@ -96,7 +96,8 @@ pub enum ForwardMode {
     /// the gradient bytes). Falls back to the fused family when the budget holds no chunk.
     CublasChunks,
     /// The fastest fused family the GPU allows ([`fused_family`]: sm90 on Hopper, sm80 elsewhere):
-    /// no logits anywhere, workspace within 1 MB + 16 bytes per token.
+    /// no logits anywhere, workspace within 1 MB + 16 bytes per token (sm90 past 16k tokens: up to
+    /// 16 bytes per token and vocabulary split, at most 16 splits: `plan::SM90_LARGE_N_TOKENS`).
     Fused,
     /// The portable sm80 fused family even where a faster one exists.
     FusedSm80,

@@ -5,7 +5,8 @@
 //! across blocks for occupancy (`splits`), each split leaving a 16-byte partial per token; the
 //! split count is capped so the workspace stays within 1 MB + 16·N bytes. sm90 family: the same
 //! partials, its grid of token-tile slots × splits from [`super::sm90_grid`] (within an L2
-//! budget). Either way the finish step merges the partials.
+//! budget; past 16k tokens up to 16 splits: [`SM90_LARGE_N_TOKENS`]). Either way the finish step
+//! merges the partials.
 
 use std::ops::Range;
 
@@ -17,13 +18,39 @@ use crate::geometry::{TILE_M, TILE_N};
 
 /// At most this many forward splits.
 pub const MAX_SPLITS: usize = 8;
-/// Forward workspace target of the fused family: 1 MB plus this many bytes per token.
+/// Forward workspace target of the fused family: 1 MB plus this many bytes per token (the sm90
+/// family past [`SM90_LARGE_N_TOKENS`] tokens: up to [`MAX_SM90_SPLITS`] partials of 16 bytes).
 pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
+
+/// Past this many tokens the sm90 forward's grid may take up to [`MAX_SM90_SPLITS`] vocabulary
+/// splits, and its blocks at least [`SM90_LARGE_N_L2_BUDGET`] bytes of L2. The memory target
+/// above allows 2 splits at 32k tokens and 1 past 64k, so every running token tile of E stayed in
+/// play: 64 × 2 or 128 × 1 blocks, 68–130 MB of E and C against the H200's 50 MB L2. ncu at
+/// (65536, 4096, 128256) (H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n): DRAM 61 GB at
+/// 1.32 GHz, 109 ms, against 32 GB at 1.43 GHz, 100 ms, for the 11 × 12 grid these allow; timed,
+/// forward 0.964× and 0.976× in two runs, 0.985× at 32k (32 × 4). Not below 16k tokens: the 40 MB
+/// budget regrids Gemma 2's 8k forward (32 × 4 → 64 × 2), 1.042× there.
+pub const SM90_LARGE_N_TOKENS: usize = 16_384;
+/// At most this many sm90 forward splits past [`SM90_LARGE_N_TOKENS`] tokens (16 bytes a token each).
+pub const MAX_SM90_SPLITS: usize = 16;
+/// The least L2 budget of the sm90 forward's grid past [`SM90_LARGE_N_TOKENS`] tokens.
+pub const SM90_LARGE_N_L2_BUDGET: usize = 40 << 20;
 
 /// Default workspace of a cuBLAS-family forward: 10% of the bytes of dE and dC (the backward's
 /// default budget too, so forward + backward never hold more than that), at least 8 MB.
 pub fn default_forward_budget(shape: Shape, dtype: DType) -> usize {
     (gradient_bytes(shape, dtype, Wanted { de: true, dc: true, dbias: false }) / 10).max(8 << 20)
+}
+
+/// The sm90 forward's split cap and tuning for `n` tokens: past [`SM90_LARGE_N_TOKENS`], up to
+/// [`MAX_SM90_SPLITS`] splits and at least [`SM90_LARGE_N_L2_BUDGET`] of L2 (an L2 budget of 0,
+/// the every-token-tile grid of the measurement knob, stays 0).
+fn sm90_large_n(n: usize, by_memory: usize, tuning: super::Sm90Tuning) -> (usize, super::Sm90Tuning) {
+    if n <= SM90_LARGE_N_TOKENS || tuning.l2_budget == 0 {
+        return (by_memory, tuning);
+    }
+    let l2_budget = tuning.l2_budget.max(SM90_LARGE_N_L2_BUDGET);
+    (by_memory.max(MAX_SM90_SPLITS), super::Sm90Tuning { l2_budget, ..tuning })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +136,7 @@ pub fn forward_plan_tuned(
         }
         // one block per SM, running start to end, every token tile of its split in turn
         Family::Sm90 => {
+            let (by_memory, tuning) = sm90_large_n(n, by_memory, tuning);
             let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);

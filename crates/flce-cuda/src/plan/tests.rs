@@ -157,9 +157,11 @@ fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
     // the portable mode keeps the portable family on Hopper
     let portable = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::FusedSm80, None, Family::Sm90);
     assert_eq!(portable.family, Family::Sm80);
-    for n in [1usize, 100, 128, 1000, 8192, 32_768, 131_072] {
+    for n in [1usize, 100, 128, 1000, 8192, 16_384, 16_512, 32_768, 131_072] {
         let p = forward_plan(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-        assert!(p.partials.bytes <= (1 << 20) + 16 * n, "n {n}: {} bytes of partials", p.partials.bytes);
+        // past 16k tokens up to 16 partials a token
+        let target = if n > SM90_LARGE_N_TOKENS { 16 * MAX_SM90_SPLITS * n } else { (1 << 20) + 16 * n };
+        assert!(p.partials.bytes <= target, "n {n}: {} bytes of partials", p.partials.bytes);
     }
 }
 
@@ -294,9 +296,29 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     // the grid before budgets: every token tile its own block, 2 splits
     let p0 = forward_plan_tuned(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p0.token_slots, p0.splits), (64, 2));
-    // at 32k tokens the partials target allows 2 splits: 64 slots × 2, four token tiles each
-    let long = forward_plan(Shape::new(32768, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
-    assert!(long.splits <= 2 && long.token_slots * long.splits <= 132, "{long:?}");
+    // past 16k tokens up to 16 splits, within 40 MB of L2: 32 slots × 4 at 32k tokens (the
+    // partials target alone: 64 × 2, 68 MB), 11 × 12 unpaired at 65k (128 × 1, 130 MB), 22 × 6 at 128k
+    let at =
+        |n: usize| forward_plan(Shape::new(n, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    for (n, slots, splits, cluster) in [(32_768, 32, 4, 2), (65_536, 11, 12, 1), (131_072, 22, 6, 2)] {
+        let p = at(n);
+        assert_eq!((p.token_slots, p.splits, p.cluster), (slots, splits, cluster), "n {n}");
+        assert!(p.token_slots * p.splits <= 132);
+    }
+    // up to 16k tokens the grid of the partials target and the 32 MB budget (32 × 4 at 16k)
+    let p = at(16_384);
+    assert_eq!((p.token_slots, p.splits), (32, 4));
+    // the every-token-tile knob (L2 budget 0) keeps its grid past 16k tokens: 1 split at 65k
+    let p = forward_plan_tuned(
+        Shape::new(65_536, 4096, 128256),
+        DType::BF16,
+        132,
+        ForwardMode::Auto,
+        None,
+        Family::Sm90,
+        NO_L2_BUDGET,
+    );
+    assert_eq!((p.token_slots, p.splits), (512, 1));
     // one token: one slot, the vocabulary over the SMs within the partials target
     let one = forward_plan(Shape::new(1, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
     assert_eq!(one.token_slots, 1);
