@@ -26,10 +26,11 @@ pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
 /// splits, and its blocks at least [`SM90_LARGE_N_L2_BUDGET`] bytes of L2. The memory target
 /// above allows 2 splits at 32k tokens and 1 past 64k, so every running token tile of E stayed in
 /// play: 64 × 2 or 128 × 1 blocks, 68–130 MB of E and C against the H200's 50 MB L2. ncu at
-/// (65536, 4096, 128256) (H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n): DRAM 56% (≈ 290 GB
-/// at 4.8 TB/s) at 1.32 GHz, 109 ms, against 32% (≈ 150 GB) at 1.43 GHz, 100 ms, for the 11 × 12 grid these allow; timed,
-/// forward 0.964× and 0.976× in two runs, 0.985× at 32k (32 × 4). Not below 16k tokens: the 40 MB
-/// budget regrids Gemma 2's 8k forward (32 × 4 → 64 × 2), 1.042× there.
+/// (65536, 4096, 128256) (H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n): DRAM 56%
+/// (≈ 290 GB at 4.8 TB/s) at 1.32 GHz, 109 ms, against 32% (≈ 150 GB) at 1.43 GHz, 100 ms, for
+/// the 11 × 12 grid these allow; timed, forward 0.964× and 0.976× in two runs, 0.985× at 32k
+/// (32 × 4). Not below 16k tokens: the 40 MB budget regrids Gemma 2's 8k forward (32 × 4 →
+/// 64 × 2), 1.042× there.
 pub const SM90_LARGE_N_TOKENS: usize = 16_384;
 /// At most this many sm90 forward splits past [`SM90_LARGE_N_TOKENS`] tokens (16 bytes a token each).
 pub const MAX_SM90_SPLITS: usize = 16;
