@@ -186,7 +186,21 @@ pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
         l2_budget: sm90_l2_budget(),
         cluster: sm90_cluster_knob(),
         grad_cluster: sm90_grad_cluster_knob(),
+        forward_band: sm90_forward_band_knob(),
     }
+}
+
+/// Token tiles per sm90 forward launch (`FLCE_SM90_FORWARD_BAND`, read once; a measurement knob,
+/// [`crate::plan::Sm90Tuning::forward_band`]): unset or 0, one launch.
+fn sm90_forward_band_knob() -> usize {
+    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_FORWARD_BAND") {
+        Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
+            eprintln!("flce: ignoring FLCE_SM90_FORWARD_BAND={v:?}: not a number of token tiles");
+            0
+        }),
+        Err(_) => 0,
+    })
 }
 
 /// Whether backward plans put their first chunks' G in dC's unwritten rows

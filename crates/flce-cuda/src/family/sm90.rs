@@ -84,6 +84,9 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
+    if plan.band_tiles > 0 {
+        return forward_bands(call, plan);
+    }
     let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
     // pairs of token tiles sharing C's box when the plan says so (plan::Sm90Tuning's default;
     // `FLCE_SM90_CLUSTER=1` turns them off, geometry::sm90_cluster_knob)
@@ -102,6 +105,48 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         target_logit: call.ws.at(plan.target_logit),
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    Ok(())
+}
+
+/// The forward in launches over bands of `plan.band_tiles` token tiles (plan::Sm90Tuning's
+/// `forward_band`): each launch sees its band's tokens as a problem of their own (E from the
+/// band's first row, its N and targets, as the three-product pass's chunks: src/step.rs) and
+/// writes columns [n0, n0 + band) of the partials [splits, N] and target logits; a block runs
+/// one token tile of the band over one split, so every band starts its blocks together.
+///
+/// # Safety
+/// As for [`forward_partials`].
+unsafe fn forward_bands(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
+    let (x, s) = (call.x, call.x.shape);
+    let tiles = s.v.div_ceil(SM90_TILE_N);
+    let band_rows = plan.band_tiles * SM90_TILE_M;
+    let bytes = x.dtype.size_in_bytes() as u64;
+    let map_c_of = |cluster: usize| tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C");
+    let (partials, target_logit) = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
+    for n0 in (0..s.n).step_by(band_rows) {
+        let nlen = band_rows.min(s.n - n0);
+        let token_tiles = nlen.div_ceil(SM90_TILE_M);
+        // the plan's pairs, unless this band (the last, shorter one) has a single token tile
+        let cluster = crate::plan::cluster_for_tiles(plan.cluster, token_tiles);
+        let e_band = x.e + (n0 * s.d) as u64 * bytes;
+        let mut lp = call.lp;
+        lp.e = e_band;
+        lp.k.n = nlen as i32;
+        lp.targets = call.lp.targets + 4 * n0 as u64;
+        let params = Sm90ForwardParams {
+            map_e: tensor_map(e_band, nlen, s.d, x.dtype, SM90_TILE_M, "E band")?,
+            map_c: map_c_of(cluster)?,
+            lp,
+            cluster: cluster as i32,
+            slots: token_tiles.div_ceil(cluster) as i32 * cluster as i32,
+            splits: plan.splits as i32,
+            tiles_per_split: tiles.div_ceil(plan.splits) as i32,
+            partials_ld: s.n as i32,
+            partials: partials + 16 * n0 as u64,
+            target_logit: target_logit + 4 * n0 as u64,
+        };
+        call.be.kernels.launch(x.dtype, &params, call.stream)?;
+    }
     Ok(())
 }
 

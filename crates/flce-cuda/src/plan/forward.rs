@@ -75,6 +75,9 @@ pub struct ForwardPlan {
     pub token_slots: usize,
     /// Blocks per cluster of the sm90 grid ([`super::Sm90Tuning::cluster_for`]); 1 elsewhere.
     pub cluster: usize,
+    /// sm90: token tiles per launch (0: one launch; [`super::Sm90Tuning::forward_band`]). Each
+    /// launch is a grid of `token_slots` (the band's token tiles) × `splits` blocks over its band.
+    pub band_tiles: usize,
     pub targets: Region,
     pub target_logit: Region,
     pub partials: Region,
@@ -128,7 +131,8 @@ pub fn forward_plan_tuned(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    // (splits, token-tile slots, blocks per cluster)
+    // (splits, token-tile slots, blocks per cluster); sm90: token tiles per launch
+    let mut band_tiles = 0;
     let (splits, token_slots, cluster) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
@@ -136,6 +140,16 @@ pub fn forward_plan_tuned(
             (s, token_tiles, 1)
         }
         // one block per SM, running start to end, every token tile of its split in turn
+        Family::Sm90 if tuning.forward_band > 0 && n.div_ceil(crate::geometry::SM90_TILE_M) > tuning.forward_band => {
+            // launches over bands of token tiles, one block per (token tile, split) of a band
+            let (by_memory, _) = sm90_large_n(n, by_memory, tuning);
+            let band = tuning.forward_band.min(sm_count.max(1));
+            let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
+            let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
+            let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
+            band_tiles = band;
+            (splits, band, cluster)
+        }
         Family::Sm90 => {
             let (by_memory, tuning) = sm90_large_n(n, by_memory, tuning);
             let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
@@ -170,6 +184,7 @@ pub fn forward_plan_tuned(
         tiles_per_split,
         token_slots,
         cluster,
+        band_tiles,
         targets,
         target_logit,
         partials,

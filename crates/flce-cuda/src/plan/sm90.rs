@@ -31,6 +31,11 @@ pub struct Sm90Tuning {
     pub cluster: usize,
     /// Blocks per cluster of the G kernel.
     pub grad_cluster: usize,
+    /// Token tiles per launch of the sm90 forward (0: one launch over every token tile). A band
+    /// launch gives each block one token tile of the band and one vocabulary split, so the blocks
+    /// start every band together (the drift that breaks their sharing of C's boxes through L2 at
+    /// large N: docs/perf-notes.md v25); a measurement knob, `FLCE_SM90_FORWARD_BAND`.
+    pub forward_band: usize,
 }
 
 impl Default for Sm90Tuning {
@@ -40,13 +45,14 @@ impl Default for Sm90Tuning {
     /// 128256), the three-product pass 1.001 / 0.996 / 0.994 / 0.985×; paired G gave nothing
     /// back (fwd+bwd 1.003–1.008× with the paired forward in it).
     fn default() -> Self {
-        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1 }
+        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1, forward_band: 0 }
     }
 }
 
 impl Sm90Tuning {
     /// Both kernels unpaired (the grids before clusters).
-    pub const UNPAIRED: Sm90Tuning = Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1, grad_cluster: 1 };
+    pub const UNPAIRED: Sm90Tuning =
+        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1, grad_cluster: 1, forward_band: 0 };
 
     /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {

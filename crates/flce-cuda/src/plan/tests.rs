@@ -329,6 +329,38 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
 }
 
 #[test]
+fn sm90_forward_bands_take_one_token_tile_a_block() {
+    let banded = |band: usize| Sm90Tuning { forward_band: band, ..Sm90Tuning::default() };
+    let plan = |n: usize, band: usize, sms: usize| {
+        forward_plan_tuned(
+            Shape::new(n, 4096, 128_256),
+            DType::BF16,
+            sms,
+            ForwardMode::Auto,
+            None,
+            Family::Sm90,
+            banded(band),
+        )
+    };
+    // 65k tokens in bands of 12 token tiles: 12 × 11 blocks a launch, 11 partials a token, pairs
+    let p = plan(65_536, 12, 132);
+    assert_eq!((p.band_tiles, p.token_slots, p.splits, p.cluster), (12, 12, 11, 2));
+    assert!(p.partials.bytes <= 16 * MAX_SM90_SPLITS * 65_536);
+    // an odd band runs unpaired; a band wider than the SMs is cut to them
+    assert_eq!(plan(65_536, 11, 132).cluster, 1);
+    assert_eq!((plan(8192, 8, 2).band_tiles, plan(8192, 8, 2).splits), (2, 1));
+    // up to 16k tokens the partials target still caps the splits: 4 at 16k
+    assert_eq!(plan(16_384, 12, 132).splits, 4);
+    // no band where the batch fits one: the one-launch grid
+    let whole = plan(1024, 12, 132);
+    assert_eq!(whole.band_tiles, 0);
+    assert_eq!(
+        whole,
+        forward_plan(Shape::new(1024, 4096, 128_256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90)
+    );
+}
+
+#[test]
 fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     const QWEN: Shape = Shape { n: 8192, d: 3584, v: 152_064 };
     for (shape, sm80_chunk, sm90_chunk) in [(LLAMA, 6784, 6656), (GEMMA, 7296, 7168), (QWEN, 6912, 6656)] {

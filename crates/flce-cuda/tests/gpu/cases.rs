@@ -29,6 +29,9 @@ pub(crate) struct Case {
     /// the compact three-product forward and G; 1 runs all three unpaired; None, the backend's
     /// tuning (paired forwards, unpaired G, unless a knob says otherwise).
     pub cluster: Option<usize>,
+    /// Plan the sm90 forward in launches over bands of this many token tiles
+    /// (plan::Sm90Tuning::forward_band, the `FLCE_SM90_FORWARD_BAND` knob's plans).
+    pub band: Option<usize>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -50,6 +53,7 @@ impl Case {
             fused: false,
             sms: None,
             cluster: None,
+            band: None,
             frozen: false,
         }
     }
@@ -149,6 +153,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     fused: false,
                     sms: None,
                     cluster: None,
+                    band: None,
                     frozen: false,
                 });
             }
@@ -167,6 +172,7 @@ pub(crate) fn cases() -> Vec<Case> {
             fused: false,
             sms: None,
             cluster: None,
+            band: None,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -189,6 +195,7 @@ pub(crate) fn cases() -> Vec<Case> {
             fused: false,
             sms: None,
             cluster: None,
+            band: None,
             frozen: false,
         });
     }
@@ -213,7 +220,7 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, None),
         (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, None),
         (DType::BF16, "all", Shape::new(1024, 64, 8000), all.clone(), true, None),
-        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss, false, None),
+        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss.clone(), false, None),
         (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, false, None),
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, Some(2)),
     ] {
@@ -222,6 +229,19 @@ pub(crate) fn cases() -> Vec<Case> {
             let case = Case::planted(dtype, what, shape, opts.clone(), extras, &suffix);
             out.push(Case { sms, cluster: Some(cluster), ..case });
         }
+    }
+    // the sm90 forward launched over bands of token tiles: several bands, a last band shorter
+    // than the others (and of one token tile: unpaired), every option, f16, 2 SMs
+    for (dtype, what, shape, opts, extras, band, sms) in [
+        (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, 2, None),
+        (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, 3, None),
+        (DType::BF16, "all", Shape::new(1024, 64, 8000), all.clone(), true, 3, None),
+        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss, false, 2, None),
+        (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, 2, Some(2)),
+    ] {
+        let suffix = if sms.is_some() { format!("band {band} 2 SMs") } else { format!("band {band}") };
+        let case = Case::planted(dtype, what, shape, opts, extras, &suffix);
+        out.push(Case { sms, band: Some(band), ..case });
     }
     // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
     // (plan::DcTail::rows_in_de; its rows rounded in place)
@@ -286,6 +306,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 fused,
                 sms: None,
                 cluster: None,
+                band: None,
                 frozen: false,
             });
         }
@@ -305,6 +326,7 @@ pub(crate) fn cases() -> Vec<Case> {
         fused: true,
         sms: None,
         cluster: None,
+        band: None,
         frozen: false,
     });
     out
@@ -343,6 +365,17 @@ pub(crate) fn require_cluster(be: &CudaLoss, c: &Case, cluster: usize) -> Result
     let want = if c.shape.n > 128 { cluster } else { 1 };
     if p.family == Family::Sm90 && p.cluster != want {
         return Err(format!("not {want} blocks per cluster: {p:?}"));
+    }
+    Ok(())
+}
+
+/// The band cases must plan the sm90 forward in launches of `band` token tiles where the sm90
+/// family runs (sm_90a); elsewhere they run as any case.
+pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), String> {
+    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false };
+    let p = be.forward_plan(c.shape, c.dtype, config);
+    if p.family == Family::Sm90 && (p.band_tiles != band || p.token_slots != band) {
+        return Err(format!("not bands of {band} token tiles: {p:?}"));
     }
     Ok(())
 }

@@ -29,7 +29,7 @@ use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
-use cases::{cases, nccl_cases, phase_cases, require_cluster, require_de_head, require_long_tail};
+use cases::{cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_long_tail};
 use frozen::run_frozen;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
@@ -128,28 +128,32 @@ fn main() {
             };
             // backends planning for another SM count (`sms`) or with another cluster size
             // (`cluster`, forwards and G alike), one per combination the selected cases use
-            let tuning_of = |cluster: Option<usize>| match cluster {
-                Some(k) => Sm90Tuning { cluster: k, grad_cluster: k, ..be.sm90_tuning() },
-                None => be.sm90_tuning(),
+            // (`band`: the forward in launches over bands of token tiles)
+            let tuning_of = |cluster: Option<usize>, band: Option<usize>| {
+                let t = match cluster {
+                    Some(k) => Sm90Tuning { cluster: k, grad_cluster: k, ..be.sm90_tuning() },
+                    None => be.sm90_tuning(),
+                };
+                Sm90Tuning { forward_band: band.unwrap_or(t.forward_band), ..t }
             };
-            let mut planning_for: std::collections::HashMap<(Option<usize>, Option<usize>), CudaLoss> =
-                Default::default();
+            type Key = (Option<usize>, Option<usize>, Option<usize>);
+            let mut planning_for: std::collections::HashMap<Key, CudaLoss> = Default::default();
             for c in &selected {
-                let key = (c.sms, c.cluster);
-                if key == (None, None) || planning_for.contains_key(&key) {
+                let key = (c.sms, c.cluster, c.band);
+                if key == (None, None, None) || planning_for.contains_key(&key) {
                     continue;
                 }
                 match CudaLoss::new(0) {
                     Ok(b) => {
-                        let b = b.with_sm90_tuning(tuning_of(c.cluster));
+                        let b = b.with_sm90_tuning(tuning_of(c.cluster, c.band));
                         planning_for.insert(key, if let Some(sms) = c.sms { b.planning_for_sms(sms) } else { b });
                     }
                     Err(e) => println!("backend for {key:?}: {e}"),
                 }
             }
             for c in &selected {
-                let be = match (c.sms, c.cluster) {
-                    (None, None) => be,
+                let be = match (c.sms, c.cluster, c.band) {
+                    (None, None, None) => be,
                     key => match planning_for.get(&key) {
                         Some(b) => b,
                         None => {
@@ -161,6 +165,9 @@ fn main() {
                 let f = || -> Result<String, String> {
                     if let Some(k) = c.cluster {
                         require_cluster(be, c, k)?;
+                    }
+                    if let Some(b) = c.band {
+                        require_band(be, c, b)?;
                     }
                     if c.name.ends_with("de-head") {
                         require_de_head(be, c)?;
