@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The sm90 forward in launches over bands of token tiles (FLCE_SM90_FORWARD_BAND, plan::Sm90Tuning's
 # forward_band; docs/perf-notes.md v25's way (c) to keep the blocks sharing C's boxes through L2
-# at large N), built 2026-12-02 and not yet run on a GPU. One device call (~6 min), from the
+# at large N), built 2026-12-02 and not yet run on a GPU. One device call (~7 min), from the
 # repository root after scripts/gpu-prepare.sh, carry gpu-bundle:
 #   OUT=$OUT bash scripts/gpu-forward-bands.sh
 # 1. the GPU tests' band cases (several bands, a shorter last band, every option, f16, 2 SMs)
-#    and compute-sanitizer memcheck of two of them; 2. forward / fwd+bwd at 32k-128k tokens,
-#    bands of 11 and 12 token tiles (12 × 11 / 11 × 12 blocks a launch) against one launch.
+#    and compute-sanitizer memcheck of one of them; 2. forward / fwd+bwd at 65k and 128k tokens:
+#    bands of 11 and 12 token tiles (12 × 11 / 11 × 12 blocks a launch), and v25's way (b), the
+#    grid of fewest splits (FLCE_SM90_GRID=splits: 32 × 4 at 65k), against one launch.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
@@ -17,11 +18,12 @@ timeout 120 compute-sanitizer --tool memcheck gpu-bundle/gpu-tests --small "plai
   > "$OUT/memcheck-band.log" 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|passed" "$OUT/memcheck-band.log" | tail -n 2
 i=0
-for s in 32768,4096,128256 65536,4096,128256 131072,4096,128256; do
+for s in 65536,4096,128256 131072,4096,128256; do
   i=$((i+1))
   OUT=/tmp/vbands/$i SHAPES=$s BENCH_ARGS="--step-budget-mb 0 --iters 3" timeout 150 bash scripts/gpu-variants.sh 2 \
     "one=gpu-bundle/flce" "band12=gpu-bundle/flce:FLCE_SM90_FORWARD_BAND=12" \
-    "band11=gpu-bundle/flce:FLCE_SM90_FORWARD_BAND=11" > "$OUT/variants-$i.md" 2>&1
+    "band11=gpu-bundle/flce:FLCE_SM90_FORWARD_BAND=11" "splits=gpu-bundle/flce:FLCE_SM90_GRID=splits" \
+    > "$OUT/variants-$i.md" 2>&1
 done
 tar czf "$OUT/vbands.tgz" -C /tmp vbands
 cat "$OUT"/variants-*.md | grep -v "^|---" | awk 'NR==1 || !/^\| shape/' | cut -d'|' -f2-6,10-11

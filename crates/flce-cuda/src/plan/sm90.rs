@@ -36,6 +36,21 @@ pub struct Sm90Tuning {
     /// start every band together (the drift that breaks their sharing of C's boxes through L2 at
     /// large N: docs/perf-notes.md v25); a measurement knob, `FLCE_SM90_FORWARD_BAND`.
     pub forward_band: usize,
+    /// What the forward's grid minimises first among the balanced grids within the L2 budget
+    /// ([`sm90_grid_by`]; a measurement knob, `FLCE_SM90_GRID=splits`).
+    pub grid_objective: Sm90GridObjective,
+}
+
+/// What [`sm90_grid_by`] minimises first among the grids within [`BALANCE_SLACK`] of the best
+/// balance whose footprint fits the L2 budget.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Sm90GridObjective {
+    /// The longest block's tiles, then the splits (the default).
+    #[default]
+    Balance,
+    /// The splits, then the longest block: fewer C boxes streamed per step (a block of the
+    /// splits' C boxes stays in L2 for more steps; docs/perf-notes.md v25's way (b)).
+    FewestSplits,
 }
 
 impl Default for Sm90Tuning {
@@ -45,14 +60,25 @@ impl Default for Sm90Tuning {
     /// 128256), the three-product pass 1.001 / 0.996 / 0.994 / 0.985×; paired G gave nothing
     /// back (fwd+bwd 1.003–1.008× with the paired forward in it).
     fn default() -> Self {
-        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1, forward_band: 0 }
+        Sm90Tuning {
+            l2_budget: SM90_L2_BUDGET,
+            cluster: 2,
+            grad_cluster: 1,
+            forward_band: 0,
+            grid_objective: Sm90GridObjective::Balance,
+        }
     }
 }
 
 impl Sm90Tuning {
     /// Both kernels unpaired (the grids before clusters).
-    pub const UNPAIRED: Sm90Tuning =
-        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 1, grad_cluster: 1, forward_band: 0 };
+    pub const UNPAIRED: Sm90Tuning = Sm90Tuning {
+        l2_budget: SM90_L2_BUDGET,
+        cluster: 1,
+        grad_cluster: 1,
+        forward_band: 0,
+        grid_objective: Sm90GridObjective::Balance,
+    };
 
     /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {
@@ -114,6 +140,21 @@ pub fn sm90_grid(
     l2_budget: usize,
     cluster: usize,
 ) -> Sm90Grid {
+    sm90_grid_by(token_tiles, vocab_tiles, sm_count, cap, row_bytes, l2_budget, cluster, Sm90GridObjective::Balance)
+}
+
+/// [`sm90_grid`] minimising `objective` first among the balanced grids within the budget.
+#[allow(clippy::too_many_arguments)]
+pub fn sm90_grid_by(
+    token_tiles: usize,
+    vocab_tiles: usize,
+    sm_count: usize,
+    cap: usize,
+    row_bytes: usize,
+    l2_budget: usize,
+    cluster: usize,
+    objective: Sm90GridObjective,
+) -> Sm90Grid {
     let cluster = cluster.max(1);
     let rows = token_tiles.max(1).div_ceil(cluster) * cluster;
     let cols = vocab_tiles.max(1);
@@ -148,7 +189,10 @@ pub fn sm90_grid(
         .iter()
         .filter(balanced)
         .filter(fits)
-        .min_by_key(|g| (g.longest(rows), g.splits, g.footprint(row_bytes)))
+        .min_by_key(|g| match objective {
+            Sm90GridObjective::Balance => (g.longest(rows), g.splits, g.footprint(row_bytes)),
+            Sm90GridObjective::FewestSplits => (g.splits, g.longest(rows), g.footprint(row_bytes)),
+        })
         .or_else(|| {
             candidates.iter().filter(balanced).min_by_key(|g| (g.footprint(row_bytes), g.longest(rows), g.splits))
         });
@@ -168,12 +212,24 @@ pub fn sm90_grid_tuned(
     row_bytes: usize,
     tuning: Sm90Tuning,
 ) -> (Sm90Grid, usize) {
-    let unpaired = sm90_grid(token_tiles, vocab_tiles, sm_count, cap, row_bytes, tuning.l2_budget, 1);
+    let grid = |cluster: usize| {
+        sm90_grid_by(
+            token_tiles,
+            vocab_tiles,
+            sm_count,
+            cap,
+            row_bytes,
+            tuning.l2_budget,
+            cluster,
+            tuning.grid_objective,
+        )
+    };
+    let unpaired = grid(1);
     let cluster = tuning.cluster_for(token_tiles);
     if cluster == 1 {
         return (unpaired, 1);
     }
-    let paired = sm90_grid(token_tiles, vocab_tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster);
+    let paired = grid(cluster);
     let rows = token_tiles.div_ceil(cluster) * cluster;
     if paired.longest(rows) <= unpaired.longest(token_tiles) {
         (paired, cluster)
