@@ -22,22 +22,14 @@ import torch
 
 import flce
 from flce import step as flce_step
-
-SHAPES = {"gemma2": (8192, 2304, 256000), "llama3": (8192, 4096, 128256), "qwen25": (8192, 3584, 152064)}
+from suite import SHAPES  # benchmarks/ is first on sys.path
+from train_step import step_times
 
 
 def time_ms(fn, iters):
     """Median of `iters` CUDA-event timings of fn (one warm-up call)."""
     fn()
-    out = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return statistics.median(out)
+    return statistics.median(step_times(fn, torch.device("cuda"), iters))
 
 
 def mem_get_info_us(queued: bool):

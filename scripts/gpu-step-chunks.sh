@@ -12,11 +12,10 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}; L=/tmp/logs-chunks; mkdir -p "$OUT" $L
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > $L/gpu.txt
-for s in ${SHAPES:-16384,2048,128256 16384,4096,128256 16384,2304,256000 32768,4096,128256 65536,4096,128256}; do
-  OUT=$L/v-$s SHAPES=$s BENCH_ARGS="--step-budget-mb 40960 --iters 5" timeout 150 bash scripts/gpu-variants.sh 2 \
-    "default=gpu-bundle/flce" "whole=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=1000000000" "cap16k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=16384" \
-    "cap8k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=8192" "cap4k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=4096" \
-    > $L/variants-$s.md 2>&1
-done
+OUT=$L/variants SHAPES=${SHAPES:-"16384,2048,128256 16384,4096,128256 16384,2304,256000 32768,4096,128256 65536,4096,128256"} \
+  BENCH_ARGS="--step-budget-mb 40960 --iters 5" timeout 540 bash scripts/gpu-variants.sh 2 \
+  "default=gpu-bundle/flce" "whole=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=1000000000" "cap16k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=16384" \
+  "cap8k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=8192" "cap4k=gpu-bundle/flce:FLCE_STEP_MAX_TOKENS=4096" \
+  > $L/variants.md 2>&1
 tar czf "$OUT/logs.tgz" -C /tmp logs-chunks
-cat $L/variants-*.md | grep -v "^|---" | awk 'NR==1 || !/^\| shape/'
+grep -v "^|---" $L/variants.md

@@ -7,6 +7,9 @@
 #   bash scripts/gpu-variants.sh 2 "old=old-bundle/flce" "new=gpu-bundle/flce" \
 #     "skew2=gpu-bundle/flce:FLCE_SM90_MAINLOOP=skew=2"
 # BENCH_ARGS: flce bench options (unset: no three-product runs; set empty: flce bench's defaults).
+# SHAPES: flce bench's --shapes (names, comma-separated), or several of them separated by spaces
+# ("16384,2048,128256 65536,4096,128256": flce bench takes an N,D,V shape one at a time), each
+# run in turn within a variant's round.
 # Logs under $OUT (or ./gpu-logs), one file per variant and round.
 set -uo pipefail
 rounds=${1:?rounds}; shift
@@ -22,11 +25,17 @@ for r in $(seq 1 "$rounds"); do
     # ENV=VALUE pairs split on the commas that start a new NAME= (a value may hold commas)
     pairs=()
     [ -n "$envs" ] && mapfile -t pairs < <(python3 -c 'import re,sys; print("\n".join(p for p in re.split(r",(?=[A-Z_][A-Z0-9_]*=)", sys.argv[1]) if p))' "$envs")
-    env "${pairs[@]}" "$bin" bench --shapes ${SHAPES:-gemma2,llama3,qwen25} ${BENCH_ARGS---step-budget-mb 0} \
-      --json "$OUT/var-$label-$r.jsonl" > "$OUT/var-$label-$r.log" 2>&1 \
-      || { echo "bench $label round $r failed"; tail -n 5 "$OUT/var-$label-$r.log"; }
+    : > "$OUT/var-$label-$r.jsonl"; : > "$OUT/var-$label-$r.log"
+    for shapes in ${SHAPES:-gemma2,llama3,qwen25}; do
+      rm -f "$OUT/part.jsonl"
+      env "${pairs[@]}" "$bin" bench --shapes "$shapes" ${BENCH_ARGS---step-budget-mb 0} \
+        --json "$OUT/part.jsonl" >> "$OUT/var-$label-$r.log" 2>&1 \
+        || { echo "bench $label round $r ($shapes) failed"; tail -n 5 "$OUT/var-$label-$r.log"; }
+      [ -f "$OUT/part.jsonl" ] && cat "$OUT/part.jsonl" >> "$OUT/var-$label-$r.jsonl"
+    done
   done
 done
+rm -f "$OUT/part.jsonl"
 python3 - "$OUT" "$rounds" "${labels[@]}" <<'PY'
 import json, statistics, sys
 out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]

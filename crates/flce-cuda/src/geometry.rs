@@ -142,13 +142,18 @@ impl Sm90Mainloop {
 /// setting, as `FLCE_SM90_MAINLOOP`.
 pub fn sm90_l2_budget() -> usize {
     static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| match std::env::var("FLCE_SM90_L2_MB") {
-        Ok(v) => v.trim().parse::<usize>().map(|mb| mb << 20).unwrap_or_else(|_| {
-            eprintln!("flce: ignoring FLCE_SM90_L2_MB={v:?}: not a number of MB");
-            crate::plan::SM90_L2_BUDGET
-        }),
-        Err(_) => crate::plan::SM90_L2_BUDGET,
-    })
+    *BUDGET.get_or_init(|| count_from_env("FLCE_SM90_L2_MB", "MB").map_or(crate::plan::SM90_L2_BUDGET, |mb| mb << 20))
+}
+
+/// A count knob's value: the variable `name` as a number of `unit`s, or None where it is unset or
+/// not a number (said on stderr).
+fn count_from_env(name: &str, unit: &str) -> Option<usize> {
+    let v = std::env::var(name).ok()?;
+    let parsed = v.trim().parse::<usize>().ok();
+    if parsed.is_none() {
+        eprintln!("flce: ignoring {name}={v:?}: not a number of {unit}");
+    }
+    parsed
 }
 
 /// Blocks per cluster of the sm90 forwards (`FLCE_SM90_CLUSTER`, read once; a measurement knob):
@@ -209,13 +214,7 @@ fn sm90_grid_objective_knob() -> crate::plan::Sm90GridObjective {
 /// [`crate::plan::Sm90Tuning::forward_band`]): unset or 0, one launch.
 fn sm90_forward_band_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_FORWARD_BAND") {
-        Ok(v) => v.trim().parse::<usize>().unwrap_or_else(|_| {
-            eprintln!("flce: ignoring FLCE_SM90_FORWARD_BAND={v:?}: not a number of token tiles");
-            0
-        }),
-        Err(_) => 0,
-    })
+    *KNOB.get_or_init(|| count_from_env("FLCE_SM90_FORWARD_BAND", "token tiles").unwrap_or(0))
 }
 
 /// Whether backward plans put their first chunks' G in dC's unwritten rows
@@ -239,14 +238,7 @@ pub fn de_head_enabled() -> bool {
 /// measurement knob for [`crate::plan::step_plan_capped`]) names a number of tokens.
 pub fn step_max_tokens(n: usize) -> usize {
     static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    let knob = *KNOB.get_or_init(|| {
-        let v = std::env::var("FLCE_STEP_MAX_TOKENS").ok()?;
-        let parsed = v.trim().parse::<usize>().ok();
-        if parsed.is_none() {
-            eprintln!("flce: ignoring FLCE_STEP_MAX_TOKENS={v:?}: not a number of tokens");
-        }
-        parsed
-    });
+    let knob = *KNOB.get_or_init(|| count_from_env("FLCE_STEP_MAX_TOKENS", "tokens"));
     knob.unwrap_or_else(|| crate::plan::default_step_max_tokens(n))
 }
 

@@ -3,6 +3,8 @@ backward scales them by grad_output) against the default recomputing path and th
 reference. On CPU tensors the op falls back to the forward + recomputing backward (same results);
 on CUDA it runs flce's three-product pass."""
 
+import contextlib
+
 import pytest
 import torch
 
@@ -160,31 +162,40 @@ def test_peak_budget_uses_the_headroom_and_keeps_the_peak():
     assert torch.cuda.max_memory_allocated() <= peak_before
 
 
+@contextlib.contextmanager
+def spied_backward():
+    """The three-product op's autograd backward, spied on while the block runs: yields a list
+    that gets (the gradients it was handed, the gradients it returned) for each call."""
+    import flce.step as step
+    calls, original = [], step._autograd_backward
+
+    def spy(ctx, *grads):
+        out = original(ctx, *grads)
+        calls.append((grads, out))
+        return out
+
+    step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
+    try:
+        yield calls
+    finally:
+        step._forward_backward.register_autograd(original, setup_context=step._setup_context)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_fast_backward_gets_no_zero_gradients_for_its_gradient_outputs(device):
     """dE and dC are outputs of the three-product op without a gradient of their own: autograd
     must hand its backward None for them, not zero tensors of their size (it materialises zeros
     unless told not to: a second copy of the gradients at the backward's peak, measured on the
     H200 at N 1k, Llama 3: 2,020 MB against 1,010)."""
-    import flce.step as step
     e, c, t, _, _ = make(64, 32, 500, torch.float32, device, seed=12)
     eg, cg = e.clone().requires_grad_(True), c.clone().requires_grad_(True)
-    seen = []
-    original = step._autograd_backward
-
-    def spy(ctx, *grads):
-        seen.append(grads)
-        return original(ctx, *grads)
-
-    step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
-    try:
+    with spied_backward() as calls:
         flce.linear_cross_entropy(eg, cg, t, workspace_budget="fast").backward()
-    finally:
-        step._forward_backward.register_autograd(original, setup_context=step._setup_context)
-    assert len(seen) == 1, "the three-product op's backward did not run"
-    g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db = seen[0]
+    assert len(calls) == 1, "the three-product op's backward did not run"
+    seen = calls[0][0]
+    g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db = seen
     assert g_scalars is not None
-    assert all(g is None for g in (g_de, g_dc, g_db, g_lse, g_status)), [type(g) for g in seen[0]]
+    assert all(g is None for g in (g_de, g_dc, g_db, g_lse, g_status)), [type(g) for g in seen]
     assert eg.grad is not None and cg.grad is not None
 
 
@@ -196,7 +207,6 @@ def test_fast_gradients_become_grad_without_a_copy(shape):
     N 1024, Llama 3 (D 4096, V 128256) as twice the gradients (2,020 MB) where the plan's
     workspace is 265 MB — as if .grad were a clone. Checked by pointer and by peak memory, at a
     small shape and at that one (4.3 GB of inputs, gradients and workspace)."""
-    import flce.step as step
     n, d, v = shape
     if n * d * v > 1 << 30 and torch.cuda.mem_get_info()[0] < 8 << 30:
         pytest.skip("needs 8 GB of free device memory")
@@ -204,25 +214,16 @@ def test_fast_gradients_become_grad_without_a_copy(shape):
     eg, cg = e.detach().clone().requires_grad_(True), c.detach().clone().requires_grad_(True)
     plan = flce.three_product_plan(eg, cg, workspace_budget="fast")
     assert plan is not None, "no three-product plan at this shape: the test checks nothing"
-    returned = {}
-    original = step._autograd_backward
-
-    def spy(ctx, *grads):
-        out = original(ctx, *grads)
-        returned["de"], returned["dc"] = out[0].data_ptr(), out[1].data_ptr()
-        return out
-
-    step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
-    try:
+    with spied_backward() as calls:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
         flce.linear_cross_entropy(eg, cg, t, workspace_budget="fast").backward()
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
-    finally:
-        step._forward_backward.register_autograd(original, setup_context=step._setup_context)
-    assert returned, "the three-product op did not run"
-    assert (eg.grad.data_ptr(), cg.grad.data_ptr()) == (returned["de"], returned["dc"]), "a copy went to .grad"
+    assert calls, "the three-product op did not run"
+    returned = calls[0][1]
+    assert (eg.grad.data_ptr(), cg.grad.data_ptr()) == (returned[0].data_ptr(), returned[1].data_ptr()), \
+        "a copy went to .grad"
     grads = (eg.numel() + cg.numel()) * 2
     assert peak <= grads + plan.workspace_bytes + (4 << 20), (peak, grads, plan.workspace_bytes)

@@ -108,44 +108,61 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
     Ok(())
 }
 
+/// The forward's parameters over the call's tokens `tokens`, seen as a problem of their own
+/// (`view`: their N and targets; E from their first row): `grid`'s splits, its slots cut to the
+/// tokens' tiles (rounded up to the cluster), in clusters of `cluster` unless the tokens hold a
+/// single token tile; columns `tokens` of the partials [splits, N] and target logits at `outputs`.
+fn forward_params_over(
+    call: &Call<'_>,
+    tokens: Range<usize>,
+    view: LogitParams,
+    grid: Sm90Grid,
+    cluster: usize,
+    outputs: (DevPtr, DevPtr),
+) -> Result<Sm90ForwardParams> {
+    let (x, s) = (call.x, call.x.shape);
+    let (n0, nlen) = (tokens.start, tokens.len());
+    let token_tiles = nlen.div_ceil(SM90_TILE_M);
+    // the plan's pairs, unless these tokens (a last, shorter run) hold a single token tile
+    let cluster = crate::plan::cluster_for_tiles(cluster, token_tiles);
+    let e_rows = x.e + (n0 * s.d * x.dtype.size_in_bytes()) as u64;
+    let (partials, target_logit) = outputs;
+    Ok(Sm90ForwardParams {
+        map_e: tensor_map(e_rows, nlen, s.d, x.dtype, SM90_TILE_M, "E (a token range)")?,
+        // each block of a pair loads half of C's box and multicasts it to both
+        map_c: tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?,
+        lp: LogitParams { e: e_rows, ..view },
+        cluster: cluster as i32,
+        slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,
+        splits: grid.splits as i32,
+        tiles_per_split: grid.tiles_per_split as i32,
+        partials_ld: s.n as i32,
+        partials: partials + 16 * n0 as u64,
+        target_logit: target_logit + 4 * n0 as u64,
+    })
+}
+
 /// The forward in launches over bands of `plan.band_tiles` token tiles (plan::Sm90Tuning's
-/// `forward_band`): each launch sees its band's tokens as a problem of their own (E from the
-/// band's first row, its N and targets, as the three-product pass's chunks: src/step.rs) and
-/// writes columns [n0, n0 + band) of the partials [splits, N] and target logits; a block runs
-/// one token tile of the band over one split, so every band starts its blocks together.
+/// `forward_band`): each launch sees its band's tokens as a problem of their own (as the
+/// three-product pass's chunks: src/step.rs) and writes columns [n0, n0 + band) of the partials
+/// [splits, N] and target logits; a block runs one token tile of the band over one split, so
+/// every band starts its blocks together.
 ///
 /// # Safety
 /// As for [`forward_partials`].
 unsafe fn forward_bands(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    let (x, s) = (call.x, call.x.shape);
-    let tiles = s.v.div_ceil(SM90_TILE_N);
+    let s = call.x.shape;
+    let tiles_per_split = s.v.div_ceil(SM90_TILE_N).div_ceil(plan.splits);
+    let grid = Sm90Grid { slots: plan.token_slots, splits: plan.splits, tiles_per_split };
+    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let band_rows = plan.band_tiles * SM90_TILE_M;
-    let bytes = x.dtype.size_in_bytes() as u64;
-    let map_c_of = |cluster: usize| tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C");
-    let (partials, target_logit) = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     for n0 in (0..s.n).step_by(band_rows) {
-        let nlen = band_rows.min(s.n - n0);
-        let token_tiles = nlen.div_ceil(SM90_TILE_M);
-        // the plan's pairs, unless this band (the last, shorter one) has a single token tile
-        let cluster = crate::plan::cluster_for_tiles(plan.cluster, token_tiles);
-        let e_band = x.e + (n0 * s.d) as u64 * bytes;
-        let mut lp = call.lp;
-        lp.e = e_band;
-        lp.k.n = nlen as i32;
-        lp.targets = call.lp.targets + 4 * n0 as u64;
-        let params = Sm90ForwardParams {
-            map_e: tensor_map(e_band, nlen, s.d, x.dtype, SM90_TILE_M, "E band")?,
-            map_c: map_c_of(cluster)?,
-            lp,
-            cluster: cluster as i32,
-            slots: token_tiles.div_ceil(cluster) as i32 * cluster as i32,
-            splits: plan.splits as i32,
-            tiles_per_split: tiles.div_ceil(plan.splits) as i32,
-            partials_ld: s.n as i32,
-            partials: partials + 16 * n0 as u64,
-            target_logit: target_logit + 4 * n0 as u64,
-        };
-        call.be.kernels.launch(x.dtype, &params, call.stream)?;
+        let tokens = n0..(n0 + band_rows).min(s.n);
+        let mut view = call.lp;
+        view.k.n = tokens.len() as i32;
+        view.targets = call.lp.targets + 4 * n0 as u64;
+        let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs)?;
+        call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     }
     Ok(())
 }
@@ -165,42 +182,19 @@ pub(crate) unsafe fn forward_compact(
     tokens: Range<usize>,
     view: LogitParams,
 ) -> Result<()> {
-    let (x, s) = (call.x, call.x.shape);
     let grid: Sm90Grid = plan.forward_grid.ok_or_else(|| {
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
-    let (n0, nlen) = (tokens.start, tokens.len());
-    let token_tiles = nlen.div_ceil(SM90_TILE_M);
-    // the plan's pairs, unless this chunk (the last, shorter one) has a single token tile
-    let cluster = crate::plan::cluster_for_tiles(plan.forward_cluster, token_tiles);
-    let bytes = x.dtype.size_in_bytes() as u64;
-    let e_chunk = x.e + (n0 * s.d) as u64 * bytes;
-    let map_e = tensor_map(e_chunk, nlen, s.d, x.dtype, SM90_TILE_M, "E chunk")?;
-    // each block of a pair loads half of C's box and multicasts it to both
-    let map_c = tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?;
-    let lp = LogitParams { e: e_chunk, ..view };
     let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
+    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let params = Sm90CompactForwardParams {
-        fwd: Sm90ForwardParams {
-            map_e,
-            map_c,
-            lp,
-            cluster: cluster as i32,
-            // (a chunk shorter than the plan's, the last: no more slots than its token tiles,
-            // rounded up to the cluster)
-            slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,
-            splits: grid.splits as i32,
-            tiles_per_split: grid.tiles_per_split as i32,
-            partials_ld: s.n as i32,
-            partials: call.ws.at(plan.partials) + 16 * n0 as u64,
-            target_logit: call.ws.at(plan.target_logit) + 4 * n0 as u64,
-        },
+        fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q: call.ws.at(plan.logits),
         ldq: plan.ldg as i32,
         m_ref: call.ws.at(m_ref),
         ld_mref: plan.mref_ld() as i32,
     };
-    call.be.kernels.launch(x.dtype, &params, call.stream)?;
+    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 

@@ -131,35 +131,32 @@ pub fn forward_plan_tuned(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    // (splits, token-tile slots, blocks per cluster); sm90: token tiles per launch
-    let mut band_tiles = 0;
-    let (splits, token_slots, cluster) = match family {
+    // (splits, token-tile slots, blocks per cluster, sm90 token tiles per launch: 0 for one launch)
+    let (splits, token_slots, cluster, band_tiles) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
             let s = (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
-            (s, token_tiles, 1)
-        }
-        // one block per SM, running start to end, every token tile of its split in turn
-        Family::Sm90 if tuning.forward_band > 0 && n.div_ceil(crate::geometry::SM90_TILE_M) > tuning.forward_band => {
-            // launches over bands of token tiles, one block per (token tile, split) of a band
-            let (by_memory, _) = sm90_large_n(n, by_memory, tuning);
-            let band = tuning.forward_band.min(sm_count.max(1));
-            let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
-            let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
-            let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
-            band_tiles = band;
-            (splits, band, cluster)
+            (s, token_tiles, 1, 0)
         }
         Family::Sm90 => {
             let (by_memory, tuning) = sm90_large_n(n, by_memory, tuning);
-            let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);
-            let row_bytes = shape.d * dtype.size_in_bytes();
-            let (g, cluster) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
-            (g.splits, g.slots, cluster)
+            if tuning.forward_band > 0 && token_tiles > tuning.forward_band {
+                // launches over bands of token tiles, one block per (token tile, split) of a band
+                let band = tuning.forward_band.min(sm_count.max(1));
+                let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
+                let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
+                (splits, band, cluster, band)
+            } else {
+                // one block per SM, running start to end, every token tile of its split in turn
+                let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
+                let row_bytes = shape.d * dtype.size_in_bytes();
+                let (g, cluster) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
+                (g.splits, g.slots, cluster, 0)
+            }
         }
-        Family::Cublas => (1, token_tiles, 1),
+        Family::Cublas => (1, token_tiles, 1, 0),
     };
     let tiles_per_split = vocab_tiles.div_ceil(splits);
     let splits = vocab_tiles.div_ceil(tiles_per_split);

@@ -60,25 +60,22 @@ impl Default for Sm90Tuning {
     /// 128256), the three-product pass 1.001 / 0.996 / 0.994 / 0.985×; paired G gave nothing
     /// back (fwd+bwd 1.003–1.008× with the paired forward in it).
     fn default() -> Self {
-        Sm90Tuning {
-            l2_budget: SM90_L2_BUDGET,
-            cluster: 2,
-            grad_cluster: 1,
-            forward_band: 0,
-            grid_objective: Sm90GridObjective::Balance,
-        }
+        Self::DEFAULT
     }
 }
 
 impl Sm90Tuning {
-    /// Both kernels unpaired (the grids before clusters).
-    pub const UNPAIRED: Sm90Tuning = Sm90Tuning {
+    /// [`Default`]'s tuning, as a constant.
+    pub const DEFAULT: Sm90Tuning = Sm90Tuning {
         l2_budget: SM90_L2_BUDGET,
-        cluster: 1,
+        cluster: 2,
         grad_cluster: 1,
         forward_band: 0,
         grid_objective: Sm90GridObjective::Balance,
     };
+
+    /// Both kernels unpaired (the grids before clusters).
+    pub const UNPAIRED: Sm90Tuning = Sm90Tuning { cluster: 1, ..Self::DEFAULT };
 
     /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {

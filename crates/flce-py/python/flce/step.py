@@ -86,9 +86,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
         budget = peak_budget(input, linear_weight)
     if budget == 0:
         return None
-    o = LossOptions(**options, workspace_budget=budget)
-    return step_plan_for(input, linear_weight, dataclasses.replace(o, workspace_budget=budget_bytes(input, o)),
-                         tuple(wants), bias)
+    # (step_plan_for reads "fast"'s free memory itself)
+    return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants), bias)
 
 
 @torch.library.custom_op(
