@@ -172,7 +172,8 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             fplan.family,
             fplan.splits,
             fplan.token_slots,
-            if fplan.cluster > 1 { format!(" in clusters of {}", fplan.cluster) } else { String::new() },
+            if fplan.cluster > 1 { format!(" in clusters of {}", fplan.cluster) } else { String::new() }
+                + &if fplan.band_tiles > 0 { format!(", launches of {} token tiles", fplan.band_tiles) } else { String::new() },
             fplan.vocab_chunk,
             bplan.family,
             bplan.token_chunk,

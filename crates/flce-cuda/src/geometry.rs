@@ -211,10 +211,11 @@ fn sm90_grid_objective_knob() -> crate::plan::Sm90GridObjective {
 }
 
 /// Token tiles per sm90 forward launch (`FLCE_SM90_FORWARD_BAND`, read once; a measurement knob,
-/// [`crate::plan::Sm90Tuning::forward_band`]): unset or 0, one launch.
-fn sm90_forward_band_knob() -> usize {
-    static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| count_from_env("FLCE_SM90_FORWARD_BAND", "token tiles").unwrap_or(0))
+/// [`crate::plan::Sm90Tuning::forward_band`]): unset, the measured rule; 0, one launch; k, bands
+/// of k token tiles.
+fn sm90_forward_band_knob() -> Option<usize> {
+    static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| count_from_env("FLCE_SM90_FORWARD_BAND", "token tiles"))
 }
 
 /// Whether backward plans put their first chunks' G in dC's unwritten rows

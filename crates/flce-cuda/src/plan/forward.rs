@@ -5,8 +5,8 @@
 //! across blocks for occupancy (`splits`), each split leaving a 16-byte partial per token; the
 //! split count is capped so the workspace stays within 1 MB + 16·N bytes. sm90 family: the same
 //! partials, its grid of token-tile slots × splits from [`super::sm90_grid`] (within an L2
-//! budget; past 16k tokens up to 16 splits: [`SM90_LARGE_N_TOKENS`]). Either way the finish step
-//! merges the partials.
+//! budget; past 16k tokens up to 16 splits, in launches over bands of 12 token tiles:
+//! [`SM90_LARGE_N_TOKENS`], [`SM90_LARGE_N_BAND`]). Either way the finish step merges the partials.
 
 use std::ops::Range;
 
@@ -36,6 +36,13 @@ pub const SM90_LARGE_N_TOKENS: usize = 16_384;
 pub const MAX_SM90_SPLITS: usize = 16;
 /// The least L2 budget of the sm90 forward's grid past [`SM90_LARGE_N_TOKENS`] tokens.
 pub const SM90_LARGE_N_L2_BUDGET: usize = 40 << 20;
+/// Token tiles per launch of the sm90 forward past [`SM90_LARGE_N_TOKENS`] tokens (12 × 11 paired
+/// blocks a launch on 132 SMs): in one launch the blocks drift apart over their many token tiles
+/// and stop sharing C's boxes through L2 (perf-notes v25). Timed on the H200 (2026-12-02,
+/// benchmarks/h200-2026-12-02-s20/bands, bands-small; forward, against one launch): 0.952× at
+/// 65k tokens and 0.946× at 128k (bands of 11, unpaired: 0.974 / 0.955), 0.962× at 32k; at and
+/// below 16k bands were 0.985–1.08× (the bands of a short batch leave SMs idle at their ends).
+pub const SM90_LARGE_N_BAND: usize = 12;
 
 /// Default workspace of a cuBLAS-family forward: 10% of the bytes of dE and dC (the backward's
 /// default budget too, so forward + backward never hold more than that), at least 8 MB.
@@ -43,15 +50,17 @@ pub fn default_forward_budget(shape: Shape, dtype: DType) -> usize {
     (gradient_bytes(shape, dtype, Wanted { de: true, dc: true, dbias: false }) / 10).max(8 << 20)
 }
 
-/// The sm90 forward's split cap and tuning for `n` tokens: past [`SM90_LARGE_N_TOKENS`], up to
-/// [`MAX_SM90_SPLITS`] splits and at least [`SM90_LARGE_N_L2_BUDGET`] of L2 (an L2 budget of 0,
-/// the every-token-tile grid of the measurement knob, stays 0).
-fn sm90_large_n(n: usize, by_memory: usize, tuning: super::Sm90Tuning) -> (usize, super::Sm90Tuning) {
+/// The sm90 forward's split cap, tuning and token tiles per launch (0: one launch) for `n`
+/// tokens: past [`SM90_LARGE_N_TOKENS`], up to [`MAX_SM90_SPLITS`] splits, at least
+/// [`SM90_LARGE_N_L2_BUDGET`] of L2 and bands of [`SM90_LARGE_N_BAND`] where the tuning names no
+/// band (an L2 budget of 0, the every-token-tile grid of the measurement knob, keeps all three).
+fn sm90_large_n(n: usize, by_memory: usize, tuning: super::Sm90Tuning) -> (usize, super::Sm90Tuning, usize) {
     if n <= SM90_LARGE_N_TOKENS || tuning.l2_budget == 0 {
-        return (by_memory, tuning);
+        return (by_memory, tuning, tuning.forward_band.unwrap_or(0));
     }
     let l2_budget = tuning.l2_budget.max(SM90_LARGE_N_L2_BUDGET);
-    (by_memory.max(MAX_SM90_SPLITS), super::Sm90Tuning { l2_budget, ..tuning })
+    let band = tuning.forward_band.unwrap_or(SM90_LARGE_N_BAND);
+    (by_memory.max(MAX_SM90_SPLITS), super::Sm90Tuning { l2_budget, ..tuning }, band)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -139,12 +148,12 @@ pub fn forward_plan_tuned(
             (s, token_tiles, 1, 0)
         }
         Family::Sm90 => {
-            let (by_memory, tuning) = sm90_large_n(n, by_memory, tuning);
+            let (by_memory, tuning, band) = sm90_large_n(n, by_memory, tuning);
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);
-            if tuning.forward_band > 0 && token_tiles > tuning.forward_band {
+            if band > 0 && token_tiles > band {
                 // launches over bands of token tiles, one block per (token tile, split) of a band
-                let band = tuning.forward_band.min(sm_count.max(1));
+                let band = band.min(sm_count.max(1));
                 let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
                 let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
                 (splits, band, cluster, band)

@@ -25,7 +25,7 @@ pub use dc_scratch::with_dc_scratch;
 pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
-    MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
+    MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
 pub use sm90::{
     cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_by, sm90_grid_tuned, sm90_product_order, sm90_product_tile_n,

@@ -31,11 +31,14 @@ pub struct Sm90Tuning {
     pub cluster: usize,
     /// Blocks per cluster of the G kernel.
     pub grad_cluster: usize,
-    /// Token tiles per launch of the sm90 forward (0: one launch over every token tile). A band
-    /// launch gives each block one token tile of the band and one vocabulary split, so the blocks
-    /// start every band together (the drift that breaks their sharing of C's boxes through L2 at
-    /// large N: docs/perf-notes.md v25); a measurement knob, `FLCE_SM90_FORWARD_BAND`.
-    pub forward_band: usize,
+    /// Token tiles per launch of the sm90 forward: `None`, the measured rule
+    /// (bands of [`super::SM90_LARGE_N_BAND`] past [`super::SM90_LARGE_N_TOKENS`] tokens, with an
+    /// L2 budget); `Some(0)`, one launch over every token tile;
+    /// `Some(k)`, bands of k. A band launch gives each block one token tile of the band and one
+    /// vocabulary split, so the blocks start every band together (the drift that breaks their
+    /// sharing of C's boxes through L2 at large N: docs/perf-notes.md v25); a measurement knob,
+    /// `FLCE_SM90_FORWARD_BAND`.
+    pub forward_band: Option<usize>,
     /// What the forward's grid minimises first among the balanced grids within the L2 budget
     /// ([`sm90_grid_by`]; a measurement knob, `FLCE_SM90_GRID=splits`).
     pub grid_objective: Sm90GridObjective,
@@ -70,7 +73,7 @@ impl Sm90Tuning {
         l2_budget: SM90_L2_BUDGET,
         cluster: 2,
         grad_cluster: 1,
-        forward_band: 0,
+        forward_band: None,
         grid_objective: Sm90GridObjective::Balance,
     };
 

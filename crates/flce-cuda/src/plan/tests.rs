@@ -247,6 +247,8 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
 
 /// The grid before L2 budgets: every token tile its own slot.
 const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, ..Sm90Tuning::UNPAIRED };
+/// The sm90 forward in one launch at every N (`FLCE_SM90_FORWARD_BAND=0`).
+const ONE_LAUNCH: Sm90Tuning = Sm90Tuning { forward_band: Some(0), ..Sm90Tuning::DEFAULT };
 
 #[test]
 fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
@@ -297,9 +299,19 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     let p0 = forward_plan_tuned(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p0.token_slots, p0.splits), (64, 2));
     // past 16k tokens up to 16 splits, within 40 MB of L2: 32 slots × 4 at 32k tokens (the
-    // partials target alone: 64 × 2, 68 MB), 11 × 12 unpaired at 65k (128 × 1, 130 MB), 22 × 6 at 128k
-    let at =
-        |n: usize| forward_plan(Shape::new(n, 4096, 128256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
+    // partials target alone: 64 × 2, 68 MB), 11 × 12 unpaired at 65k (128 × 1, 130 MB), 22 × 6 at
+    // 128k, in one launch (by default these run in bands: sm90_forward_bands_take_one_token_tile_a_block)
+    let at = |n: usize| {
+        forward_plan_tuned(
+            Shape::new(n, 4096, 128256),
+            DType::BF16,
+            132,
+            ForwardMode::Auto,
+            None,
+            Family::Sm90,
+            ONE_LAUNCH,
+        )
+    };
     for (n, slots, splits, cluster) in [(32_768, 32, 4, 2), (65_536, 11, 12, 1), (131_072, 22, 6, 2)] {
         let p = at(n);
         assert_eq!((p.token_slots, p.splits, p.cluster), (slots, splits, cluster), "n {n}");
@@ -330,13 +342,13 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
 
 #[test]
 fn sm90_grid_objective_fewest_splits_trades_a_little_balance_for_fewer_c_boxes() {
-    let fewest = Sm90Tuning { grid_objective: Sm90GridObjective::FewestSplits, ..Sm90Tuning::default() };
+    let fewest = Sm90Tuning { grid_objective: Sm90GridObjective::FewestSplits, ..ONE_LAUNCH };
     let at = |n: usize, t: Sm90Tuning| {
         forward_plan_tuned(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, t)
     };
     // 65k tokens within 40 MB: 32 × 4 (2016 tiles a block, 4 C boxes a step) instead of 11 × 12
     // (1974 tiles, 12 boxes)
-    let (by_balance, by_splits) = (at(65_536, Sm90Tuning::default()), at(65_536, fewest));
+    let (by_balance, by_splits) = (at(65_536, ONE_LAUNCH), at(65_536, fewest));
     assert_eq!((by_balance.token_slots, by_balance.splits), (11, 12));
     assert_eq!((by_splits.token_slots, by_splits.splits), (32, 4));
     // where the balanced grid is also the one of fewest splits, nothing changes (Llama 3, 8k)
@@ -345,7 +357,7 @@ fn sm90_grid_objective_fewest_splits_trades_a_little_balance_for_fewer_c_boxes()
 
 #[test]
 fn sm90_forward_bands_take_one_token_tile_a_block() {
-    let banded = |band: usize| Sm90Tuning { forward_band: band, ..Sm90Tuning::default() };
+    let banded = |band: usize| Sm90Tuning { forward_band: Some(band), ..Sm90Tuning::default() };
     let plan = |n: usize, band: usize, sms: usize| {
         forward_plan_tuned(
             Shape::new(n, 4096, 128_256),
@@ -366,6 +378,15 @@ fn sm90_forward_bands_take_one_token_tile_a_block() {
     assert_eq!((plan(8192, 8, 2).band_tiles, plan(8192, 8, 2).splits), (2, 1));
     // up to 16k tokens the partials target still caps the splits: 4 at 16k
     assert_eq!(plan(16_384, 12, 132).splits, 4);
+    // by default, bands of 12 past 16k tokens (with an L2 budget) and one launch up to 16k
+    let default_at = |n: usize, t: Sm90Tuning| {
+        forward_plan_tuned(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, t)
+    };
+    for n in [16_385, 32_768, 65_536, 131_072] {
+        assert_eq!(default_at(n, Sm90Tuning::DEFAULT), plan(n, SM90_LARGE_N_BAND, 132), "n {n}");
+    }
+    assert_eq!(default_at(16_384, Sm90Tuning::DEFAULT).band_tiles, 0);
+    assert_eq!(default_at(65_536, NO_L2_BUDGET).band_tiles, 0);
     // no band where the batch fits one: the one-launch grid
     let whole = plan(1024, 12, 132);
     assert_eq!(whole.band_tiles, 0);

@@ -134,7 +134,7 @@ fn main() {
                     Some(k) => Sm90Tuning { cluster: k, grad_cluster: k, ..be.sm90_tuning() },
                     None => be.sm90_tuning(),
                 };
-                Sm90Tuning { forward_band: band.unwrap_or(t.forward_band), ..t }
+                Sm90Tuning { forward_band: band.or(t.forward_band), ..t }
             };
             type Key = (Option<usize>, Option<usize>, Option<usize>);
             let mut planning_for: std::collections::HashMap<Key, CudaLoss> = Default::default();
