@@ -21,7 +21,9 @@ import flce
 
 SHAPES = {"gemma2": (8192, 2304, 256000), "llama3": (8192, 4096, 128256), "qwen25": (8192, 3584, 152064),
           # the loss of benchmarks/train_step.py's model at 16k tokens
-          "train16k": (16384, 2048, 128256)}
+          "train16k": (16384, 2048, 128256),
+          # the suite's smallest Llama 3 sweep point
+          "llama3_n1024": (1024, 4096, 128256)}
 
 
 def short(name: str) -> str:
