@@ -12,8 +12,10 @@ Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce (the default call) |
   flce_fast (workspace_budget="fast") | flce@<bytes> (workspace_budget=<bytes>, e.g. flce@4G: the
   points of flce's time-against-memory curve, --budgets) | flce_rust |
-  cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter. For cublas, fwd_ms is one logits GEMM
-  and fb_ms four. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
+  cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter. For cublas
+  (measure_cublas), fwd_ms is the logits GEMM, bwd_ms floor3 (logits + dE + dC products, each
+  timed) and fb_ms floor4 (2·logits + dE + dC); every other row's printed x4 / x3 are its fb_ms
+  over them. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
 Results of the H200 runs: BENCHMARKS.md and benchmarks/suite-h200-2026-11-30/. Reports (tables, plots,
@@ -258,9 +260,27 @@ def measure(fn, e, c, t, bench, device):
 
 
 def measure_cublas(e, c, bench):
-    one = bench(lambda: e @ c.T)
-    return {"fwd_ms": one, "fb_ms": 4 * one, "bwd_ms": 3 * one, "fwd_mem_mb": float("nan"),
-            "fb_mem_mb": float("nan"), "fb_extra_mb": float("nan")}
+    """The products an exact loss is made of, each timed through cuBLAS (torch.matmul): the
+    logits E·Cᵀ [N, V] in the input dtype, dE = G·C [N, D] (K = V) and dC = Gᵀ·E [V, D] (K = N),
+    with a G of the logits' shape and dtype (the logits themselves: values do not change a GEMM's
+    time). fwd_ms is the logits; bwd_ms floor3 = logits + dE + dC (what a recomputing backward,
+    or a pass that keeps the logits, must multiply); fb_ms floor4 = 2·logits + dE + dC."""
+    logits_ms = bench(lambda: e @ c.T)
+    g = e @ c.T
+    de_ms = bench(lambda: g @ c)
+    dc_ms = bench(lambda: g.T @ e)
+    del g
+    floor3 = logits_ms + de_ms + dc_ms
+    return {"fwd_ms": logits_ms, "de_ms": de_ms, "dc_ms": dc_ms, "floor3_ms": floor3, "floor4_ms": floor3 + logits_ms,
+            "bwd_ms": floor3, "fb_ms": floor3 + logits_ms, "fwd_mem_mb": float("nan"), "fb_mem_mb": float("nan"),
+            "fb_extra_mb": float("nan")}
+
+
+def floors(floor_row):
+    """(floor4, floor3) ms of a cublas row; rows from before the products were timed (fb_ms four
+    logits GEMMs) give 4 and 3 logits GEMMs."""
+    one = floor_row["fwd_ms"]
+    return floor_row.get("floor4_ms", 4 * one), floor_row.get("floor3_ms", 3 * one)
 
 
 def inputs_mb(n, d, v, dtype):
@@ -422,15 +442,18 @@ def main():
         json.dump(rows, f, indent=1)
     files = plots(rows, args.out)
     hdr = (f"{'shape':13} {'data':5} {'dt':4} {'method':13} {'fwd_ms':>8} {'bwd_ms':>8} {'fb_ms':>8} {'fwd_MB':>8} "
-           f"{'fb_MB':>9} {'loss_rel':>9} {'dE_rel':>9} {'dC_rel':>9}")
+           f"{'fb_MB':>9} {'loss_rel':>9} {'dE_rel':>9} {'dC_rel':>9} {'x4':>5} {'x3':>5}")
     print(hdr)
+    floor_of = {(r["shape"], r["data"], r["dtype"]): floors(r) for r in rows
+                if r["method"] == "cublas" and "error" not in r}
     for r in rows:
         if "error" in r:
             print(f"{r['shape']:13} {r['data']:5} {r['dtype']:4} {r['method']:13} ERROR {r['error'][:70]}")
             continue
+        f4, f3 = floor_of.get((r["shape"], r["data"], r["dtype"]), (float("nan"), float("nan")))
         print(f"{r['shape']:13} {r['data']:5} {r['dtype']:4} {r['method']:13} {r['fwd_ms']:8.2f} {r['bwd_ms']:8.2f} "
               f"{r['fb_ms']:8.2f} {r['fwd_mem_mb']:8.1f} {r['fb_mem_mb']:9.1f} {r['loss_rel']:9.2e} "
-              f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e}  {r.get('plan', '')}")
+              f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e} {r['fb_ms'] / f4:5.2f} {r['fb_ms'] / f3:5.2f}  {r.get('plan', '')}")
     print(f"wrote {os.path.join(args.out, 'results.json')} and {', '.join(files) or 'no plots'}")
 
 
