@@ -187,7 +187,10 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
                     t.rows_in_de
                 )
             }),
-            if bplan.token_outer { ", token chunks outer" } else { "" },
+            if bplan.token_outer { ", token chunks outer".to_string() } else { String::new() }
+                + &bplan.de_pass.as_deref().map_or(String::new(), |de| {
+                    format!(", then dE in a pass of its own, token chunks outer {}x{}", de.token_chunk, de.vocab_chunk)
+                }),
         ));
         json.push_str(&format!(
             "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"grads\": \"{}\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",

@@ -104,11 +104,36 @@ impl CudaLoss {
 
     /// The plan's passes once targets, token scales and scalars are in the workspace: every
     /// vocabulary chunk (G by the family, dE / dC / db by cuBLAS and the accumulators), dE rounded
-    /// (unless it accumulates in place), the tail pass, db rounded.
+    /// (unless it accumulates in place), the tail pass, db rounded; with a `de_pass`, these for dC
+    /// and db, then the token-outer passes for dE.
     ///
     /// # Safety
     /// As for [`CudaLoss::backward`]; `de_acc` from [`de_accumulator`] for this plan and `grads`.
     pub(crate) unsafe fn passes(
+        &self,
+        call: &Call<'_>,
+        plan: &BackwardPlan,
+        grads: &DeviceGrads,
+        de_acc: Option<DevPtr>,
+        lse: DevPtr,
+    ) -> Result<()> {
+        if let Some(de_plan) = &plan.de_pass {
+            // dC and db over the vocabulary chunks, then dE over token chunks, both after the one
+            // prologue (the plans share its regions: plan::with_de_pass)
+            let (dc_db, de_only) =
+                (DeviceGrads { de: None, ..*grads }, DeviceGrads { de: grads.de, dc: None, dbias: None });
+            self.one_pass(call, plan, &dc_db, None, lse)?;
+            let de_acc = de_accumulator(de_plan, &de_only, &call.ws)?;
+            return self.one_pass(call, de_plan, &de_only, de_acc, lse);
+        }
+        self.one_pass(call, plan, grads, de_acc, lse)
+    }
+
+    /// The passes of a one-pass plan ([`CudaLoss::passes`] without a `de_pass`).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::passes`].
+    unsafe fn one_pass(
         &self,
         call: &Call<'_>,
         plan: &BackwardPlan,

@@ -226,6 +226,14 @@ pub fn dc_scratch_enabled() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_DC_SCRATCH").map_or(true, |v| v.trim() != "0"))
 }
 
+/// Whether backward plans wanting dE and dC run dE in a pass of its own
+/// ([`crate::plan::with_de_pass`]): only where `FLCE_BWD_DE_PASS=1` (read once; a measurement
+/// knob, off by default until timed).
+pub fn de_pass_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_BWD_DE_PASS").is_ok_and(|v| v.trim() == "1"))
+}
+
 /// Whether backward plans keep the first rows of dE's f32 accumulator in dE's own buffer
 /// ([`crate::plan::DcTail::rows_in_de`]): yes, unless `FLCE_DE_HEAD=0` (read once; a measurement
 /// knob: all N rows then go in dC's tail where it still holds them, `plan::without_de_head`).

@@ -80,6 +80,10 @@ pub struct CudaLoss {
     /// The sm90 grids' L2 budget and cluster size ([`crate::geometry::sm90_tuning`]'s knobs, or
     /// what a test asked for: [`CudaLoss::with_sm90_tuning`]).
     sm90_tuning: plan::Sm90Tuning,
+    /// Backward plans run dE in a pass of its own where it applies ([`plan::with_de_pass`];
+    /// [`crate::geometry::de_pass_enabled`]'s knob, or what a test asked for:
+    /// [`CudaLoss::with_de_pass`]).
+    de_pass: bool,
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
@@ -118,7 +122,8 @@ impl CudaLoss {
         let name = ctx.name().check("cuDeviceGetName")?;
         let kernels = Kernels::new(ctx.clone(), arch.clone());
         let sm90_tuning = crate::geometry::sm90_tuning();
-        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, name, kernels, blas: Blas::default() })
+        let de_pass = crate::geometry::de_pass_enabled();
+        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, de_pass, name, kernels, blas: Blas::default() })
     }
 
     /// Number of CUDA devices (0 when the driver is missing).
@@ -157,6 +162,15 @@ impl CudaLoss {
     #[doc(hidden)]
     pub fn with_sm90_tuning(mut self, tuning: plan::Sm90Tuning) -> Self {
         self.sm90_tuning = tuning;
+        self
+    }
+
+    /// This backend, planning backwards that want dE and dC (16-bit inputs) in two passes, dE in
+    /// a pass of its own ([`plan::with_de_pass`]), or not, whatever the knob says (the GPU tests'
+    /// "de-pass" cases).
+    #[doc(hidden)]
+    pub fn with_de_pass(mut self, on: bool) -> Self {
+        self.de_pass = on;
         self
     }
 
@@ -211,8 +225,34 @@ impl CudaLoss {
         }
     }
 
-    /// The backward plan for a call shape and the gradients wanted.
+    /// The backward plan for a call shape and the gradients wanted: one pass, or with this
+    /// backend's two-pass setting dE in a pass of its own after dC's ([`plan::with_de_pass`];
+    /// each pass planned within the call's budget, by default a tenth of its gradient bytes).
     pub fn backward_plan(
+        &self,
+        shape: Shape,
+        dtype: DType,
+        wanted: Wanted,
+        config: BackwardConfig,
+    ) -> Result<BackwardPlan> {
+        if self.de_pass && plan::de_pass_applies(dtype, wanted) {
+            // by default the call's tenth, or a pass's own default where the tenth holds no plan
+            let pass = |w: Wanted| match config.budget {
+                Some(_) => self.one_pass_plan(shape, dtype, w, config),
+                None => {
+                    let tenth = Some(plan::de_pass_budget(shape, dtype, wanted));
+                    self.one_pass_plan(shape, dtype, w, BackwardConfig { budget: tenth, ..config })
+                        .or_else(|_| self.one_pass_plan(shape, dtype, w, config))
+                }
+            };
+            let (first, second) = plan::de_pass_wants(wanted);
+            return Ok(plan::with_de_pass(pass(first)?, pass(second)?, wanted));
+        }
+        self.one_pass_plan(shape, dtype, wanted, config)
+    }
+
+    /// The one-pass backward plan (vocabulary chunks outer, or token chunks outer without dC).
+    fn one_pass_plan(
         &self,
         shape: Shape,
         dtype: DType,

@@ -100,6 +100,10 @@ pub struct BackwardPlan {
     /// vocabulary (its f32 accumulator `token_chunk` rows) and rounded before the next. Only
     /// without dC ([`super::token_outer`]); otherwise the vocabulary chunks are outer.
     pub token_outer: bool,
+    /// dE in a pass of its own after this plan's ([`super::with_de_pass`]): this plan's chunks
+    /// compute dC and db only (its `wanted` is the call's), then this token-outer plan computes
+    /// dE over the same workspace.
+    pub de_pass: Option<Box<BackwardPlan>>,
 }
 
 /// Where a vocabulary chunk's G is written.
@@ -271,6 +275,7 @@ pub(super) fn layout(
         workspace_bytes: l.bytes(),
         dc_scratch: vec![],
         token_outer,
+        de_pass: None,
     }
 }
 

@@ -32,6 +32,9 @@ pub(crate) struct Case {
     /// Plan the sm90 forward in launches over bands of this many token tiles
     /// (plan::Sm90Tuning::forward_band, the `FLCE_SM90_FORWARD_BAND` knob's plans).
     pub band: Option<usize>,
+    /// Plan backwards wanting dE and dC in two passes, dE in a pass of its own
+    /// (CudaLoss::with_de_pass, the `FLCE_BWD_DE_PASS=1` knob's plans).
+    pub de_pass: bool,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -54,6 +57,7 @@ impl Case {
             sms: None,
             cluster: None,
             band: None,
+            de_pass: false,
             frozen: false,
         }
     }
@@ -154,6 +158,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     sms: None,
                     cluster: None,
                     band: None,
+                    de_pass: false,
                     frozen: false,
                 });
             }
@@ -173,6 +178,7 @@ pub(crate) fn cases() -> Vec<Case> {
             sms: None,
             cluster: None,
             band: None,
+            de_pass: false,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -196,6 +202,7 @@ pub(crate) fn cases() -> Vec<Case> {
             sms: None,
             cluster: None,
             band: None,
+            de_pass: false,
             frozen: false,
         });
     }
@@ -269,6 +276,26 @@ pub(crate) fn cases() -> Vec<Case> {
     ] {
         out.push(Case::planted(dtype, what, shape, opts, extras, "long-tail"));
     }
+    // dE in a pass of its own after dC's (plan::with_de_pass): every option with a bias (db in the
+    // first pass), N above V, reduction none, N = 1, and a budget that cuts both passes into token
+    // chunks (dC's f32 chunk accumulator; plan test a_small_budget_cuts_both_passes_into_token_chunks)
+    for (dtype, what, shape, opts, extras, budget) in [
+        (DType::BF16, "all", Shape::new(3000, 64, 4000), all.clone(), true, None),
+        (DType::F16, "plain", Shape::new(5000, 64, 3000), base.clone(), false, None),
+        (
+            DType::BF16,
+            "none",
+            Shape::new(1100, 136, 9001),
+            Options { reduction: Reduction::None, ..base.clone() },
+            false,
+            None,
+        ),
+        (DType::BF16, "ignore7", Shape::new(1, 64, 1000), Options { ignore_index: 7, ..base.clone() }, true, None),
+        (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, Some(600_000)),
+    ] {
+        let suffix = if budget.is_some() { "de-pass cut" } else { "de-pass" };
+        out.push(Case { de_pass: true, budget, ..Case::planted(dtype, what, shape, opts, extras, suffix) });
+    }
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
@@ -307,6 +334,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 sms: None,
                 cluster: None,
                 band: None,
+                de_pass: false,
                 frozen: false,
             });
         }
@@ -327,6 +355,7 @@ pub(crate) fn cases() -> Vec<Case> {
         sms: None,
         cluster: None,
         band: None,
+        de_pass: false,
         frozen: false,
     });
     out
@@ -378,6 +407,18 @@ pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), S
         return Err(format!("not bands of {band} token tiles: {p:?}"));
     }
     Ok(())
+}
+
+/// The de-pass cases must plan dE in a pass of its own on every family (where the call wants dE
+/// and dC at 16 bits), and the cut case both passes in several token chunks.
+pub(crate) fn require_de_pass(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    require_plans(be, c, |p| match p.de_pass.as_deref() {
+        None => Err(format!("one pass: {:?}", p.de_acc)),
+        Some(de) if c.name.ends_with("cut") && (p.token_chunks() < 2 || de.token_chunks() < 2) => {
+            Err(format!("not cut into token chunks: {} and {}", p.token_chunks(), de.token_chunks()))
+        }
+        Some(_) => Ok(()),
+    })
 }
 
 /// The de-head cases must plan dE's accumulator partly in dE's own buffer, on every family.

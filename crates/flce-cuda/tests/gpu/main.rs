@@ -29,7 +29,9 @@ use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
-use cases::{cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_long_tail};
+use cases::{
+    cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_de_pass, require_long_tail,
+};
 use frozen::run_frozen;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
@@ -128,7 +130,8 @@ fn main() {
             };
             // backends planning for another SM count (`sms`) or with another cluster size
             // (`cluster`, forwards and G alike), one per combination the selected cases use
-            // (`band`: the forward in launches over bands of token tiles)
+            // (`band`: the forward in launches over bands of token tiles; `de_pass`: backwards in two
+            // passes, dE in its own)
             let tuning_of = |cluster: Option<usize>, band: Option<usize>| {
                 let t = match cluster {
                     Some(k) => Sm90Tuning { cluster: k, grad_cluster: k, ..be.sm90_tuning() },
@@ -136,24 +139,24 @@ fn main() {
                 };
                 Sm90Tuning { forward_band: band.or(t.forward_band), ..t }
             };
-            type Key = (Option<usize>, Option<usize>, Option<usize>);
+            type Key = (Option<usize>, Option<usize>, Option<usize>, bool);
             let mut planning_for: std::collections::HashMap<Key, CudaLoss> = Default::default();
             for c in &selected {
-                let key = (c.sms, c.cluster, c.band);
-                if key == (None, None, None) || planning_for.contains_key(&key) {
+                let key = (c.sms, c.cluster, c.band, c.de_pass);
+                if key == (None, None, None, false) || planning_for.contains_key(&key) {
                     continue;
                 }
                 match CudaLoss::new(0) {
                     Ok(b) => {
-                        let b = b.with_sm90_tuning(tuning_of(c.cluster, c.band));
+                        let b = b.with_sm90_tuning(tuning_of(c.cluster, c.band)).with_de_pass(c.de_pass);
                         planning_for.insert(key, if let Some(sms) = c.sms { b.planning_for_sms(sms) } else { b });
                     }
                     Err(e) => println!("backend for {key:?}: {e}"),
                 }
             }
             for c in &selected {
-                let be = match (c.sms, c.cluster, c.band) {
-                    (None, None, None) => be,
+                let be = match (c.sms, c.cluster, c.band, c.de_pass) {
+                    (None, None, None, false) => be,
                     key => match planning_for.get(&key) {
                         Some(b) => b,
                         None => {
@@ -168,6 +171,9 @@ fn main() {
                     }
                     if let Some(b) = c.band {
                         require_band(be, c, b)?;
+                    }
+                    if c.de_pass {
+                        require_de_pass(be, c)?;
                     }
                     if c.name.ends_with("de-head") {
                         require_de_head(be, c)?;

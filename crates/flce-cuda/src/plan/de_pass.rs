@@ -1,0 +1,150 @@
+//! dE in a pass of its own: a backward in two passes over one workspace, for long sequences.
+//!
+//! The default backward runs the vocabulary chunks outer, so that each dC chunk is finished in one
+//! product and rounded once; dE then accumulates in f32 across every chunk, N·D·4 bytes. Past
+//! N ≈ V/3 that accumulator outgrows what dE's and dC's own unwritten bytes can hold, and the
+//! plan ([`super::DcTail`], [`super::TailReach::Whole`]) recomputes more of the vocabulary in a
+//! tail pass — all of it past N ≈ V, plus the accumulator read and written by every chunk (4.3 GB
+//! a chunk at Llama 3 and 128k tokens: perf-notes v18), and still rows in the workspace (13.8%
+//! of the gradient bytes there).
+//!
+//! Split instead: a vocabulary-outer pass computes dC (and db) alone — no dE accumulator at all —
+//! then a token-outer pass ([`super::token_outer`]) computes dE alone, each token chunk's rows
+//! finished over the vocabulary in an accumulator of that chunk and rounded once. Each pass
+//! recomputes the logits once: five products in all (forward, two recomputes, dE, dC) against
+//! the default's four plus its tail, within the budget's workspace, as exact as either (every sum
+//! in f32, rounded once). The two plans lay out the same prologue (targets, token scales,
+//! scalars, status) at the same offsets, so one prologue serves both passes.
+//!
+//! A measurement knob for now (`FLCE_BWD_DE_PASS=1`, [`crate::geometry::de_pass_enabled`]); its
+//! model: at Llama 3 and 128k tokens each pass ≈ one recompute + one product + G ≈ 420 ms, so
+//! ≈ 1,050 ms for forward+backward against the default's 1,152 (s20 suite), ≈ 525 against 506 at
+//! 65k (where the tail is half the vocabulary), slower below.
+
+use flce_core::{DType, Shape};
+
+use super::{gradient_bytes, BackwardPlan, Wanted};
+
+/// Whether a call's backward can run as two passes: dE and dC both wanted, 16-bit inputs (f32
+/// inputs accumulate dE in dE itself and need no accumulator of their own).
+pub fn de_pass_applies(dtype: DType, wanted: Wanted) -> bool {
+    wanted.de && wanted.dc && dtype != DType::F32
+}
+
+/// The gradients of the first pass (dC and db) and of the second (dE), for a call wanting `wanted`.
+pub fn de_pass_wants(wanted: Wanted) -> (Wanted, Wanted) {
+    (Wanted { de: false, ..wanted }, Wanted { de: true, dc: false, dbias: false })
+}
+
+/// The two passes' default budget: a tenth of the call's gradient bytes, less the 16 bytes a
+/// token a call holds besides the workspace (as [`super::default_backward_budget`]). Where a pass
+/// has no plan within it (small shapes), the pass takes its own default budget
+/// ([`crate::CudaLoss::backward_plan`]).
+pub fn de_pass_budget(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n)
+}
+
+/// The two-pass plan of a call wanting `wanted`: `dc_plan` (made for [`de_pass_wants`]'s first
+/// gradients) with `de_plan` (its second, token chunks outer) as its `de_pass`, the workspace
+/// the larger of the two.
+///
+/// # Panics
+/// When the plans were not made for one call (shape, dtype, family) and these gradients, or
+/// their prologue regions differ.
+pub fn with_de_pass(dc_plan: BackwardPlan, de_plan: BackwardPlan, wanted: Wanted) -> BackwardPlan {
+    let (first, second) = de_pass_wants(wanted);
+    assert_eq!((dc_plan.wanted, de_plan.wanted), (first, second), "two-pass plans for other gradients");
+    assert!(de_plan.token_outer && de_plan.de_pass.is_none() && dc_plan.de_pass.is_none());
+    assert_eq!((dc_plan.shape, dc_plan.dtype, dc_plan.family), (de_plan.shape, de_plan.dtype, de_plan.family));
+    let prologue = |p: &BackwardPlan| (p.targets, p.token_scale, p.scalars, p.status);
+    assert_eq!(prologue(&dc_plan), prologue(&de_plan), "the passes share one prologue");
+    let workspace_bytes = dc_plan.workspace_bytes.max(de_plan.workspace_bytes);
+    BackwardPlan { wanted, workspace_bytes, de_pass: Some(Box::new(de_plan)), ..dc_plan }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::{BackwardMode, Family};
+    use crate::plan::{backward_plan, DcAccumulator, DeAccumulator};
+
+    const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+
+    fn two_pass(shape: Shape, wanted: Wanted, mode: BackwardMode) -> BackwardPlan {
+        let (first, second) = de_pass_wants(wanted);
+        // as CudaLoss::backward_plan: the call's tenth, or the pass's own default where the tenth
+        // holds no plan of it
+        let budget = Some(de_pass_budget(shape, DType::BF16, wanted));
+        let pass = |w| {
+            backward_plan(shape, DType::BF16, w, budget, mode, Family::Sm90, 132)
+                .or_else(|_| backward_plan(shape, DType::BF16, w, None, mode, Family::Sm90, 132))
+                .unwrap()
+        };
+        with_de_pass(pass(first), pass(second), wanted)
+    }
+
+    #[test]
+    fn two_passes_keep_llama3_at_128k_tokens_within_a_tenth_of_the_gradients() {
+        let shape = Shape::new(131_072, 4096, 128_256);
+        let tenth = gradient_bytes(shape, DType::BF16, BOTH) / 10;
+        let one = backward_plan(shape, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        // the one-pass default: a tail over the whole vocabulary and rows in the workspace (13.8%)
+        assert!(one.dc_tail().is_some_and(|t| t.overflow_rows > 0), "{:?}", one.de_acc);
+        assert!(one.workspace_bytes > tenth);
+        for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
+            let p = two_pass(shape, BOTH, mode);
+            assert!(p.workspace_bytes <= tenth, "{mode:?}: {} > {tenth}", p.workspace_bytes);
+            // first pass: dC alone, no dE accumulator; an f32 chunk accumulator where its tokens
+            // come in chunks (at 128k the budget holds no 1024-row chunk of all N tokens' G)
+            assert_eq!((p.wanted, p.de_acc, p.token_outer), (BOTH, DeAccumulator::NotWanted, false));
+            assert!(p.dc_tail().is_none() && p.tail_chunks().is_empty());
+            assert_eq!(p.token_chunk < shape.n, matches!(p.dc_acc, DcAccumulator::Workspace(_)), "{mode:?}");
+            // second pass: dE alone, token chunks outer, an accumulator of one token chunk
+            let de = p.de_pass.as_deref().unwrap();
+            assert!(de.token_outer && de.wanted == Wanted { de: true, dc: false, dbias: false });
+            assert!(matches!(de.de_acc, DeAccumulator::Workspace(r) if r.bytes == 4 * de.token_chunk * shape.d));
+            assert!(de.workspace_bytes <= p.workspace_bytes && de.de_pass.is_none());
+        }
+    }
+
+    /// The GPU tests' "de-pass cut" case: a budget that cuts both passes into token chunks.
+    const CUT_SHAPE: Shape = Shape { n: 3000, d: 64, v: 12_000 };
+    const CUT_BUDGET: usize = 600_000;
+
+    #[test]
+    fn a_small_budget_cuts_both_passes_into_token_chunks() {
+        let (first, second) = de_pass_wants(BOTH);
+        for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
+            let pass = |w| backward_plan(CUT_SHAPE, DType::BF16, w, Some(CUT_BUDGET), mode, Family::Sm90, 132).unwrap();
+            let p = with_de_pass(pass(first), pass(second), BOTH);
+            assert!(p.workspace_bytes <= CUT_BUDGET);
+            assert!(p.token_chunks() > 1 && matches!(p.dc_acc, DcAccumulator::Workspace(_)), "{mode:?}: {p:?}");
+            let de = p.de_pass.as_deref().unwrap();
+            assert!(de.token_chunks() > 1 && de.vocab_chunks() > 1, "{mode:?}: {de:?}");
+        }
+    }
+
+    #[test]
+    fn the_bias_gradient_goes_with_dc_in_the_first_pass() {
+        let wanted = Wanted { dbias: true, ..BOTH };
+        let p = two_pass(Shape::new(3000, 64, 1000), wanted, BackwardMode::FusedTiles);
+        assert!(p.db_acc.is_some() && p.de_pass.as_deref().unwrap().db_acc.is_none());
+        assert_eq!(de_pass_wants(wanted).1, Wanted { de: true, dc: false, dbias: false });
+    }
+
+    #[test]
+    fn two_passes_apply_to_16_bit_calls_wanting_both_gradients() {
+        assert!(de_pass_applies(DType::BF16, BOTH) && de_pass_applies(DType::F16, Wanted::ALL));
+        assert!(!de_pass_applies(DType::F32, BOTH), "f32 accumulates dE in dE itself");
+        assert!(!de_pass_applies(DType::BF16, Wanted { dc: false, ..BOTH }), "dE alone is token-outer already");
+        assert!(!de_pass_applies(DType::BF16, Wanted { de: false, ..BOTH }));
+    }
+
+    #[test]
+    #[should_panic(expected = "two-pass plans for other gradients")]
+    fn the_passes_must_be_planned_for_their_gradients() {
+        let shape = Shape::new(2048, 64, 1000);
+        let plan = |w| backward_plan(shape, DType::BF16, w, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        let _ = with_de_pass(plan(BOTH), plan(de_pass_wants(BOTH).1), BOTH);
+    }
+}
