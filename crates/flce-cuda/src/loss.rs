@@ -246,7 +246,7 @@ impl CudaLoss {
                 }
             };
             let (first, second) = plan::de_pass_wants(wanted);
-            return Ok(plan::with_de_pass(pass(first)?, pass(second)?, wanted));
+            return plan::with_de_pass(pass(first)?, pass(second)?, wanted);
         }
         self.one_pass_plan(shape, dtype, wanted, config)
     }

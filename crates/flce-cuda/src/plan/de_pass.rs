@@ -21,7 +21,7 @@
 //! ≈ 1,050 ms for forward+backward against the default's 1,152 (s20 suite), ≈ 525 against 506 at
 //! 65k (where the tail is half the vocabulary), slower below.
 
-use flce_core::{DType, Shape};
+use flce_core::{DType, Error, Result, Shape};
 
 use super::{gradient_bytes, BackwardPlan, Wanted};
 
@@ -46,20 +46,30 @@ pub fn de_pass_budget(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
 
 /// The two-pass plan of a call wanting `wanted`: `dc_plan` (made for [`de_pass_wants`]'s first
 /// gradients) with `de_plan` (its second, token chunks outer) as its `de_pass`, the workspace
-/// the larger of the two.
-///
-/// # Panics
-/// When the plans were not made for one call (shape, dtype, family) and these gradients, or
-/// their prologue regions differ.
-pub fn with_de_pass(dc_plan: BackwardPlan, de_plan: BackwardPlan, wanted: Wanted) -> BackwardPlan {
+/// the larger of the two. An error when the plans were not made for one call (shape, dtype,
+/// family) and these gradients, or their prologue regions differ (never, from
+/// [`super::backward_plan`] with the same shape, dtype and mode).
+pub fn with_de_pass(dc_plan: BackwardPlan, de_plan: BackwardPlan, wanted: Wanted) -> Result<BackwardPlan> {
     let (first, second) = de_pass_wants(wanted);
-    assert_eq!((dc_plan.wanted, de_plan.wanted), (first, second), "two-pass plans for other gradients");
-    assert!(de_plan.token_outer && de_plan.de_pass.is_none() && dc_plan.de_pass.is_none());
-    assert_eq!((dc_plan.shape, dc_plan.dtype, dc_plan.family), (de_plan.shape, de_plan.dtype, de_plan.family));
     let prologue = |p: &BackwardPlan| (p.targets, p.token_scale, p.scalars, p.status);
-    assert_eq!(prologue(&dc_plan), prologue(&de_plan), "the passes share one prologue");
+    let call = |p: &BackwardPlan| (p.shape, p.dtype, p.family);
+    let reason = if (dc_plan.wanted, de_plan.wanted) != (first, second) {
+        Some("the two passes' plans were made for other gradients")
+    } else if !de_plan.token_outer || de_plan.de_pass.is_some() || dc_plan.de_pass.is_some() {
+        Some("the second pass must be a one-pass token-outer plan")
+    } else if call(&dc_plan) != call(&de_plan) {
+        Some("the two passes' plans were made for different calls")
+    } else if prologue(&dc_plan) != prologue(&de_plan) {
+        Some("the two passes' plans lay out their prologue differently")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        let value = format!("{:?} then {:?}", dc_plan.wanted, de_plan.wanted);
+        return Err(Error::InvalidOption { name: "plan", value, reason });
+    }
     let workspace_bytes = dc_plan.workspace_bytes.max(de_plan.workspace_bytes);
-    BackwardPlan { wanted, workspace_bytes, de_pass: Some(Box::new(de_plan)), ..dc_plan }
+    Ok(BackwardPlan { wanted, workspace_bytes, de_pass: Some(Box::new(de_plan)), ..dc_plan })
 }
 
 #[cfg(test)]
@@ -80,7 +90,7 @@ mod tests {
                 .or_else(|_| backward_plan(shape, DType::BF16, w, None, mode, Family::Sm90, 132))
                 .unwrap()
         };
-        with_de_pass(pass(first), pass(second), wanted)
+        with_de_pass(pass(first), pass(second), wanted).unwrap()
     }
 
     #[test]
@@ -116,7 +126,7 @@ mod tests {
         let (first, second) = de_pass_wants(BOTH);
         for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
             let pass = |w| backward_plan(CUT_SHAPE, DType::BF16, w, Some(CUT_BUDGET), mode, Family::Sm90, 132).unwrap();
-            let p = with_de_pass(pass(first), pass(second), BOTH);
+            let p = with_de_pass(pass(first), pass(second), BOTH).unwrap();
             assert!(p.workspace_bytes <= CUT_BUDGET);
             assert!(p.token_chunks() > 1 && matches!(p.dc_acc, DcAccumulator::Workspace(_)), "{mode:?}: {p:?}");
             let de = p.de_pass.as_deref().unwrap();
@@ -141,10 +151,15 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "two-pass plans for other gradients")]
-    fn the_passes_must_be_planned_for_their_gradients() {
+    fn the_passes_must_be_planned_for_their_gradients_and_one_call() {
         let shape = Shape::new(2048, 64, 1000);
-        let plan = |w| backward_plan(shape, DType::BF16, w, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
-        let _ = with_de_pass(plan(BOTH), plan(de_pass_wants(BOTH).1), BOTH);
+        let plan = |s, w| backward_plan(s, DType::BF16, w, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
+        let (first, second) = de_pass_wants(BOTH);
+        let err = with_de_pass(plan(shape, BOTH), plan(shape, second), BOTH).unwrap_err().to_string();
+        assert!(err.contains("other gradients"), "{err}");
+        let other = Shape::new(1024, 64, 1000);
+        let err = with_de_pass(plan(shape, first), plan(other, second), BOTH).unwrap_err().to_string();
+        assert!(err.contains("different calls") || err.contains("prologue"), "{err}");
+        assert!(with_de_pass(plan(shape, first), plan(shape, second), BOTH).is_ok());
     }
 }
