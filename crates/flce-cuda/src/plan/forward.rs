@@ -38,10 +38,11 @@ pub const MAX_SM90_SPLITS: usize = 16;
 pub const SM90_LARGE_N_L2_BUDGET: usize = 40 << 20;
 /// Token tiles per launch of the sm90 forward past [`SM90_LARGE_N_TOKENS`] tokens (12 × 11 paired
 /// blocks a launch on 132 SMs): in one launch the blocks drift apart over their many token tiles
-/// and stop sharing C's boxes through L2 (perf-notes v25). Timed on the H200 (2026-12-02,
-/// benchmarks/h200-2026-12-02-s20/bands, bands-small; forward, against one launch): 0.952× at
-/// 65k tokens and 0.946× at 128k (bands of 11, unpaired: 0.974 / 0.955), 0.962× at 32k; at and
-/// below 16k bands were 0.985–1.08× (the bands of a short batch leave SMs idle at their ends).
+/// and stop sharing C's boxes through L2 (perf-notes v25, v26). Timed on the H200 (2026-12-02,
+/// benchmarks/h200-2026-12-02-s20/; forward, against one launch): 0.975 / 0.956 / 0.961× at
+/// 32k / 65k / 128k tokens (default/), 0.952 / 0.946× at 65k / 128k in a first run (bands/;
+/// bands of 11, unpaired: 0.974 / 0.955); bands of 16 were 1.008 / 1.019× bands of 12 (profile/);
+/// at and below 16k bands were 0.985–1.08× (bands-small/: a short batch's bands leave SMs idle).
 pub const SM90_LARGE_N_BAND: usize = 12;
 
 /// Default workspace of a cuBLAS-family forward: 10% of the bytes of dE and dC (the backward's
