@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import flce
+from compile_drift import compile_drift, within_compile_drift
 
 CUDA = torch.cuda.is_available()
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA device"))]
@@ -176,12 +177,16 @@ def test_hf_patch_with_streamed_weights_under_torch_compile():
         out.loss.backward()
         return out.loss.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
 
+    # bitwise, except in the gradients that compiling the unpatched model already moves by ulps
+    # (compile_drift.py)
+    drift = compile_drift(model, step)
     flce.patch(model, checkpoint=True, offload=True)
     loss0, grads0 = step(model)
     flce.unpatch(model)
     flce.patch(model, checkpoint=True, offload=True, stream_weights=True)
     loss1, grads1 = step(torch.compile(model, backend="eager"))
-    assert torch.equal(loss0, loss1) and all(torch.equal(a, b) for a, b in zip(grads0, grads1))
+    assert torch.equal(loss0, loss1)
+    assert within_compile_drift(grads0, grads1, drift) is None, within_compile_drift(grads0, grads1, drift)
     model.eval()
     with torch.no_grad():
         compiled = torch.compile(model, backend="eager")(input_ids=ids).logits
