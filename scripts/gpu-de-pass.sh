@@ -9,7 +9,7 @@
 #    budget that cuts both passes into token chunks) and compute-sanitizer memcheck of the cut
 #    case; 2. Llama 3 at 131,072 tokens sampled against f64 with the two passes; 3. forward+backward
 #    (default budget, four products) one pass against two at Llama 3 8k / 32k / 65k / 128k and
-#    Gemma 2 at 128k. Prediction (plan/de_pass.rs): 128k ~0.91x, 65k ~1.03x, slower below.
+#    Gemma 2 at 128k. Prediction (perf-notes v26): 128k 0.91-0.97x, 65k ~1.03x, slower below.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}

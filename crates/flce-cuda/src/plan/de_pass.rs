@@ -17,9 +17,8 @@
 //! scalars, status) at the same offsets, so one prologue serves both passes.
 //!
 //! A measurement knob for now (`FLCE_BWD_DE_PASS=1`, [`crate::geometry::de_pass_enabled`]); its
-//! model: at Llama 3 and 128k tokens each pass ≈ one recompute + one product + G ≈ 420 ms, so
-//! ≈ 1,050 ms for forward+backward against the default's 1,152 (s20 suite), ≈ 525 against 506 at
-//! 65k (where the tail is half the vocabulary), slower below.
+//! model (docs/perf-notes.md v26): at Llama 3 and 128k tokens 0.91–0.97× the default's 1,152 ms
+//! forward+backward (s20), ≈ 1.03× at 65k (where the tail is half the vocabulary), slower below.
 
 use flce_core::{DType, Error, Result, Shape};
 
@@ -114,6 +113,28 @@ mod tests {
             assert!(de.token_outer && de.wanted == Wanted { de: true, dc: false, dbias: false });
             assert!(matches!(de.de_acc, DeAccumulator::Workspace(r) if r.bytes == 4 * de.token_chunk * shape.d));
             assert!(de.workspace_bytes <= p.workspace_bytes && de.de_pass.is_none());
+        }
+    }
+
+    #[test]
+    fn two_passes_plan_the_model_shapes_at_every_length_within_the_tenth() {
+        // (Gemma 2, Llama 3, Qwen 2.5) × 1k–128k tokens, both fused families' layouts and cuBLAS
+        // logits: where the tenth holds the passes they stay within it; where it does not
+        // (short sequences, whose tenth is below a good chunk) they take no more than the
+        // one-pass default
+        for (d, v) in [(2304, 256_000), (4096, 128_256), (3584, 152_064)] {
+            for n in [1024, 4096, 8192, 16_384, 32_768, 65_536, 131_072] {
+                let shape = Shape::new(n, d, v);
+                let tenth = de_pass_budget(shape, DType::BF16, BOTH);
+                for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
+                    let p = two_pass(shape, BOTH, mode);
+                    let one = backward_plan(shape, DType::BF16, BOTH, None, mode, Family::Sm90, 132).unwrap();
+                    let at = format!("{shape:?} {mode:?}");
+                    assert!(p.workspace_bytes <= tenth.max(one.workspace_bytes), "{at}: {}", p.workspace_bytes);
+                    assert!(n < 65_536 || p.workspace_bytes <= tenth, "{at}: {} > {tenth}", p.workspace_bytes);
+                    assert!(p.de_pass.as_deref().is_some_and(|de| de.token_outer), "{at}");
+                }
+            }
         }
     }
 
