@@ -184,30 +184,15 @@ fn cluster_from_env(name: &str, default: usize) -> usize {
     }
 }
 
-/// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`], [`sm90_cluster_knob`] and
-/// [`sm90_grad_cluster_knob`].
+/// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`], [`sm90_cluster_knob`],
+/// [`sm90_grad_cluster_knob`] and `FLCE_SM90_FORWARD_BAND`.
 pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
     crate::plan::Sm90Tuning {
         l2_budget: sm90_l2_budget(),
         cluster: sm90_cluster_knob(),
         grad_cluster: sm90_grad_cluster_knob(),
         forward_band: sm90_forward_band_knob(),
-        grid_objective: sm90_grid_objective_knob(),
     }
-}
-
-/// What the sm90 forward's grid minimises first (`FLCE_SM90_GRID`, read once; a measurement knob,
-/// [`crate::plan::Sm90GridObjective`]): "splits" for the fewest splits, else the balance.
-fn sm90_grid_objective_knob() -> crate::plan::Sm90GridObjective {
-    static KNOB: std::sync::OnceLock<crate::plan::Sm90GridObjective> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_SM90_GRID").as_deref().map(str::trim) {
-        Ok("splits") => crate::plan::Sm90GridObjective::FewestSplits,
-        Ok("balance") | Err(_) => crate::plan::Sm90GridObjective::Balance,
-        Ok(v) => {
-            eprintln!("flce: ignoring FLCE_SM90_GRID={v:?}: not 'splits' or 'balance'");
-            crate::plan::Sm90GridObjective::Balance
-        }
-    })
 }
 
 /// Token tiles per sm90 forward launch (`FLCE_SM90_FORWARD_BAND`, read once; a measurement knob,

@@ -30,8 +30,8 @@ pub use forward::{
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
 pub use sm90::{
-    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_by, sm90_grid_tuned, sm90_product_order, sm90_product_tile_n,
-    Sm90Grid, Sm90GridObjective, Sm90ProductOrder, Sm90Tuning, SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
+    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, sm90_product_order, sm90_product_tile_n, Sm90Grid,
+    Sm90ProductOrder, Sm90Tuning, SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
 };
 pub use step::{
     default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits,

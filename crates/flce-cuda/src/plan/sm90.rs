@@ -39,21 +39,6 @@ pub struct Sm90Tuning {
     /// sharing of C's boxes through L2 at large N: docs/perf-notes.md v25); a measurement knob,
     /// `FLCE_SM90_FORWARD_BAND`.
     pub forward_band: Option<usize>,
-    /// What the forward's grid minimises first among the balanced grids within the L2 budget
-    /// ([`sm90_grid_by`]; a measurement knob, `FLCE_SM90_GRID=splits`).
-    pub grid_objective: Sm90GridObjective,
-}
-
-/// What [`sm90_grid_by`] minimises first among the grids within [`BALANCE_SLACK`] of the best
-/// balance whose footprint fits the L2 budget.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Sm90GridObjective {
-    /// The longest block's tiles, then the splits (the default).
-    #[default]
-    Balance,
-    /// The splits, then the longest block: fewer C boxes streamed per step (a block of the
-    /// splits' C boxes stays in L2 for more steps; docs/perf-notes.md v25's way (b)).
-    FewestSplits,
 }
 
 impl Default for Sm90Tuning {
@@ -69,13 +54,8 @@ impl Default for Sm90Tuning {
 
 impl Sm90Tuning {
     /// [`Default`]'s tuning, as a constant.
-    pub const DEFAULT: Sm90Tuning = Sm90Tuning {
-        l2_budget: SM90_L2_BUDGET,
-        cluster: 2,
-        grad_cluster: 1,
-        forward_band: None,
-        grid_objective: Sm90GridObjective::Balance,
-    };
+    pub const DEFAULT: Sm90Tuning =
+        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1, forward_band: None };
 
     /// Both kernels unpaired (the grids before clusters).
     pub const UNPAIRED: Sm90Tuning = Sm90Tuning { cluster: 1, ..Self::DEFAULT };
@@ -140,21 +120,6 @@ pub fn sm90_grid(
     l2_budget: usize,
     cluster: usize,
 ) -> Sm90Grid {
-    sm90_grid_by(token_tiles, vocab_tiles, sm_count, cap, row_bytes, l2_budget, cluster, Sm90GridObjective::Balance)
-}
-
-/// [`sm90_grid`] minimising `objective` first among the balanced grids within the budget.
-#[allow(clippy::too_many_arguments)]
-pub fn sm90_grid_by(
-    token_tiles: usize,
-    vocab_tiles: usize,
-    sm_count: usize,
-    cap: usize,
-    row_bytes: usize,
-    l2_budget: usize,
-    cluster: usize,
-    objective: Sm90GridObjective,
-) -> Sm90Grid {
     let cluster = cluster.max(1);
     let rows = token_tiles.max(1).div_ceil(cluster) * cluster;
     let cols = vocab_tiles.max(1);
@@ -189,10 +154,7 @@ pub fn sm90_grid_by(
         .iter()
         .filter(balanced)
         .filter(fits)
-        .min_by_key(|g| match objective {
-            Sm90GridObjective::Balance => (g.longest(rows), g.splits, g.footprint(row_bytes)),
-            Sm90GridObjective::FewestSplits => (g.splits, g.longest(rows), g.footprint(row_bytes)),
-        })
+        .min_by_key(|g| (g.longest(rows), g.splits, g.footprint(row_bytes)))
         .or_else(|| {
             candidates.iter().filter(balanced).min_by_key(|g| (g.footprint(row_bytes), g.longest(rows), g.splits))
         });
@@ -212,18 +174,8 @@ pub fn sm90_grid_tuned(
     row_bytes: usize,
     tuning: Sm90Tuning,
 ) -> (Sm90Grid, usize) {
-    let grid = |cluster: usize| {
-        sm90_grid_by(
-            token_tiles,
-            vocab_tiles,
-            sm_count,
-            cap,
-            row_bytes,
-            tuning.l2_budget,
-            cluster,
-            tuning.grid_objective,
-        )
-    };
+    let grid =
+        |cluster: usize| sm90_grid(token_tiles, vocab_tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster);
     let unpaired = grid(1);
     let cluster = tuning.cluster_for(token_tiles);
     if cluster == 1 {

@@ -341,21 +341,6 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
 }
 
 #[test]
-fn sm90_grid_objective_fewest_splits_trades_a_little_balance_for_fewer_c_boxes() {
-    let fewest = Sm90Tuning { grid_objective: Sm90GridObjective::FewestSplits, ..ONE_LAUNCH };
-    let at = |n: usize, t: Sm90Tuning| {
-        forward_plan_tuned(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, t)
-    };
-    // 65k tokens within 40 MB: 32 × 4 (2016 tiles a block, 4 C boxes a step) instead of 11 × 12
-    // (1974 tiles, 12 boxes)
-    let (by_balance, by_splits) = (at(65_536, ONE_LAUNCH), at(65_536, fewest));
-    assert_eq!((by_balance.token_slots, by_balance.splits), (11, 12));
-    assert_eq!((by_splits.token_slots, by_splits.splits), (32, 4));
-    // where the balanced grid is also the one of fewest splits, nothing changes (Llama 3, 8k)
-    assert_eq!(at(8192, fewest), at(8192, Sm90Tuning::default()));
-}
-
-#[test]
 fn sm90_forward_bands_take_one_token_tile_a_block() {
     let banded = |band: usize| Sm90Tuning { forward_band: Some(band), ..Sm90Tuning::default() };
     let plan = |n: usize, band: usize, sms: usize| {
