@@ -236,17 +236,8 @@ impl CudaLoss {
         config: BackwardConfig,
     ) -> Result<BackwardPlan> {
         if self.de_pass && plan::de_pass_applies(dtype, wanted) {
-            // by default the call's tenth, or a pass's own default where the tenth holds no plan
-            let pass = |w: Wanted| match config.budget {
-                Some(_) => self.one_pass_plan(shape, dtype, w, config),
-                None => {
-                    let tenth = Some(plan::de_pass_budget(shape, dtype, wanted));
-                    self.one_pass_plan(shape, dtype, w, BackwardConfig { budget: tenth, ..config })
-                        .or_else(|_| self.one_pass_plan(shape, dtype, w, config))
-                }
-            };
-            let (first, second) = plan::de_pass_wants(wanted);
-            return plan::with_de_pass(pass(first)?, pass(second)?, wanted);
+            let plan_pass = |w, budget| self.one_pass_plan(shape, dtype, w, BackwardConfig { budget, ..config });
+            return plan::de_pass_plan(shape, dtype, wanted, config.budget, plan_pass);
         }
         self.one_pass_plan(shape, dtype, wanted, config)
     }

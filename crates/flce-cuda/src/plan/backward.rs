@@ -184,7 +184,7 @@ impl BackwardPlan {
 /// ([`TailReach::Whole`]: up to a fifth product) rather than take the accumulator's N·D·4 bytes.
 /// Without dC, the token-outer plan's good chunks ([`super::token_outer`]).
 pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode: BackwardMode) -> usize {
-    let tenth = (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n);
+    let tenth = gradient_tenth(shape, dtype, wanted);
     if super::token_outer::applies(wanted) {
         return tenth.max(super::token_outer::good_workspace(shape, dtype, wanted, mode));
     }
@@ -200,6 +200,12 @@ pub fn default_backward_budget(shape: Shape, dtype: DType, wanted: Wanted, mode:
         },
     };
     tenth.max(floor)
+}
+
+/// A tenth of a call's gradient bytes less what it holds besides the workspace (lse, per-token
+/// loss, grad_output and their allocator rounding: 16 bytes a token): the backward's memory target.
+pub fn gradient_tenth(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
+    (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n)
 }
 
 /// The smallest vocabulary chunk an unchunked-token plan should use (below it, chunking tokens

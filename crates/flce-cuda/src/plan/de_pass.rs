@@ -22,7 +22,7 @@
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::{gradient_bytes, BackwardPlan, Wanted};
+use super::{BackwardPlan, Wanted};
 
 /// Whether a call's backward can run as two passes: dE and dC both wanted, 16-bit inputs (f32
 /// inputs accumulate dE in dE itself and need no accumulator of their own).
@@ -35,12 +35,23 @@ pub fn de_pass_wants(wanted: Wanted) -> (Wanted, Wanted) {
     (Wanted { de: false, ..wanted }, Wanted { de: true, dc: false, dbias: false })
 }
 
-/// The two passes' default budget: a tenth of the call's gradient bytes, less the 16 bytes a
-/// token a call holds besides the workspace (as [`super::default_backward_budget`]). Where a pass
-/// has no plan within it (small shapes), the pass takes its own default budget
-/// ([`crate::CudaLoss::backward_plan`]).
-pub fn de_pass_budget(shape: Shape, dtype: DType, wanted: Wanted) -> usize {
-    (gradient_bytes(shape, dtype, wanted) / 10).saturating_sub(16 * shape.n)
+/// The two-pass plan of a call, each pass planned by `plan_pass` (its gradients, its budget)
+/// within `budget`, or by default within the call's [`super::gradient_tenth`] — a pass's own
+/// default budget (`None`) where the tenth holds no plan of it (small shapes) — and joined by
+/// [`with_de_pass`].
+pub fn de_pass_plan(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: Option<usize>,
+    plan_pass: impl Fn(Wanted, Option<usize>) -> Result<BackwardPlan>,
+) -> Result<BackwardPlan> {
+    let pass = |w: Wanted| match budget {
+        Some(_) => plan_pass(w, budget),
+        None => plan_pass(w, Some(super::gradient_tenth(shape, dtype, wanted))).or_else(|_| plan_pass(w, None)),
+    };
+    let (first, second) = de_pass_wants(wanted);
+    with_de_pass(pass(first)?, pass(second)?, wanted)
 }
 
 /// The two-pass plan of a call wanting `wanted`: `dc_plan` (made for [`de_pass_wants`]'s first
@@ -75,21 +86,14 @@ pub fn with_de_pass(dc_plan: BackwardPlan, de_plan: BackwardPlan, wanted: Wanted
 mod tests {
     use super::*;
     use crate::family::{BackwardMode, Family};
-    use crate::plan::{backward_plan, DcAccumulator, DeAccumulator};
+    use crate::plan::{backward_plan, gradient_bytes, gradient_tenth, DcAccumulator, DeAccumulator};
 
     const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
 
     fn two_pass(shape: Shape, wanted: Wanted, mode: BackwardMode) -> BackwardPlan {
-        let (first, second) = de_pass_wants(wanted);
-        // as CudaLoss::backward_plan: the call's tenth, or the pass's own default where the tenth
-        // holds no plan of it
-        let budget = Some(de_pass_budget(shape, DType::BF16, wanted));
-        let pass = |w| {
-            backward_plan(shape, DType::BF16, w, budget, mode, Family::Sm90, 132)
-                .or_else(|_| backward_plan(shape, DType::BF16, w, None, mode, Family::Sm90, 132))
-                .unwrap()
-        };
-        with_de_pass(pass(first), pass(second), wanted).unwrap()
+        // as CudaLoss::backward_plan plans it at the default budget
+        let plan_pass = |w, b| backward_plan(shape, DType::BF16, w, b, mode, Family::Sm90, 132);
+        de_pass_plan(shape, DType::BF16, wanted, None, plan_pass).unwrap()
     }
 
     #[test]
@@ -125,7 +129,7 @@ mod tests {
         for (d, v) in [(2304, 256_000), (4096, 128_256), (3584, 152_064)] {
             for n in [1024, 4096, 8192, 16_384, 32_768, 65_536, 131_072] {
                 let shape = Shape::new(n, d, v);
-                let tenth = de_pass_budget(shape, DType::BF16, BOTH);
+                let tenth = gradient_tenth(shape, DType::BF16, BOTH);
                 for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
                     let p = two_pass(shape, BOTH, mode);
                     let one = backward_plan(shape, DType::BF16, BOTH, None, mode, Family::Sm90, 132).unwrap();
@@ -144,10 +148,9 @@ mod tests {
 
     #[test]
     fn a_small_budget_cuts_both_passes_into_token_chunks() {
-        let (first, second) = de_pass_wants(BOTH);
         for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits] {
-            let pass = |w| backward_plan(CUT_SHAPE, DType::BF16, w, Some(CUT_BUDGET), mode, Family::Sm90, 132).unwrap();
-            let p = with_de_pass(pass(first), pass(second), BOTH).unwrap();
+            let plan_pass = |w, b| backward_plan(CUT_SHAPE, DType::BF16, w, b, mode, Family::Sm90, 132);
+            let p = de_pass_plan(CUT_SHAPE, DType::BF16, BOTH, Some(CUT_BUDGET), plan_pass).unwrap();
             assert!(p.workspace_bytes <= CUT_BUDGET);
             assert!(p.token_chunks() > 1 && matches!(p.dc_acc, DcAccumulator::Workspace(_)), "{mode:?}: {p:?}");
             let de = p.de_pass.as_deref().unwrap();
