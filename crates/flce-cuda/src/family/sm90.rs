@@ -78,33 +78,32 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 }
 
 /// Forward: `plan.splits` partials per token, the vocabulary's 256-column tiles shared out over
-/// the splits, each block running every `plan.token_slots`-th token tile of its split.
+/// the splits, each block running every `plan.token_slots`-th token tile of its split, in pairs
+/// sharing C's box where the plan says so (plan::Sm90Tuning's default; `FLCE_SM90_CLUSTER=1`
+/// turns them off). One launch over every token, or, where the plan gives `band_tiles`
+/// (plan::SM90_LARGE_N_BAND past 16k tokens), one launch per band of that many token tiles: each
+/// sees its band's tokens as a problem of their own (as the three-product pass's chunks:
+/// src/step.rs) and writes columns [n0, n0 + band) of the partials [splits, N] and target
+/// logits; a block runs one token tile of the band over one split, so every band starts its
+/// blocks together.
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    if plan.band_tiles > 0 {
-        return forward_bands(call, plan);
+    let s = call.x.shape;
+    let tiles_per_split = s.v.div_ceil(SM90_TILE_N).div_ceil(plan.splits);
+    let grid = Sm90Grid { slots: plan.token_slots, splits: plan.splits, tiles_per_split };
+    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
+    let band_rows = if plan.band_tiles > 0 { plan.band_tiles * SM90_TILE_M } else { s.n };
+    for n0 in (0..s.n).step_by(band_rows) {
+        let tokens = n0..(n0 + band_rows).min(s.n);
+        let mut view = call.lp;
+        view.k.n = tokens.len() as i32;
+        view.targets = call.lp.targets + 4 * n0 as u64;
+        let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs)?;
+        call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     }
-    let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
-    // pairs of token tiles sharing C's box when the plan says so (plan::Sm90Tuning's default;
-    // `FLCE_SM90_CLUSTER=1` turns them off, geometry::sm90_cluster_knob)
-    let cluster = plan.cluster.max(1);
-    let (map_e, map_c) = maps(call, cluster)?;
-    let params = Sm90ForwardParams {
-        map_e,
-        map_c,
-        lp: call.lp,
-        cluster: cluster as i32,
-        slots: plan.token_slots as i32,
-        splits: plan.splits as i32,
-        tiles_per_split: tiles.div_ceil(plan.splits) as i32,
-        partials_ld: call.x.shape.n as i32,
-        partials: call.ws.at(plan.partials),
-        target_logit: call.ws.at(plan.target_logit),
-    };
-    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 
@@ -140,31 +139,6 @@ fn forward_params_over(
         partials: partials + 16 * n0 as u64,
         target_logit: target_logit + 4 * n0 as u64,
     })
-}
-
-/// The forward in launches over bands of `plan.band_tiles` token tiles (plan::Sm90Tuning's
-/// `forward_band`): each launch sees its band's tokens as a problem of their own (as the
-/// three-product pass's chunks: src/step.rs) and writes columns [n0, n0 + band) of the partials
-/// [splits, N] and target logits; a block runs one token tile of the band over one split, so
-/// every band starts its blocks together.
-///
-/// # Safety
-/// As for [`forward_partials`].
-unsafe fn forward_bands(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
-    let s = call.x.shape;
-    let tiles_per_split = s.v.div_ceil(SM90_TILE_N).div_ceil(plan.splits);
-    let grid = Sm90Grid { slots: plan.token_slots, splits: plan.splits, tiles_per_split };
-    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
-    let band_rows = plan.band_tiles * SM90_TILE_M;
-    for n0 in (0..s.n).step_by(band_rows) {
-        let tokens = n0..(n0 + band_rows).min(s.n);
-        let mut view = call.lp;
-        view.k.n = tokens.len() as i32;
-        view.targets = call.lp.targets + 4 * n0 as u64;
-        let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs)?;
-        call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
-    }
-    Ok(())
 }
 
 /// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
