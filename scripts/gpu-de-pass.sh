@@ -5,7 +5,7 @@
 # N ≈ V/3, within a tenth of the gradient bytes at every N. One device call (~7 min), from the
 # repository root after scripts/gpu-prepare.sh, carry gpu-bundle:
 #   OUT=$OUT bash scripts/gpu-de-pass.sh
-# 1. the GPU tests' de-pass cases (every option with a bias, N above V, reduction none, N = 1, a
+# 1. the GPU tests' de-pass cases (with the sm90 forward's band, pairs and unpaired cases) (every option with a bias, N above V, reduction none, N = 1, a
 #    budget that cuts both passes into token chunks) and compute-sanitizer memcheck of the cut
 #    case; 2. Llama 3 at 131,072 tokens sampled against f64 with the two passes; 3. forward+backward
 #    (default budget, four products) one pass against two at Llama 3 8k / 32k / 65k / 128k and
@@ -14,7 +14,7 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout 150 gpu-bundle/gpu-tests --small "de-pass" > "$OUT/tests-de-pass.log" 2>&1
+timeout 180 gpu-bundle/gpu-tests --small "de-pass" " band " "pairs" "unpaired" > "$OUT/tests-de-pass.log" 2>&1
 echo "de-pass tests rc=$?"; tail -n 1 "$OUT/tests-de-pass.log"
 timeout 120 compute-sanitizer --tool memcheck gpu-bundle/gpu-tests --small "de-pass cut" > "$OUT/memcheck-de-pass.log" 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|gpu:" "$OUT/memcheck-de-pass.log" | tail -n 2
