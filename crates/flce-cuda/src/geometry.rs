@@ -212,11 +212,15 @@ pub fn dc_scratch_enabled() -> bool {
 }
 
 /// Whether backward plans wanting dE and dC run dE in a pass of its own
-/// ([`crate::plan::with_de_pass`]): only where `FLCE_BWD_DE_PASS=1` (read once; a measurement
-/// knob, off by default until timed).
-pub fn de_pass_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_BWD_DE_PASS").is_ok_and(|v| v.trim() == "1"))
+/// ([`crate::plan::with_de_pass`]): `FLCE_BWD_DE_PASS=1` always, `0` never, unset (or anything
+/// else) where it pays ([`crate::plan::de_pass_pays`]) — `None` (read once; a measurement knob).
+pub fn de_pass_knob() -> Option<bool> {
+    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("FLCE_BWD_DE_PASS").as_deref().map(str::trim) {
+        Ok("1") => Some(true),
+        Ok("0") => Some(false),
+        _ => None,
+    })
 }
 
 /// Whether backward plans keep the first rows of dE's f32 accumulator in dE's own buffer

@@ -80,10 +80,10 @@ pub struct CudaLoss {
     /// The sm90 grids' L2 budget and cluster size ([`crate::geometry::sm90_tuning`]'s knobs, or
     /// what a test asked for: [`CudaLoss::with_sm90_tuning`]).
     sm90_tuning: plan::Sm90Tuning,
-    /// Backward plans run dE in a pass of its own where it applies ([`plan::with_de_pass`];
-    /// [`crate::geometry::de_pass_enabled`]'s knob, or what a test asked for:
-    /// [`CudaLoss::with_de_pass`]).
-    de_pass: bool,
+    /// Backward plans run dE in a pass of its own ([`plan::with_de_pass`]) always (`Some(true)`),
+    /// never, or where it pays (`None`: [`plan::de_pass_pays`]): [`crate::geometry::de_pass_knob`],
+    /// or what a test asked for ([`CudaLoss::with_de_pass`]).
+    de_pass: Option<bool>,
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
@@ -122,7 +122,7 @@ impl CudaLoss {
         let name = ctx.name().check("cuDeviceGetName")?;
         let kernels = Kernels::new(ctx.clone(), arch.clone());
         let sm90_tuning = crate::geometry::sm90_tuning();
-        let de_pass = crate::geometry::de_pass_enabled();
+        let de_pass = crate::geometry::de_pass_knob();
         Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, de_pass, name, kernels, blas: Blas::default() })
     }
 
@@ -166,10 +166,10 @@ impl CudaLoss {
     }
 
     /// This backend, planning backwards that want dE and dC (16-bit inputs) in two passes, dE in
-    /// a pass of its own ([`plan::with_de_pass`]), or not, whatever the knob says (the GPU tests'
-    /// "de-pass" cases).
+    /// a pass of its own ([`plan::with_de_pass`]) always (`Some(true)`), never, or where it pays
+    /// (`None`), whatever the knob says (the GPU tests' "de-pass" and "one-pass" cases).
     #[doc(hidden)]
-    pub fn with_de_pass(mut self, on: bool) -> Self {
+    pub fn with_de_pass(mut self, on: Option<bool>) -> Self {
         self.de_pass = on;
         self
     }
@@ -225,9 +225,10 @@ impl CudaLoss {
         }
     }
 
-    /// The backward plan for a call shape and the gradients wanted: one pass, or with this
-    /// backend's two-pass setting dE in a pass of its own after dC's ([`plan::with_de_pass`];
-    /// each pass planned within the call's budget, by default a tenth of its gradient bytes).
+    /// The backward plan for a call shape and the gradients wanted: one pass, or dE in a pass of
+    /// its own after dC's ([`plan::with_de_pass`]; each pass planned within the call's budget, by
+    /// default a tenth of its gradient bytes) where this backend's setting asks for it or, by
+    /// default, where it pays ([`plan::de_pass_pays`]).
     pub fn backward_plan(
         &self,
         shape: Shape,
@@ -235,11 +236,24 @@ impl CudaLoss {
         wanted: Wanted,
         config: BackwardConfig,
     ) -> Result<BackwardPlan> {
-        if self.de_pass && plan::de_pass_applies(dtype, wanted) {
-            let plan_pass = |w, budget| self.one_pass_plan(shape, dtype, w, BackwardConfig { budget, ..config });
-            return plan::de_pass_plan(shape, dtype, wanted, config.budget, plan_pass);
+        let one_pass = || self.one_pass_plan(shape, dtype, wanted, config);
+        if !plan::de_pass_applies(dtype, wanted) || self.de_pass == Some(false) {
+            return one_pass();
         }
-        self.one_pass_plan(shape, dtype, wanted, config)
+        let plan_pass = |w, budget| self.one_pass_plan(shape, dtype, w, BackwardConfig { budget, ..config });
+        let two_passes = || plan::de_pass_plan(shape, dtype, wanted, config.budget, plan_pass);
+        match self.de_pass {
+            Some(_) => two_passes(),
+            None => {
+                let plan = one_pass()?;
+                // two passes within the budget, or the one pass where they find no plan in it
+                if plan::de_pass_pays(&plan) {
+                    two_passes().or(Ok(plan))
+                } else {
+                    Ok(plan)
+                }
+            }
+        }
     }
 
     /// The one-pass backward plan (vocabulary chunks outer, or token chunks outer without dC).

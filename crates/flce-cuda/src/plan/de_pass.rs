@@ -16,13 +16,30 @@
 //! in f32, rounded once). The two plans lay out the same prologue (targets, token scales,
 //! scalars, status) at the same offsets, so one prologue serves both passes.
 //!
-//! A measurement knob for now (`FLCE_BWD_DE_PASS=1`, [`crate::geometry::de_pass_enabled`]); its
-//! model (docs/perf-notes.md v26): at Llama 3 and 128k tokens 0.91–0.97× the default's 1,152 ms
-//! forward+backward (s20), ≈ 1.03× at 65k (where the tail is half the vocabulary), slower below.
+//! The default where it pays ([`de_pass_pays`]): the one-pass plan's tail recomputes at least
+//! three quarters of the vocabulary. Measured on the H200 (s21, `benchmarks/h200-2026-12-02-s21/`,
+//! forward+backward, two passes ÷ one): Llama 3 at N/V 0.26 / 0.51 / 0.77 / 0.89 / 1.02 / 1.53
+//! (tails of 26% / 51% / 77% / 90% / 100% / 100% of V) 1.166 / 1.079 / 1.006 / 0.985 / 0.946 /
+//! 0.953, Gemma 2 at N/V 0.51 / 1.02 1.074 / 0.927; and from a tail of 77% the one pass no longer
+//! keeps within the tenth (10.9% of the gradient bytes at 98k tokens, 36% at 196k), where two
+//! passes do. (Below the share the default keeps the faster one pass even where it leaves the
+//! tenth: Gemma 2 at 128k tokens, 15%.) `FLCE_BWD_DE_PASS=1` / `0` ([`crate::geometry::de_pass_knob`]) forces either.
 
 use flce_core::{DType, Error, Result, Shape};
 
 use super::{BackwardPlan, Wanted};
+
+/// The share of the vocabulary a one-pass plan's tail recomputes from which two passes are the
+/// default (module docs: at 77% they tie, past it they win, below 51% they lose by 8–17%).
+pub const DE_PASS_TAIL_SHARE: f64 = 0.75;
+
+/// Whether dE in a pass of its own pays for a call whose one-pass plan is `one_pass`: its dC
+/// tail recomputes at least [`DE_PASS_TAIL_SHARE`] of the vocabulary (with accumulator rows in
+/// the workspace, all of it). Whether two passes apply at all is [`de_pass_applies`]'s question.
+pub fn de_pass_pays(one_pass: &BackwardPlan) -> bool {
+    let v = one_pass.shape.v;
+    one_pass.dc_tail().is_some_and(|t| (v - t.first_row.min(v)) as f64 >= DE_PASS_TAIL_SHARE * v as f64)
+}
 
 /// Whether a call's backward can run as two passes: dE and dC both wanted, 16-bit inputs (f32
 /// inputs accumulate dE in dE itself and need no accumulator of their own).
@@ -164,6 +181,45 @@ mod tests {
         let p = two_pass(Shape::new(3000, 64, 1000), wanted, BackwardMode::FusedTiles);
         assert!(p.db_acc.is_some() && p.de_pass.as_deref().unwrap().db_acc.is_none());
         assert_eq!(de_pass_wants(wanted).1, Wanted { de: true, dc: false, dbias: false });
+    }
+
+    #[test]
+    fn two_passes_pay_where_the_one_pass_tail_recomputes_three_quarters_of_the_vocabulary() {
+        // the measured points (module docs): N / V and whether two passes were faster or tied
+        let one = |n, d, v| {
+            backward_plan(Shape::new(n, d, v), DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132)
+                .unwrap()
+        };
+        for (n, d, v, pays) in [
+            (8192, 4096, 128_256, false),
+            (32_768, 4096, 128_256, false),
+            (65_536, 4096, 128_256, false),
+            (131_072, 2304, 256_000, false),
+            (98_304, 4096, 128_256, true),
+            (114_688, 4096, 128_256, true),
+            (131_072, 4096, 128_256, true),
+            (196_608, 4096, 128_256, true),
+            (262_144, 2304, 256_000, true),
+        ] {
+            let p = one(n, d, v);
+            assert_eq!(de_pass_pays(&p), pays, "({n}, {d}, {v}): {:?}", p.dc_tail());
+            // where it pays the one pass has left the tenth, and the two passes keep it (Gemma 2
+            // at 128k tokens has left it too, 15%, but there one pass is 7% faster)
+            let tenth = gradient_tenth(p.shape, DType::BF16, BOTH);
+            assert!(!pays || p.workspace_bytes > tenth, "({n}, {d}, {v})");
+            assert!(!pays || two_pass(p.shape, BOTH, BackwardMode::FusedTiles).workspace_bytes <= tenth);
+        }
+        // no tail (short sequences, a plan in token chunks): one pass; the GPU tests' "de-pass
+        // default" case (N above V): two, in every mode
+        assert!(!de_pass_pays(&one(1024, 64, 8000)));
+        for mode in [BackwardMode::FusedTiles, BackwardMode::CublasLogits, BackwardMode::FusedSm80] {
+            let shape = Shape::new(5000, 64, 3000);
+            let family = if mode == BackwardMode::FusedSm80 { Family::Sm80 } else { Family::Sm90 };
+            assert!(
+                de_pass_pays(&backward_plan(shape, DType::BF16, BOTH, None, mode, family, 132).unwrap()),
+                "{mode:?}"
+            );
+        }
     }
 
     #[test]

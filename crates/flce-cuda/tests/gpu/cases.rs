@@ -32,9 +32,10 @@ pub(crate) struct Case {
     /// Plan the sm90 forward in launches over bands of this many token tiles
     /// (plan::Sm90Tuning::forward_band, the `FLCE_SM90_FORWARD_BAND` knob's plans).
     pub band: Option<usize>,
-    /// Plan backwards wanting dE and dC in two passes, dE in a pass of its own
-    /// (CudaLoss::with_de_pass, the `FLCE_BWD_DE_PASS=1` knob's plans).
-    pub de_pass: bool,
+    /// Plan backwards wanting dE and dC in two passes, dE in a pass of its own, always
+    /// (`Some(true)`: the `FLCE_BWD_DE_PASS=1` knob's plans), never (`Some(false)`: the one-pass
+    /// tails these cases test) or where it pays (`None`, the default): CudaLoss::with_de_pass.
+    pub de_pass: Option<bool>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -57,7 +58,7 @@ impl Case {
             sms: None,
             cluster: None,
             band: None,
-            de_pass: false,
+            de_pass: None,
             frozen: false,
         }
     }
@@ -158,7 +159,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     sms: None,
                     cluster: None,
                     band: None,
-                    de_pass: false,
+                    de_pass: None,
                     frozen: false,
                 });
             }
@@ -178,7 +179,7 @@ pub(crate) fn cases() -> Vec<Case> {
             sms: None,
             cluster: None,
             band: None,
-            de_pass: false,
+            de_pass: None,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -202,7 +203,7 @@ pub(crate) fn cases() -> Vec<Case> {
             sms: None,
             cluster: None,
             band: None,
-            de_pass: false,
+            de_pass: None,
             frozen: false,
         });
     }
@@ -257,7 +258,8 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "all", all.clone(), true),
         (DType::F16, "none", Options { reduction: Reduction::None, ..base.clone() }, false),
     ] {
-        out.push(Case::planted(dtype, what, Shape::new(3000, 64, 12_000), opts, extras, "de-head"));
+        let case = Case::planted(dtype, what, Shape::new(3000, 64, 12_000), opts, extras, "de-head");
+        out.push(Case { de_pass: Some(false), ..case });
     }
     // N above V/3: the tail pass recomputes more than a third of the vocabulary (3000, 64, 4000),
     // and N above V: all of it, dE's accumulator rows past dC's end in the workspace (5000, 64,
@@ -274,7 +276,7 @@ pub(crate) fn cases() -> Vec<Case> {
             false,
         ),
     ] {
-        out.push(Case::planted(dtype, what, shape, opts, extras, "long-tail"));
+        out.push(Case { de_pass: Some(false), ..Case::planted(dtype, what, shape, opts, extras, "long-tail") });
     }
     // dE in a pass of its own after dC's (plan::with_de_pass): every option with a bias (db in the
     // first pass), N above V, reduction none, N = 1, and a budget that cuts both passes into token
@@ -294,8 +296,10 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, Some(600_000)),
     ] {
         let suffix = if budget.is_some() { "de-pass cut" } else { "de-pass" };
-        out.push(Case { de_pass: true, budget, ..Case::planted(dtype, what, shape, opts, extras, suffix) });
+        out.push(Case { de_pass: Some(true), budget, ..Case::planted(dtype, what, shape, opts, extras, suffix) });
     }
+    // and by default where the one pass's tail would recompute the whole vocabulary (N above V)
+    out.push(Case::planted(DType::BF16, "plain", Shape::new(5000, 64, 3000), base.clone(), false, "de-pass default"));
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
@@ -334,7 +338,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 sms: None,
                 cluster: None,
                 band: None,
-                de_pass: false,
+                de_pass: None,
                 frozen: false,
             });
         }
@@ -355,7 +359,7 @@ pub(crate) fn cases() -> Vec<Case> {
         sms: None,
         cluster: None,
         band: None,
-        de_pass: false,
+        de_pass: None,
         frozen: false,
     });
     out
@@ -409,8 +413,9 @@ pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), S
     Ok(())
 }
 
-/// The de-pass cases must plan dE in a pass of its own on every family (where the call wants dE
-/// and dC at 16 bits), and the cut case both passes in several token chunks.
+/// The de-pass cases (forced, or by default where it pays) must plan dE in a pass of its own on
+/// every family (where the call wants dE and dC at 16 bits), and the cut case both passes in
+/// several token chunks.
 pub(crate) fn require_de_pass(be: &CudaLoss, c: &Case) -> Result<(), String> {
     require_plans(be, c, |p| match p.de_pass.as_deref() {
         None => Err(format!("one pass: {:?}", p.de_acc)),

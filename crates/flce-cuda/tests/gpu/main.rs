@@ -139,11 +139,11 @@ fn main() {
                 };
                 Sm90Tuning { forward_band: band.or(t.forward_band), ..t }
             };
-            type Key = (Option<usize>, Option<usize>, Option<usize>, bool);
+            type Key = (Option<usize>, Option<usize>, Option<usize>, Option<bool>);
             let mut planning_for: std::collections::HashMap<Key, CudaLoss> = Default::default();
             for c in &selected {
                 let key = (c.sms, c.cluster, c.band, c.de_pass);
-                if key == (None, None, None, false) || planning_for.contains_key(&key) {
+                if key == (None, None, None, None) || planning_for.contains_key(&key) {
                     continue;
                 }
                 match CudaLoss::new(0) {
@@ -156,7 +156,7 @@ fn main() {
             }
             for c in &selected {
                 let be = match (c.sms, c.cluster, c.band, c.de_pass) {
-                    (None, None, None, false) => be,
+                    (None, None, None, None) => be,
                     key => match planning_for.get(&key) {
                         Some(b) => b,
                         None => {
@@ -172,7 +172,7 @@ fn main() {
                     if let Some(b) = c.band {
                         require_band(be, c, b)?;
                     }
-                    if c.de_pass {
+                    if c.name.contains("de-pass") {
                         require_de_pass(be, c)?;
                     }
                     if c.name.ends_with("de-head") {
