@@ -244,15 +244,7 @@ impl CudaLoss {
         let two_passes = || plan::de_pass_plan(shape, dtype, wanted, config.budget, plan_pass);
         match self.de_pass {
             Some(_) => two_passes(),
-            None => {
-                let plan = one_pass()?;
-                // two passes within the budget, or the one pass where they find no plan in it
-                if plan::de_pass_pays(&plan) {
-                    two_passes().or(Ok(plan))
-                } else {
-                    Ok(plan)
-                }
-            }
+            None => Ok(plan::one_or_two_passes(one_pass()?, two_passes)),
         }
     }
 

@@ -24,7 +24,9 @@ pub use backward::{
 };
 pub use dc_scratch::with_dc_scratch;
 pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
-pub use de_pass::{de_pass_applies, de_pass_pays, de_pass_plan, de_pass_wants, with_de_pass, DE_PASS_TAIL_SHARE};
+pub use de_pass::{
+    de_pass_applies, de_pass_pays, de_pass_plan, de_pass_wants, one_or_two_passes, with_de_pass, DE_PASS_TAIL_SHARE,
+};
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
