@@ -8,9 +8,9 @@ set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export FLCE_CACHE_DIR=$(mktemp -d)
 cp scripts/.call4.sh "$OUT/call.sh"
-timeout 45 gpu-bundle/gpu-tests --small "bf16 all (257,520,300)" "bf16 softcap (257,520,300)" "bf16 bias (257,520,300)" \
-  "bf16 weights (257,520,300)" "bf16 plain (1024,64,8000)" "bf16 all (1024,64,8000)" "bf16 plain (300,128,2049)" \
-  "f16 all (257,520,300)" > "$OUT/tests.log" 2>&1
+timeout 50 gpu-bundle/gpu-tests --small "bf16 all (257,520,300)" "bf16 softcap (257,520,300)" "bf16 bias (257,520,300)" \
+  "bf16 weights (257,520,300)" "bf16 all (1024,64,8000)" "bf16 plain (300,128,2049)" "bf16 plain (129,200,5003)" \
+  > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; grep -E "FAILED" "$OUT/tests.log" | cut -c1-200; tail -n 1 "$OUT/tests.log"
 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/gpu-tests --small "bf16 all (257,520,300)" \
   > "$OUT/memcheck.log" 2>&1
