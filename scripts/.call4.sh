@@ -17,9 +17,10 @@ timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/gpu-t
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|gpu:" "$OUT/memcheck.log" | tail -n 2
 OUT=/tmp/vplain SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5" timeout 40 bash scripts/gpu-variants.sh 1 \
   "old=gpu-bundle/flce-old" "new=gpu-bundle/flce" > "$OUT/variants-plain.md" 2>&1
+grep -v "^|---" "$OUT/variants-plain.md" | cut -d'|' -f2-6,10-11
 OUT=/tmp/vsoft SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5 --loss-options softcap --forward fused --backward fused" \
   timeout 40 bash scripts/gpu-variants.sh 1 "old=gpu-bundle/flce-old" "new=gpu-bundle/flce" > "$OUT/variants-softcap.md" 2>&1
+grep -v "^|---" "$OUT/variants-softcap.md" | cut -d'|' -f2-6,10-11
 timeout 15 gpu-bundle/flce bench --shapes gemma2,llama3 --step-budget-mb 0 --iters 5 --loss-options softcap > "$OUT/auto-softcap.log" 2>&1
-tar czf "$OUT/v.tgz" -C /tmp vplain vsoft
-for f in variants-plain variants-softcap; do echo "$f"; grep -v "^|---" "$OUT/$f.md" | cut -d'|' -f2-6,10-11; done
 echo auto-softcap; grep -E "^\| (gemma2|llama3)" "$OUT/auto-softcap.log" | cut -d'|' -f2-5
+tar czf "$OUT/v.tgz" -C /tmp vplain vsoft
