@@ -15,12 +15,11 @@ echo "tests rc=$?"; grep -E "FAILED" "$OUT/tests.log" | cut -c1-200; tail -n 1 "
 timeout 40 compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/gpu-tests --small "bf16 all (257,520,300)" \
   > "$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY|gpu:" "$OUT/memcheck.log" | tail -n 2
-OUT=/tmp/vplain SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5" timeout 40 bash scripts/gpu-variants.sh 1 \
+OUT=$OUT/vplain SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5" timeout 40 bash scripts/gpu-variants.sh 1 \
   "old=gpu-bundle/flce-old" "new=gpu-bundle/flce" > "$OUT/variants-plain.md" 2>&1
 grep -v "^|---" "$OUT/variants-plain.md" | cut -d'|' -f2-6,10-11
-OUT=/tmp/vsoft SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5 --loss-options softcap --forward fused --backward fused" \
+OUT=$OUT/vsoft SHAPES="gemma2,llama3" BENCH_ARGS="--step-budget-mb 0 --iters 5 --loss-options softcap --forward fused --backward fused" \
   timeout 40 bash scripts/gpu-variants.sh 1 "old=gpu-bundle/flce-old" "new=gpu-bundle/flce" > "$OUT/variants-softcap.md" 2>&1
 grep -v "^|---" "$OUT/variants-softcap.md" | cut -d'|' -f2-6,10-11
 timeout 15 gpu-bundle/flce bench --shapes gemma2,llama3 --step-budget-mb 0 --iters 5 --loss-options softcap > "$OUT/auto-softcap.log" 2>&1
 echo auto-softcap; grep -E "^\| (gemma2|llama3)" "$OUT/auto-softcap.log" | cut -d'|' -f2-5
-tar czf "$OUT/v.tgz" -C /tmp vplain vsoft
