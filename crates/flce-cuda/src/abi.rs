@@ -382,14 +382,6 @@ impl LossConstants {
     }
 }
 
-impl LogitParams {
-    /// No bias, softcap or label smoothing: z = x and no per-column work (kernels/common/loss.cuh,
-    /// `plain_logits`, the same test on the device).
-    pub fn plain(&self) -> bool {
-        self.bias == 0 && self.k.softcap == 0.0 && self.k.label_smoothing == 0.0
-    }
-}
-
 fn reduction_code(r: Reduction) -> i32 {
     match r {
         Reduction::Mean => 0,

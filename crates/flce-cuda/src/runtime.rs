@@ -36,7 +36,6 @@ pub enum Kernel {
     GradTiles,
     ScaleGrads,
     Sm90Forward,
-    Sm90ForwardOptions,
     Sm90ForwardCompact,
     CompactGrad,
     Sm90Grad,
@@ -48,7 +47,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 21] = [
+    pub const ALL: [Kernel; 20] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
@@ -61,7 +60,6 @@ impl Kernel {
         Kernel::GradTiles,
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
-        Kernel::Sm90ForwardOptions,
         Kernel::Sm90ForwardCompact,
         Kernel::CompactGrad,
         Kernel::Sm90Grad,
@@ -81,7 +79,7 @@ impl Kernel {
             Kernel::GradFromLogits => KernelFile::CublasGrad,
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
             Kernel::GradTiles => KernelFile::Sm80Grad,
-            Kernel::Sm90Forward | Kernel::Sm90ForwardOptions | Kernel::Sm90ForwardCompact => KernelFile::Sm90Forward,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => KernelFile::Sm90Forward,
             Kernel::CompactGrad => KernelFile::Sm90StepGrad,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
             Kernel::Sm90Product => KernelFile::Sm90Product,
@@ -106,7 +104,6 @@ impl Kernel {
             Kernel::GradTiles => "flce_grad_tiles",
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
-            Kernel::Sm90ForwardOptions => "flce_sm90_forward_options",
             Kernel::Sm90ForwardCompact => "flce_sm90_forward_compact",
             Kernel::CompactGrad => "flce_grad_from_compact",
             Kernel::Sm90Grad => "flce_sm90_grad",
@@ -126,11 +123,7 @@ impl Kernel {
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward
-            | Kernel::Sm90ForwardOptions
-            | Kernel::Sm90ForwardCompact
-            | Kernel::Sm90Grad
-            | Kernel::Sm90Product => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -140,7 +133,7 @@ impl Kernel {
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
-            Kernel::Sm90Forward | Kernel::Sm90ForwardOptions => SM90_FORWARD_SMEM_BYTES,
+            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES,
             Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES,
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES,
             Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES,
@@ -152,11 +145,6 @@ impl Kernel {
 /// A kernel's parameter struct: which kernel takes it, and the grid it needs.
 pub(crate) trait KernelArgs: Copy {
     const KERNEL: Kernel;
-    /// The kernel these parameters launch: [`KernelArgs::KERNEL`], or a specialisation of it
-    /// that the parameters choose (the sm90 forward's for calls with logit options).
-    fn kernel(&self) -> Kernel {
-        Self::KERNEL
-    }
     fn grid(&self) -> (u32, u32, u32);
     /// Blocks per cluster along x (1: launched without a cluster).
     fn cluster(&self) -> u32 {
@@ -270,14 +258,6 @@ impl KernelArgs for ForwardTilesParams {
 
 impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
-    /// Plain logits take the kernel without the general epilogue (kernels/sm90/forward.cu).
-    fn kernel(&self) -> Kernel {
-        if self.lp.plain() {
-            Kernel::Sm90Forward
-        } else {
-            Kernel::Sm90ForwardOptions
-        }
-    }
     fn grid(&self) -> (u32, u32, u32) {
         // every split writes its partial, even one left without tiles
         (round_up(self.slots.max(1) as u32, self.cluster()), self.splits as u32, 1)
@@ -450,7 +430,7 @@ impl Kernels {
     /// # Safety
     /// Every pointer in `args` must be valid for the kernel's accesses on `stream`.
     pub(crate) unsafe fn launch<A: KernelArgs>(&self, dtype: DType, args: &A, stream: Stream) -> CudaResult<()> {
-        let kernel = args.kernel();
+        let kernel = A::KERNEL;
         let (module, _) = self.load(kernel.file(), dtype)?;
         let grid = args.grid();
         let mut p = *args;

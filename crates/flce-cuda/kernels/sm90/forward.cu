@@ -19,12 +19,6 @@
 // NaN logits reach the loss through the sums (exp(NaN) is NaN); the running max ignores them.
 // The argmax keeps the first column of the largest value (ties to the smaller index, as spec.rs).
 //
-// flce_sm90_forward_options — the same kernel for calls with a bias, a softcap or label smoothing
-//   (LogitParams::plain() false; the launcher picks it from the parameters): its epilogue applies
-//   them per element. flce_sm90_forward takes plain logits only: with the general epilogue in the
-//   same kernel ptxas allocated for both and the plain kernel spilled (436 bytes stored, 804
-//   loaded a thread, NVRTC 13.0 -v; none without it).
-//
 // flce_sm90_forward_compact — the same kernel for one token chunk of the three-product pass
 //   (src/step.rs, plan::StepLogits::Compact; calls without bias, softcap or smoothing): besides
 //   the statistics it writes every logit of the chunk as q = exp(z − m) in f16 to `q` [n, ldq],
@@ -43,7 +37,7 @@
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
 // launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
-template <bool COMPACT, bool OPTIONS>
+template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
@@ -80,31 +74,18 @@ struct Sm90ForwardEpilogue {
     __syncwarp();  // s_state is reset by the next begin_rows
   }
 
-  // Specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common case,
-  // every column valid); the last, partial tile of plain logits — its columns past V set to -inf
-  // and folded as a whole one, so the plain kernel holds one fold (0 spills), except in the
-  // compact kernel, whose q stores must stop at V; and (OPTIONS: the kernel for calls with
-  // options) the general one.
+  // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
+  // case, every column valid), and the general one.
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
-    if (OPTIONS) {
-      fold<false, true>(acc, col0);
-    } else if (col0 + SM90_TILE_N <= p.k.v) {
-      fold<true, false>(acc, col0);
-    } else if (COMPACT) {
-      fold<false, false>(acc, col0);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 32; ++j)
-#pragma unroll
-        for (int q = 0; q < 2; ++q)
-          if (col0 + 8 * j + 2 * t + q >= p.k.v) acc[4 * j + q] = acc[4 * j + 2 + q] = FLCE_NEG_INF;
-      fold<true, false>(acc, col0);
-    }
+    const bool plain = plain_logits(p);
+    if (plain && col0 + SM90_TILE_N <= p.k.v)
+      fold<true>(acc, col0);
+    else
+      fold<false>(acc, col0);
   }
 
-  // FAST: every column of the tile is valid and z = x. GENERAL: z = logit_transform(x) (bias,
-  // softcap) and the smoothing sum; neither: z = x where the column is valid.
-  template <bool FAST, bool GENERAL>
+  // FAST: every column of the tile is valid and z = x.
+  template <bool FAST>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
     const int v = p.k.v;
 #pragma unroll
@@ -117,10 +98,7 @@ struct Sm90ForwardEpilogue {
         for (int q = 0; q < 2; ++q) {
           const int col = col0 + 8 * j + 2 * t + q;
           float z = acc[4 * j + 2 * h + q];
-          if (GENERAL)
-            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
-          else if (!FAST)
-            z = col < v ? z : FLCE_NEG_INF;
+          if (!FAST) z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
           acc[4 * j + 2 * h + q] = z;
           tmax = fmaxf(tmax, z);
         }
@@ -178,7 +156,7 @@ struct Sm90ForwardEpilogue {
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
       float wpart = 0.0f;
-      if (GENERAL && p.k.label_smoothing > 0.0f) {
+      if (!FAST && p.k.label_smoothing > 0.0f) {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
@@ -230,7 +208,7 @@ struct Sm90ForwardEpilogue {
   }
 };
 
-template <bool COMPACT, bool OPTIONS>
+template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
@@ -248,7 +226,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     // (the compact kernel's staging slices follow the rows' statistics and targets)
     u32* s_stage = (u32*)(s_target + SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
-    Sm90ForwardEpilogue<COMPACT, OPTIONS> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
                                      fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
@@ -258,15 +236,10 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
 
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
-  sm90_forward_body<false, false>(fp, nullptr);
-}
-
-extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
-    flce_sm90_forward_options(const __grid_constant__ Sm90ForwardParams fp) {
-  sm90_forward_body<false, true>(fp, nullptr);
+  sm90_forward_body<false>(fp, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward_compact(const __grid_constant__ Sm90CompactForwardParams cp) {
-  sm90_forward_body<true, false>(cp.fwd, &cp);
+  sm90_forward_body<true>(cp.fwd, &cp);
 }
