@@ -167,7 +167,8 @@ impl CudaLoss {
 
     /// This backend, planning backwards that want dE and dC (16-bit inputs) in two passes, dE in
     /// a pass of its own ([`plan::with_de_pass`]) always (`Some(true)`), never, or where it pays
-    /// (`None`), whatever the knob says (the GPU tests' "de-pass" and "one-pass" cases).
+    /// (`None`), whatever the knob says (the GPU tests' "de-pass" cases, and the "long-tail" and
+    /// "de-head" cases, which test the one pass's tails).
     #[doc(hidden)]
     pub fn with_de_pass(mut self, on: Option<bool>) -> Self {
         self.de_pass = on;
