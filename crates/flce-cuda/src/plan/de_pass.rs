@@ -23,7 +23,8 @@
 //! 0.953, Gemma 2 at N/V 0.51 / 1.02 1.074 / 0.927; and from a tail of 77% the one pass no longer
 //! keeps within the tenth (10.9% of the gradient bytes at 98k tokens, 36% at 196k), where two
 //! passes do. (Below the share the default keeps the faster one pass even where it leaves the
-//! tenth: Gemma 2 at 128k tokens, 15%.) `FLCE_BWD_DE_PASS=1` / `0` ([`crate::geometry::de_pass_knob`]) forces either.
+//! tenth: Gemma 2 at 128k tokens, 15%.) `FLCE_BWD_DE_PASS=1` / `0`
+//! ([`crate::geometry::de_pass_knob`]) forces either.
 
 use flce_core::{DType, Error, Result, Shape};
 
