@@ -366,12 +366,14 @@ pub(crate) struct Module {
 unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
+/// A module: its file, dtype and the logit options it is specialised for (None: the default).
+type ModuleKey = (KernelFile, DType, Option<u8>);
+
 /// The compiled kernels of one device, loaded on first use.
 pub(crate) struct Kernels {
     ctx: Arc<CudaContext>,
     arch: Arch,
-    /// By file, dtype and the logit options a module is specialised for (None: the default).
-    modules: Mutex<HashMap<(KernelFile, DType, Option<u8>), Arc<Module>>>,
+    modules: Mutex<HashMap<ModuleKey, Arc<Module>>>,
 }
 
 impl Kernels {
