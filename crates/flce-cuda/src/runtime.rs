@@ -157,6 +157,13 @@ pub(crate) trait KernelArgs: Copy {
     }
 }
 
+/// The logit options of a call as FLCE_LOGIT_OPTS's bits (1 bias, 2 softcap, 4 smoothing), None
+/// without any (the default modules).
+fn logit_opts_of(lp: &LogitParams) -> Option<u8> {
+    let m = (lp.bias != 0) as u8 | ((lp.k.softcap > 0.0) as u8) << 1 | ((lp.k.label_smoothing > 0.0) as u8) << 2;
+    (m != 0).then_some(m)
+}
+
 fn blocks(count: usize, per_block: usize) -> u32 {
     count.div_ceil(per_block) as u32
 }
@@ -266,9 +273,7 @@ impl KernelArgs for Sm90ForwardParams {
     /// Calls with a bias, softcap or smoothing run a module specialised for theirs
     /// (kernels/sm90/forward.cu, FLCE_LOGIT_OPTS); plain calls the default one.
     fn logit_opts(&self) -> Option<u8> {
-        let lp = &self.lp;
-        let m = (lp.bias != 0) as u8 | ((lp.k.softcap > 0.0) as u8) << 1 | ((lp.k.label_smoothing > 0.0) as u8) << 2;
-        (m != 0).then_some(m)
+        logit_opts_of(&self.lp)
     }
     fn grid(&self) -> (u32, u32, u32) {
         // every split writes its partial, even one left without tiles
@@ -296,6 +301,10 @@ impl KernelArgs for CompactGradParams {
 }
 impl KernelArgs for Sm90GradParams {
     const KERNEL: Kernel = Kernel::Sm90Grad;
+    /// As the forward's: calls with logit options run a module specialised for theirs.
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         let c = &self.chunk;
         let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
