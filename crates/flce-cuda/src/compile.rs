@@ -268,10 +268,26 @@ pub struct Cubin {
 
 /// Compile `file` for `arch` and `dtype` to a cubin, through the disk cache.
 pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin> {
+    compile_variant(file, arch, dtype, None)
+}
+
+/// The source of `file` for `dtype`, specialised for the logit options `logit_opts` (bits:
+/// 1 bias, 2 softcap, 4 smoothing; `FLCE_LOGIT_OPTS` in kernels/sm90/forward.cu) where given.
+pub fn variant_source(file: KernelFile, dtype: DType, logit_opts: Option<u8>) -> String {
     let source = expanded_source(file, dtype);
+    match logit_opts {
+        Some(m) => format!("#define FLCE_LOGIT_OPTS {m}\n{source}"),
+        None => source,
+    }
+}
+
+/// [`compile`] for a module specialised for the logit options `logit_opts` ([`variant_source`]).
+pub fn compile_variant(file: KernelFile, arch: &Arch, dtype: DType, logit_opts: Option<u8>) -> CudaResult<Cubin> {
+    let source = variant_source(file, dtype, logit_opts);
     let opts = options(arch);
     let key = cache_key(&source, &opts, &nvrtc_identity()?, driver_version());
-    let name = format!("{}-{}-{}", file.name(), arch.0, dtype);
+    let variant = logit_opts.map_or(String::new(), |m| format!("-opts{m}"));
+    let name = format!("{}-{}-{}{variant}", file.name(), arch.0, dtype);
     let cache = disk_cache();
     if let Some(image) = cache.and_then(|c| c.load(&name, &key)) {
         return Ok(Cubin { image, from_cache: true });

@@ -12,7 +12,7 @@ use cudarc::driver::{result as drv, CudaContext};
 use flce_core::DType;
 
 use crate::abi::*;
-use crate::compile::{compile, Arch, KernelFile};
+use crate::compile::{compile_variant, Arch, KernelFile};
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
@@ -146,10 +146,22 @@ impl Kernel {
 pub(crate) trait KernelArgs: Copy {
     const KERNEL: Kernel;
     fn grid(&self) -> (u32, u32, u32);
+    /// The logit options the kernel's module is specialised for (compile::compile_variant), or
+    /// None: the file's default module.
+    fn logit_opts(&self) -> Option<u8> {
+        None
+    }
     /// Blocks per cluster along x (1: launched without a cluster).
     fn cluster(&self) -> u32 {
         1
     }
+}
+
+/// The logit options of a call as FLCE_LOGIT_OPTS's bits (1 bias, 2 softcap, 4 smoothing), None
+/// without any (the default modules).
+fn logit_opts_of(lp: &LogitParams) -> Option<u8> {
+    let m = (lp.bias != 0) as u8 | ((lp.k.softcap > 0.0) as u8) << 1 | ((lp.k.label_smoothing > 0.0) as u8) << 2;
+    (m != 0).then_some(m)
 }
 
 fn blocks(count: usize, per_block: usize) -> u32 {
@@ -258,6 +270,11 @@ impl KernelArgs for ForwardTilesParams {
 
 impl KernelArgs for Sm90ForwardParams {
     const KERNEL: Kernel = Kernel::Sm90Forward;
+    /// Calls with a bias, softcap or smoothing run a module specialised for theirs
+    /// (kernels/sm90/forward.cu, FLCE_LOGIT_OPTS); plain calls the default one.
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         // every split writes its partial, even one left without tiles
         (round_up(self.slots.max(1) as u32, self.cluster()), self.splits as u32, 1)
@@ -284,6 +301,10 @@ impl KernelArgs for CompactGradParams {
 }
 impl KernelArgs for Sm90GradParams {
     const KERNEL: Kernel = Kernel::Sm90Grad;
+    /// As the forward's: calls with logit options run a module specialised for theirs.
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         let c = &self.chunk;
         let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
@@ -354,11 +375,14 @@ pub(crate) struct Module {
 unsafe impl Send for Module {}
 unsafe impl Sync for Module {}
 
+/// A module: its file, dtype and the logit options it is specialised for (None: the default).
+type ModuleKey = (KernelFile, DType, Option<u8>);
+
 /// The compiled kernels of one device, loaded on first use.
 pub(crate) struct Kernels {
     ctx: Arc<CudaContext>,
     arch: Arch,
-    modules: Mutex<HashMap<(KernelFile, DType), Arc<Module>>>,
+    modules: Mutex<HashMap<ModuleKey, Arc<Module>>>,
 }
 
 impl Kernels {
@@ -369,12 +393,23 @@ impl Kernels {
     /// The module of `file` for `dtype` and whether it was already loaded or came from the disk
     /// cache.
     pub(crate) fn load(&self, file: KernelFile, dtype: DType) -> CudaResult<(Arc<Module>, bool)> {
-        let key = (file, if file.dtype_independent() { DType::BF16 } else { dtype });
+        self.load_variant(file, dtype, None)
+    }
+
+    /// [`Kernels::load`] for the module of `file` specialised for the logit options `logit_opts`
+    /// ([`crate::compile::compile_variant`]; None: the default module).
+    pub(crate) fn load_variant(
+        &self,
+        file: KernelFile,
+        dtype: DType,
+        logit_opts: Option<u8>,
+    ) -> CudaResult<(Arc<Module>, bool)> {
+        let key = (file, if file.dtype_independent() { DType::BF16 } else { dtype }, logit_opts);
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&key) {
             return Ok((m.clone(), true));
         }
-        let cubin = compile(file, &self.arch, key.1)?;
+        let cubin = compile_variant(file, &self.arch, key.1, logit_opts)?;
         let _bound = crate::context::BoundContext::bind(&self.ctx)?;
         // SAFETY: the image is a complete cubin that outlives the call.
         let module = unsafe { drv::module::load_data(cubin.image.as_ptr() as *const c_void) }
@@ -431,7 +466,7 @@ impl Kernels {
     /// Every pointer in `args` must be valid for the kernel's accesses on `stream`.
     pub(crate) unsafe fn launch<A: KernelArgs>(&self, dtype: DType, args: &A, stream: Stream) -> CudaResult<()> {
         let kernel = A::KERNEL;
-        let (module, _) = self.load(kernel.file(), dtype)?;
+        let (module, _) = self.load_variant(kernel.file(), dtype, args.logit_opts())?;
         let grid = args.grid();
         let mut p = *args;
         let mut params = [&mut p as *mut A as *mut c_void];

@@ -4,12 +4,16 @@
 #pragma once
 #include "common/types.cuh"
 
-// s·tanh(x/s), written through exp so it keeps f32 accuracy (tanh.approx does not).
+// s·tanh(x/s), written through exp so it keeps f32 accuracy (tanh.approx does not). The two
+// divisions are __fdividef (a reciprocal and a product, 2 ulp): an IEEE `/` (no fast-math in the
+// NVRTC options) is a check and a call to a slow-path subroutine per element, which kept ptxas
+// from interleaving the elements of a tile (sm90 SASS: 256 FCHK + CALL in the forward's general
+// epilogue; perf-notes v27).
 __device__ __forceinline__ float softcap_logit(float x, float cap) {
-  float y = x / cap;
+  float y = __fdividef(x, cap);
   float a = fabsf(y);
   float e = __expf(-2.0f * a);
-  float t = (1.0f - e) / (1.0f + e);
+  float t = __fdividef(1.0f - e, 1.0f + e);
   return cap * copysignf(t, y);
 }
 
@@ -128,7 +132,7 @@ __device__ __forceinline__ float logit_grad(const LogitParams& p, float x, int c
   float gx = cf.x * fast_exp(z - cf.w) - cf.z * class_weight(p.class_w, col);
   if (col == tgt) gx -= cf.y;
   if (p.k.softcap > 0.0f) {
-    const float r = z / p.k.softcap;
+    const float r = __fdividef(z, p.k.softcap);
     gx *= 1.0f - r * r;
   }
   return gx;

@@ -33,6 +33,15 @@
 // three-product pass for the compact kernel).
 #include "sm90/mainloop.cuh"
 
+// The logit options this module's forward is specialised for, set by the host (compile.rs,
+// compile_variant) for calls with a bias, softcap or smoothing: 1 bias, 2 softcap, 4 smoothing.
+// Its whole tiles then fold them in at compile time, with no test per element (a test around each
+// element's transform was a branch per element that serialised the tile: perf-notes v27; the
+// softcap-only fold alone compiles to 0 spill bytes). -1 (the default module): tested at run time.
+#ifndef FLCE_LOGIT_OPTS
+#define FLCE_LOGIT_OPTS -1
+#endif
+
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
@@ -77,15 +86,26 @@ struct Sm90ForwardEpilogue {
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
   // case, every column valid), and the general one.
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+#if FLCE_LOGIT_OPTS >= 0
+    // (a module specialised for one set of logit options: launched for such calls only)
+    if (col0 + SM90_TILE_N <= p.k.v)
+      fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+    else
+      fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+#else
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= p.k.v)
-      fold<true>(acc, col0);
+      fold<true, -1, true>(acc, col0);
     else
-      fold<false>(acc, col0);
+      fold<false, -1, false>(acc, col0);
+#endif
   }
 
-  // FAST: every column of the tile is valid and z = x.
-  template <bool FAST>
+  // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
+  // (FLCE_LOGIT_OPTS's bits), and FULL says whether every column is valid (if not, each value
+  // is transformed at a column clamped into the vocabulary and then selected, no branch); -1:
+  // the options and the column tested per element.
+  template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
     const int v = p.k.v;
 #pragma unroll
@@ -98,7 +118,14 @@ struct Sm90ForwardEpilogue {
         for (int q = 0; q < 2; ++q) {
           const int col = col0 + 8 * j + 2 * t + q;
           float z = acc[4 * j + 2 * h + q];
-          if (!FAST) z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+          if (!FAST && OPTS < 0) {
+            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+          } else if (!FAST) {
+            const bool in = FULL || col < v;
+            if (OPTS & 1) z += to_f32(p.bias[in ? col : 0]);
+            if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
+            if (!FULL) z = in ? z : FLCE_NEG_INF;
+          }
           acc[4 * j + 2 * h + q] = z;
           tmax = fmaxf(tmax, z);
         }
@@ -156,13 +183,19 @@ struct Sm90ForwardEpilogue {
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
       float wpart = 0.0f;
-      if (!FAST && p.k.label_smoothing > 0.0f) {
+      if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
           for (int q = 0; q < 2; ++q) {
             const int col = col0 + 8 * j + 2 * t + q;
-            if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+            if (OPTS < 0) {
+              if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+            } else {
+              const bool in = FULL || col < v;
+              const float w = class_weight(p.class_w, in ? col : 0);
+              wpart += in ? w * acc[4 * j + 2 * h + q] : 0.0f;
+            }
           }
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);

@@ -22,6 +22,14 @@
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
 #include "sm90/mainloop.cuh"
 
+// The logit options this module's G is specialised for (as in sm90/forward.cu: set by the host,
+// compile.rs compile_variant, for calls with a bias, softcap or smoothing: 1 bias, 2 softcap,
+// 4 smoothing): their terms are folded in at compile time, with no test per element. -1 (the
+// default module): tested at run time.
+#ifndef FLCE_LOGIT_OPTS
+#define FLCE_LOGIT_OPTS -1
+#endif
+
 struct Sm90GradEpilogue {
   const LogitParams& p;
   const GradChunk& ch;
@@ -53,16 +61,27 @@ struct Sm90GradEpilogue {
   // thread made the kernel instruction-fetch bound (ncu: 60% of stalls waiting on instruction
   // fetch, 17% SM throughput; benchmarks/h200-2026-11-30-session5/profile-before/ncu-sm90-grad.log).
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+#if FLCE_LOGIT_OPTS >= 0
+    // (a module specialised for one set of logit options: launched for such calls only)
+    if (col0 + SM90_TILE_N <= ch.v_end)
+      grad<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+    else
+      grad<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+#else
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= ch.v_end)
-      grad<true>(acc, col0);
+      grad<true, -1, true>(acc, col0);
     else
-      grad<false>(acc, col0);
+      grad<false, -1, false>(acc, col0);
+#endif
     if (ch.db_partial) column_sums(acc, col0);
   }
 
-  // FAST: every column of the tile is inside [v0, v_end) and the logits are plain.
-  template <bool FAST>
+  // FAST: every column of the tile is inside [v0, v_end) and the logits are plain. OPTS >= 0:
+  // the logit options are OPTS (FLCE_LOGIT_OPTS's bits) and FULL says whether every column is
+  // inside the chunk (if not, a column clamped into it and a select, no branch); -1: the options
+  // and the column tested per element.
+  template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void grad(float (&acc)[128], int col0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -80,8 +99,23 @@ struct Sm90GradEpilogue {
           if (FAST) {
             gv[q] = c.x * fast_exp(x - c.w);
             if (col == tgt[h]) gv[q] -= c.y;
-          } else {
+          } else if (OPTS < 0) {
             gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;
+          } else {
+            // logit_grad with the options known (common/loss.cuh)
+            const bool in = FULL || col < ch.v_end;
+            const int cc = in ? col : ch.v0;
+            float z = x;
+            if (OPTS & 1) z += to_f32(p.bias[cc]);
+            if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
+            float gx = c.x * fast_exp(z - c.w);
+            if (OPTS & 4) gx -= c.z * class_weight(p.class_w, cc);
+            if (col == tgt[h]) gx -= c.y;
+            if (OPTS & 2) {
+              const float r = __fdividef(z, p.k.softcap);
+              gx *= 1.0f - r * r;
+            }
+            gv[q] = (live && in) ? gx : 0.0f;
           }
           acc[4 * j + 2 * h + q] = gv[q];
         }
