@@ -31,8 +31,7 @@ pub struct BenchArgs {
     /// + reduction kernel), fused (the GPU's fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     forward: String,
-    /// Backward logits recompute: auto (the GPU's fastest: fused on Hopper for plain calls,
-    /// cublas elsewhere), cublas (cuBLAS product + elementwise kernel), fused (the GPU's fastest
+    /// Backward logits recompute: auto (the GPU's fastest: fused on Hopper, cublas elsewhere), cublas (cuBLAS product + elementwise kernel), fused (the GPU's fastest
     /// fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     backward: String,
@@ -125,13 +124,9 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let stream = std::ptr::null_mut();
         let logits = DeviceBuffer::new(n * v * es)?;
         let err = |e: String| flce::Error::Unsupported(e);
-        let fconfig = ForwardConfig::for_options(args.forward.parse().map_err(err)?, None, &opts, bias);
-        let config = BackwardConfig::for_options(
-            args.backward.parse().map_err(err)?,
-            args.budget_mb.map(|m| m << 20),
-            &opts,
-            bias,
-        );
+        let fconfig = ForwardConfig { budget: None, mode: args.forward.parse().map_err(err)? };
+        let config =
+            BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
         let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config, want_dc)?;
         if args.step_budget_mb > 0 {
             call = call.with_step::<T>(args.step_budget_mb << 20)?;

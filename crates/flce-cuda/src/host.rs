@@ -127,7 +127,7 @@ impl CudaLoss {
         let ptl = opts.wants_per_token_loss().then(|| DeviceBuffer::new(4 * n)).transpose()?;
         let scalars = DeviceBuffer::new(16)?;
         let status = DeviceBuffer::new(4)?;
-        let config = ForwardConfig::for_options(Default::default(), None, opts, up.inputs.bias.is_some());
+        let config = ForwardConfig::default();
         let plan = self.forward_plan(up.inputs.shape, up.inputs.dtype, config);
         let ws = DeviceBuffer::new(plan.workspace_bytes)?;
         let out = DeviceForwardOutputs {

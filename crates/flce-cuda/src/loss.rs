@@ -26,32 +26,13 @@ use crate::runtime::Kernels;
 pub struct ForwardConfig {
     pub budget: Option<usize>,
     pub mode: ForwardMode,
-    /// The calls use a bias, a softcap or label smoothing. [`ForwardMode::Auto`] then keeps cuBLAS
-    /// chunks on Hopper too: the sm90 forward's general epilogue measured 2.4–3.5× the logits
-    /// GEMM with all of them on (H200, 2026-11-30; its plain one 1.12–1.19×).
-    pub logit_options: bool,
 }
 
 /// Whether calls with these options (and a bias or not) have per-logit work beyond the product —
 /// a bias, a softcap or label smoothing (z-loss and class weights only change row coefficients):
-/// what the Auto modes weigh.
+/// what the three-product pass's compact logits cannot hold.
 pub(crate) fn has_logit_options(opts: &Options, bias: bool) -> bool {
     bias || opts.softcap.is_some() || opts.label_smoothing > 0.0
-}
-
-impl ForwardConfig {
-    /// The config for calls with these options (and a bias or not).
-    pub fn for_options(mode: ForwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
-        ForwardConfig { budget, mode, logit_options: has_logit_options(opts, bias) }
-    }
-
-    /// The mode the planner gets: [`ForwardMode::Auto`] with logit options is cuBLAS chunks.
-    pub fn planned_mode(&self) -> ForwardMode {
-        match self.mode {
-            ForwardMode::Auto if self.logit_options => ForwardMode::CublasChunks,
-            m => m,
-        }
-    }
 }
 
 /// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
@@ -60,16 +41,6 @@ impl ForwardConfig {
 pub struct BackwardConfig {
     pub budget: Option<usize>,
     pub mode: BackwardMode,
-    /// The calls use a bias, a softcap or label smoothing: [`BackwardMode::Auto`] then keeps
-    /// cuBLAS logits on Hopper too (as [`ForwardConfig::logit_options`]).
-    pub logit_options: bool,
-}
-
-impl BackwardConfig {
-    /// The config for calls with these options (and a bias or not).
-    pub fn for_options(mode: BackwardMode, budget: Option<usize>, opts: &Options, bias: bool) -> Self {
-        BackwardConfig { budget, mode, logit_options: has_logit_options(opts, bias) }
-    }
 }
 
 /// The CUDA backend on one device: compiled kernels, a cuBLAS handle, the planner and the passes.
@@ -203,7 +174,7 @@ impl CudaLoss {
     pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
         let fused = family::fused_family(&self.arch, shape, dtype);
         let tuning = self.sm90_tuning;
-        plan::forward_plan_tuned(shape, dtype, self.sm_count, config.planned_mode(), config.budget, fused, tuning)
+        plan::forward_plan_tuned(shape, dtype, self.sm_count, config.mode, config.budget, fused, tuning)
     }
 
     /// How the three-product pass should hold a chunk's logits for calls of this shape with these
@@ -258,7 +229,7 @@ impl CudaLoss {
         config: BackwardConfig,
     ) -> Result<BackwardPlan> {
         let fused = family::fused_family(&self.arch, shape, dtype);
-        let mode = config.mode.resolve(fused, config.logit_options);
+        let mode = config.mode.resolve(fused);
         let plan = plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)?;
         let plan = if crate::geometry::de_head_enabled() { plan } else { plan::without_de_head(plan) };
         Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })

@@ -241,20 +241,17 @@ impl Problem {
         Ok(Problem { shape, dtype, f64, opts })
     }
 
-    /// The CUDA forward plan of this problem on `device` (for calls with a bias or not: "auto"
-    /// weighs the logit options).
-    #[pyo3(signature = (device, mode = "auto", budget = None, bias = false))]
-    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>, bias: bool) -> PyResult<Plan> {
+    /// The CUDA forward plan of this problem on `device`.
+    #[pyo3(signature = (device, mode = "auto", budget = None))]
+    fn forward_plan(&self, device: usize, mode: &str, budget: Option<usize>) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
-        let plan = be.forward_plan(self.shape, self.dtype, forward_config(mode, budget, &self.opts, bias)?);
+        let plan = be.forward_plan(self.shape, self.dtype, forward_config(mode, budget)?);
         Ok(Plan { device, plan: PlanKind::Forward(plan) })
     }
 
-    /// The CUDA backward plan of this problem on `device`, for the gradients wanted (`bias`: the
-    /// calls carry a linear bias, which "auto" weighs with softcap and smoothing).
-    #[pyo3(signature = (device, de, dc, dbias, mode = "auto", budget = None, bias = false))]
-    #[allow(clippy::too_many_arguments)]
+    /// The CUDA backward plan of this problem on `device`, for the gradients wanted.
+    #[pyo3(signature = (device, de, dc, dbias, mode = "auto", budget = None))]
     fn backward_plan(
         &self,
         device: usize,
@@ -263,12 +260,11 @@ impl Problem {
         dbias: bool,
         mode: &str,
         budget: Option<usize>,
-        bias: bool,
     ) -> PyResult<Plan> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        let config = backward_config(mode, budget, &self.opts, bias)?;
+        let config = backward_config(mode, budget)?;
         let plan = be.backward_plan(self.shape, self.dtype, wanted, config).map_err(to_py)?;
         Ok(Plan { device, plan: PlanKind::Backward(plan) })
     }

@@ -2,21 +2,15 @@
 //! three-product plans, made once per call shape by `Problem` and handed back with every call.
 
 use flce::cuda::{BackwardConfig, ForwardConfig};
-use flce::Options;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-pub(crate) fn forward_config(mode: &str, budget: Option<usize>, opts: &Options, bias: bool) -> PyResult<ForwardConfig> {
-    Ok(ForwardConfig::for_options(mode.parse().map_err(PyValueError::new_err)?, budget, opts, bias))
+pub(crate) fn forward_config(mode: &str, budget: Option<usize>) -> PyResult<ForwardConfig> {
+    Ok(ForwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
 }
 
-pub(crate) fn backward_config(
-    mode: &str,
-    budget: Option<usize>,
-    opts: &Options,
-    bias: bool,
-) -> PyResult<BackwardConfig> {
-    Ok(BackwardConfig::for_options(mode.parse().map_err(PyValueError::new_err)?, budget, opts, bias))
+pub(crate) fn backward_config(mode: &str, budget: Option<usize>) -> PyResult<BackwardConfig> {
+    Ok(BackwardConfig { budget, mode: mode.parse().map_err(PyValueError::new_err)? })
 }
 
 /// A CUDA plan for one call shape on one device: a forward plan, or a backward plan for a set of

@@ -136,7 +136,7 @@ pub fn loss_and_grads<T: Element>(
             let be = cuda_backend(i)?;
             let up = be.upload(inputs, opts)?;
             let forward = be.forward_uploaded(&up, opts)?;
-            let config = cuda::BackwardConfig::for_options(Default::default(), None, opts, up.inputs.bias.is_some());
+            let config = cuda::BackwardConfig::default();
             let grads = be.backward_uploaded(&up, opts, &forward.lse, go, config)?;
             Ok(LossAndGrads { forward, grads })
         }

@@ -87,9 +87,9 @@ pub fn fused_family(arch: &Arch, shape: Shape, dtype: DType) -> Family {
 pub enum ForwardMode {
     /// The fastest measured choice for the GPU ([`ForwardMode::resolve`]): the sm90 fused family
     /// where it runs (faster than cuBLAS chunks and without their workspace; H200 2026-11-30:
-    /// 1.12-1.14x the logits GEMM against 1.40-1.58x), cuBLAS chunks elsewhere (the sm80 fused
-    /// kernel runs at ~4x the GEMM) and, through [`crate::ForwardConfig::logit_options`], for
-    /// calls with a bias, softcap or smoothing.
+    /// 1.12-1.14x the logits GEMM against 1.40-1.58x; with a softcap, or every option, 1.11-1.16x
+    /// against 1.43-1.76x, H200 2026-12-02: benchmarks/h200-2026-12-02-s22/), cuBLAS chunks
+    /// elsewhere (the sm80 fused kernel runs at ~4x the GEMM).
     #[default]
     Auto,
     /// The cuBLAS family: cuBLAS speed, a workspace of one chunk (the budget; by default 10% of
@@ -106,12 +106,12 @@ pub enum ForwardMode {
 /// How the caller asks the backward to get each chunk's logits back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BackwardMode {
-    /// The fastest measured choice ([`BackwardMode::resolve`]): the sm90 fused tiles on Hopper for
-    /// calls without a bias, softcap or smoothing (H200, 2026-11-30, with the sm90 forward:
-    /// fwd+bwd 63.6 / 57.6 / 60.0 ms at Gemma 2 / Llama 3 / Qwen 2.5 against 72.3 / 63.2 / 63.4
-    /// with cuBLAS logits, same run: benchmarks/h200-2026-11-30-session5/staged-stores/), cuBLAS
-    /// logits elsewhere and for calls with those options (the sm90 G kernel's general epilogue
-    /// is the slow one).
+    /// The fastest measured choice ([`BackwardMode::resolve`]): the sm90 fused tiles on Hopper
+    /// (H200, 2026-11-30, with the sm90 forward: fwd+bwd 63.6 / 57.6 / 60.0 ms at Gemma 2 /
+    /// Llama 3 / Qwen 2.5 against 72.3 / 63.2 / 63.4 with cuBLAS logits, same run:
+    /// benchmarks/h200-2026-11-30-session5/staged-stores/; with a softcap, each set of logit
+    /// options in a module of its own, 63.7 / 55.6 at Gemma 2 / Llama 3 against 77.8 / 63.3, H200
+    /// 2026-12-02: benchmarks/h200-2026-12-02-s22/), cuBLAS logits elsewhere.
     #[default]
     Auto,
     /// The cuBLAS family: a cuBLAS product writes the chunk's logits in f32, then an elementwise
@@ -174,20 +174,18 @@ impl ForwardMode {
 }
 
 impl BackwardMode {
-    /// [`BackwardMode::Auto`] made concrete, given what "fused" means on this GPU for this problem
-    /// and whether the calls use a bias, softcap or label smoothing.
-    pub fn resolve(self, fused: Family, logit_options: bool) -> BackwardMode {
+    /// [`BackwardMode::Auto`] made concrete, given what "fused" means on this GPU for this problem.
+    pub fn resolve(self, fused: Family) -> BackwardMode {
         match self {
-            BackwardMode::Auto if fused == Family::Sm90 && !logit_options => BackwardMode::FusedTiles,
+            BackwardMode::Auto if fused == Family::Sm90 => BackwardMode::FusedTiles,
             BackwardMode::Auto => BackwardMode::CublasLogits,
             m => m,
         }
     }
 
-    /// The family that forms G, given what "fused" means on this GPU for this problem (Auto as
-    /// for plain calls).
+    /// The family that forms G, given what "fused" means on this GPU for this problem.
     pub fn family(self, fused: Family) -> Family {
-        match self.resolve(fused, false) {
+        match self.resolve(fused) {
             BackwardMode::Auto | BackwardMode::CublasLogits => Family::Cublas,
             BackwardMode::FusedTiles => fused,
             BackwardMode::FusedSm80 => Family::Sm80,

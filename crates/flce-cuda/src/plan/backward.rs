@@ -291,8 +291,7 @@ pub(super) fn layout(
 /// vocabulary chunk that fits; chunks tokens only when even 1024 vocabulary rows for all N tokens
 /// do not fit. When the sm90 family forms G, the vocabulary chunk is then the one at or below
 /// the largest whose G launches finish in the fewest tile steps on `sm_count` SMs
-/// ([`sm90_balanced_chunks`]). [`BackwardMode::Auto`] plans as for calls without bias, softcap or
-/// smoothing ([`crate::CudaLoss::backward_plan`] resolves it with the calls' options first).
+/// ([`sm90_balanced_chunks`]).
 pub fn backward_plan(
     shape: Shape,
     dtype: DType,
@@ -302,7 +301,7 @@ pub fn backward_plan(
     fused: Family,
     sm_count: usize,
 ) -> Result<BackwardPlan> {
-    let mode = mode.resolve(fused, false);
+    let mode = mode.resolve(fused);
     let budget = budget.unwrap_or_else(|| default_backward_budget(shape, dtype, wanted, mode));
     let mut plan = backward_layout_plan(shape, dtype, wanted, budget, mode)?;
     plan.family = mode.family(fused);

@@ -186,42 +186,14 @@ fn auto_forward_is_the_hopper_fused_family_where_it_runs_and_cublas_elsewhere() 
 }
 
 #[test]
-fn auto_keeps_cublas_chunks_for_calls_with_logit_options() {
-    use crate::ForwardConfig;
-    let plain = ForwardConfig::for_options(ForwardMode::Auto, None, &flce_core::Options::default(), false);
-    assert_eq!(plain.planned_mode(), ForwardMode::Auto);
-    let softcap = flce_core::Options { softcap: Some(30.0), ..Default::default() };
-    assert_eq!(
-        ForwardConfig::for_options(ForwardMode::Auto, None, &softcap, false).planned_mode(),
-        ForwardMode::CublasChunks
-    );
-    let with_bias = ForwardConfig::for_options(ForwardMode::Auto, None, &flce_core::Options::default(), true);
-    assert_eq!(with_bias.planned_mode(), ForwardMode::CublasChunks);
-    // z-loss and class weights do not touch the forward epilogue's per-logit work
-    let zloss = flce_core::Options { z_loss: 1e-4, ..Default::default() };
-    assert_eq!(ForwardConfig::for_options(ForwardMode::Auto, None, &zloss, false).planned_mode(), ForwardMode::Auto);
-    // an explicit mode is kept
-    assert_eq!(ForwardConfig::for_options(ForwardMode::Fused, None, &softcap, true).planned_mode(), ForwardMode::Fused);
-    let p = forward_plan(GEMMA, DType::BF16, 132, with_bias.planned_mode(), None, Family::Sm90);
-    assert_eq!(p.family, Family::Cublas);
-}
-
-#[test]
-fn auto_backward_is_the_hopper_fused_family_for_plain_calls_and_cublas_otherwise() {
-    use crate::BackwardConfig;
+fn auto_backward_is_the_hopper_fused_family_there_and_cublas_otherwise() {
     assert_eq!("auto".parse::<BackwardMode>(), Ok(BackwardMode::Auto));
     assert_eq!(BackwardMode::default(), BackwardMode::Auto);
-    let plain = BackwardConfig::for_options(BackwardMode::Auto, None, &flce_core::Options::default(), false);
-    assert_eq!(plain.mode.resolve(Family::Sm90, plain.logit_options), BackwardMode::FusedTiles);
-    assert_eq!(plain.mode.resolve(Family::Sm80, plain.logit_options), BackwardMode::CublasLogits);
-    let smoothing = flce_core::Options { label_smoothing: 0.1, ..Default::default() };
-    let opts = BackwardConfig::for_options(BackwardMode::Auto, None, &smoothing, false);
-    assert_eq!(opts.mode.resolve(Family::Sm90, opts.logit_options), BackwardMode::CublasLogits);
-    let bias = BackwardConfig::for_options(BackwardMode::Auto, None, &flce_core::Options::default(), true);
-    assert_eq!(bias.mode.resolve(Family::Sm90, bias.logit_options), BackwardMode::CublasLogits);
+    assert_eq!(BackwardMode::Auto.resolve(Family::Sm90), BackwardMode::FusedTiles);
+    assert_eq!(BackwardMode::Auto.resolve(Family::Sm80), BackwardMode::CublasLogits);
     // an explicit mode is kept
-    assert_eq!(BackwardMode::CublasLogits.resolve(Family::Sm90, false), BackwardMode::CublasLogits);
-    assert_eq!(BackwardMode::FusedTiles.resolve(Family::Sm90, true), BackwardMode::FusedTiles);
+    assert_eq!(BackwardMode::CublasLogits.resolve(Family::Sm90), BackwardMode::CublasLogits);
+    assert_eq!(BackwardMode::FusedTiles.resolve(Family::Sm80), BackwardMode::FusedTiles);
     // the planner resolves an unresolved Auto as for plain calls: its layout is the resolved mode's
     let hopper = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm90, 132).unwrap();
     let fused = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();

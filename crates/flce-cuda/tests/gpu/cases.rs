@@ -370,7 +370,7 @@ pub(crate) fn cases() -> Vec<Case> {
 fn require_plans(be: &CudaLoss, c: &Case, check: impl Fn(&BackwardPlan) -> Result<(), String>) -> Result<(), String> {
     let wanted = Wanted { de: true, dc: true, dbias: c.bias };
     for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
-        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
+        let config = BackwardConfig { budget: c.budget, mode };
         let p = be.backward_plan(c.shape, c.dtype, wanted, config).map_err(|e| e.to_string())?;
         check(&p).map_err(|e| format!("{mode:?}: {e}"))?;
     }
@@ -393,7 +393,7 @@ pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
 /// the unpaired cases without, where the sm90 family runs (sm_90a); elsewhere they run as any
 /// case.
 pub(crate) fn require_cluster(be: &CudaLoss, c: &Case, cluster: usize) -> Result<(), String> {
-    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false };
+    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
     let p = be.forward_plan(c.shape, c.dtype, config);
     let want = if c.shape.n > 128 { cluster } else { 1 };
     if p.family == Family::Sm90 && p.cluster != want {
@@ -405,7 +405,7 @@ pub(crate) fn require_cluster(be: &CudaLoss, c: &Case, cluster: usize) -> Result
 /// The band cases must plan the sm90 forward in launches of `band` token tiles where the sm90
 /// family runs (sm_90a); elsewhere they run as any case.
 pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), String> {
-    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false };
+    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
     let p = be.forward_plan(c.shape, c.dtype, config);
     if p.family == Family::Sm90 && (p.band_tiles != band || p.token_slots != band) {
         return Err(format!("not bands of {band} token tiles: {p:?}"));

@@ -27,7 +27,7 @@ pub(crate) fn run_frozen<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
     let (mut errors, mut chunks) = (String::new(), vec![]);
     for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
         for budget in [None, Some(SMALL_BUDGET)] {
-            let config = BackwardConfig { budget, mode, logit_options: false };
+            let config = BackwardConfig { budget, mode };
             let plan = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(s)?;
             let what = format!("{mode:?} budget {budget:?} ({}x{} chunks)", plan.token_chunks(), plan.vocab_chunks());
             if !plan.token_outer {

@@ -191,17 +191,16 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
             ForwardConfig {
                 budget: Some(40 * c.shape.n * 128 + 64 * c.shape.n + 4096),
                 mode: ForwardMode::CublasChunks,
-                logit_options: false,
             },
             BackwardMode::CublasLogits,
         ),
         // the GPU's fastest fused family (sm90 on Hopper for 16-bit inputs with 16-byte rows)
-        (ForwardConfig { budget: None, mode: ForwardMode::Fused, logit_options: false }, BackwardMode::FusedTiles),
+        (ForwardConfig { budget: None, mode: ForwardMode::Fused }, BackwardMode::FusedTiles),
         // and the portable one, kept correct where a faster one exists
-        (ForwardConfig { budget: None, mode: ForwardMode::FusedSm80, logit_options: false }, BackwardMode::FusedSm80),
+        (ForwardConfig { budget: None, mode: ForwardMode::FusedSm80 }, BackwardMode::FusedSm80),
     ];
     for (fconfig, mode) in families {
-        let config = BackwardConfig { budget: c.budget, mode, logit_options: false };
+        let config = BackwardConfig { budget: c.budget, mode };
         let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         if bits(&a) != bits(&b) {

@@ -29,8 +29,8 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     } else {
         (ForwardMode::CublasChunks, BackwardMode::CublasLogits)
     };
-    let config = BackwardConfig { budget: c.budget, mode: bmode, logit_options: false };
-    let fconfig = ForwardConfig { budget: None, mode: fmode, logit_options: false };
+    let config = BackwardConfig { budget: c.budget, mode: bmode };
+    let fconfig = ForwardConfig { budget: None, mode: fmode };
     let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
     let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
     if bits(&a) != bits(&b) {

@@ -133,17 +133,14 @@ def _problem_of(e: Tensor, c: Tensor, o: LossOptions) -> "_flce.Problem":
 
 
 @functools.lru_cache(maxsize=256)
-def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int,
-                  bias: bool = False) -> "_flce.Plan":
-    # bias: the calls carry a linear bias ("auto" weighs it with softcap and smoothing)
-    return problem.forward_plan(device, mode, budget or None, bias)
+def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int) -> "_flce.Plan":
+    return problem.forward_plan(device, mode, budget or None)
 
 
 @functools.lru_cache(maxsize=256)
 def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
-                   budget: int, bias: bool = False) -> "_flce.Plan":
-    # bias: as for _forward_plan
-    return problem.backward_plan(device, *wants, mode, budget or None, bias)
+                   budget: int) -> "_flce.Plan":
+    return problem.backward_plan(device, *wants, mode, budget or None)
 
 
 def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),

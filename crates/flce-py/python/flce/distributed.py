@@ -110,7 +110,7 @@ class _VocabParallelCuda(torch.autograd.Function):
         cuda = _cuda_of(e)
         f64 = dict(dtype=torch.float64, device=e.device)
         f32 = dict(dtype=torch.float32, device=e.device)
-        plan = _forward_plan(local, dev, o.forward_mode, max(o.workspace_budget, 0), b is not None)
+        plan = _forward_plan(local, dev, o.forward_mode, max(o.workspace_budget, 0))
         ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         part, wsum = torch.empty(n, _FIELDS, **f64), torch.empty(1, **f64)
         status = torch.empty(1, dtype=torch.int32, device=e.device)

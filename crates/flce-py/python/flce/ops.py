@@ -38,7 +38,7 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
     per_token_ptr = _ptr(per_token) if o.reduction == "none" else None
     if e.is_cuda:
         dev = _device_index(e)
-        fplan = _forward_plan(p, dev, o.forward_mode, max(o.workspace_budget, 0), bias is not None)
+        fplan = _forward_plan(p, dev, o.forward_mode, max(o.workspace_budget, 0))
         scalars = torch.empty(4, **f32)
         status = torch.empty(1, dtype=torch.int32, device=e.device)
         ws = torch.empty(max(fplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
@@ -82,7 +82,7 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
     if e.is_cuda:
         dev = _device_index(e)
         bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode,
-                               max(o.workspace_budget, 0), bias is not None)
+                               max(o.workspace_budget, 0))
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         p.cuda_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
                         (ws.data_ptr(), ws.numel()), bplan)
