@@ -35,8 +35,9 @@ pub struct BenchArgs {
     /// fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     backward: String,
-    /// Loss options: plain (none), softcap (a logit softcap of 30 alone: Gemma 2's loss), or all
-    /// (softcap 30, label smoothing 0.1, z-loss 1e-4, a bias and class weights: what options cost).
+    /// Loss options: plain (none), softcap (a logit softcap of 30 alone: Gemma 2's loss), bias (a
+    /// linear bias alone), smoothing (label smoothing 0.1 alone), or all (softcap 30, label
+    /// smoothing 0.1, z-loss 1e-4, a bias and class weights: what options cost).
     #[arg(long, default_value = "plain")]
     loss_options: String,
     /// Gradients the backward computes: both (dE and dC) or de (the classifier frozen, as with
@@ -99,12 +100,16 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
     let (opts, bias, weights) = match args.loss_options.as_str() {
         "plain" => (Options::default(), false, false),
         "softcap" => (Options { softcap: Some(30.0), ..Options::default() }, false, false),
+        "bias" => (Options::default(), true, false),
+        "smoothing" => (Options { label_smoothing: 0.1, ..Options::default() }, false, false),
         "all" => {
             let o = Options { softcap: Some(30.0), label_smoothing: 0.1, z_loss: 1e-4, ..Options::default() };
             (o, true, true)
         }
         other => {
-            return Err(flce::Error::Unsupported(format!("--loss-options '{other}': expected plain, softcap or all")))
+            return Err(flce::Error::Unsupported(format!(
+                "--loss-options '{other}': expected plain, softcap, bias, smoothing or all"
+            )))
         }
     };
     let want_dc = match args.grads.as_str() {

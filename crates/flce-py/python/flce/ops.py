@@ -145,8 +145,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
     the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
     (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` and ``backward_mode``
-    ("auto": the GPU's fastest — the fused Hopper kernels on H100/H200 for calls without bias,
-    softcap or label smoothing, cuBLAS chunks otherwise — "cublas", "fused" or "sm80", the
+    ("auto": the GPU's fastest — the fused Hopper kernels on H100/H200 for 16-bit inputs, cuBLAS
+    chunks otherwise — "cublas", "fused" or "sm80", the
     portable fused kernels) pick the CUDA kernel family. ``workspace_budget``: None or "min" (the
     default: workspace ≤ 10% of the gradient bytes, or the smallest good chunk's where that is
     more; logits recomputed in the backward, and past ~V/3 tokens part of the vocabulary's a
