@@ -19,6 +19,13 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
         match &*slot {
             Some((owner, pool)) if *owner == pid => pool.clone(),
             _ => {
+                // In a forked child the slot holds the parent's pool, whose threads do not exist
+                // here. Dropping it would wake them through their sleep mutexes, and one of them
+                // may have held its mutex at the fork (rayon's workers take it on their way to
+                // sleep, just after a call): the child would block forever. Leak it instead.
+                if let Some(parents) = slot.take() {
+                    std::mem::forget(parents);
+                }
                 let pool = match rayon::ThreadPoolBuilder::new().thread_name(|i| format!("flce-cpu-{i}")).build() {
                     Ok(p) => Arc::new(p),
                     // no threads to be had: run on the calling thread alone
