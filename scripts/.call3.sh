@@ -23,7 +23,7 @@ for r in 1 2; do
       | row | sed "s/^/$r $o /" >> "$OUT/cost.log"
   done
 done
-echo "round options | shape | cuBLAS | fwd | fwd+bwd"; sort -k3,3 -s "$OUT/cost.log" | cut -d'|' -f1-5
+echo "round options | shape | cuBLAS | fwd | fwd+bwd"; sort -t'|' -k2,2 -s "$OUT/cost.log" | cut -d'|' -f1-5
 for m in auto cublas; do
   timeout 60 $B/flce bench --shapes 131072,4096,128256 --iters 3 --step-budget-mb 0 --loss-options softcap --forward $m --backward $m 2>&1 \
     | row | sed "s/^/$m /" >> "$OUT/long.log"
