@@ -31,8 +31,9 @@ pub struct BenchArgs {
     /// + reduction kernel), fused (the GPU's fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     forward: String,
-    /// Backward logits recompute: auto (the GPU's fastest: fused on Hopper, cublas elsewhere), cublas (cuBLAS product + elementwise kernel), fused (the GPU's fastest
-    /// fused tile kernel) or sm80 (the portable one).
+    /// Backward logits recompute: auto (the GPU's fastest: fused on Hopper, cublas elsewhere),
+    /// cublas (cuBLAS product + elementwise kernel), fused (the GPU's fastest fused tile kernel)
+    /// or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
     backward: String,
     /// Loss options: plain (none), softcap (a logit softcap of 30 alone: Gemma 2's loss), bias (a

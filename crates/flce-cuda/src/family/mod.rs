@@ -87,9 +87,10 @@ pub fn fused_family(arch: &Arch, shape: Shape, dtype: DType) -> Family {
 pub enum ForwardMode {
     /// The fastest measured choice for the GPU ([`ForwardMode::resolve`]): the sm90 fused family
     /// where it runs (faster than cuBLAS chunks and without their workspace; H200 2026-11-30:
-    /// 1.12-1.14x the logits GEMM against 1.40-1.58x; with a softcap, or every option, 1.11-1.16x
-    /// against 1.43-1.76x, H200 2026-12-02: benchmarks/h200-2026-12-02-s22/), cuBLAS chunks
-    /// elsewhere (the sm80 fused kernel runs at ~4x the GEMM).
+    /// 1.12-1.14x the logits GEMM against 1.40-1.58x; at Gemma 2 with a softcap 15.9-16.0 ms
+    /// against 19.8-20.6, with every option 16.4 against 23.8-23.9, H200 2026-12-02:
+    /// benchmarks/h200-2026-12-02-s22/auto-options/), cuBLAS chunks elsewhere (the sm80 fused
+    /// kernel runs at ~4x the GEMM).
     #[default]
     Auto,
     /// The cuBLAS family: cuBLAS speed, a workspace of one chunk (the budget; by default 10% of
