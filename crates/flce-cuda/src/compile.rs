@@ -272,7 +272,8 @@ pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin>
 }
 
 /// The source of `file` for `dtype`, specialised for the logit options `logit_opts` (bits:
-/// 1 bias, 2 softcap, 4 smoothing; `FLCE_LOGIT_OPTS` in kernels/sm90/forward.cu) where given.
+/// 1 bias, 2 softcap, 4 smoothing; `FLCE_LOGIT_OPTS` in kernels/sm90/forward.cu and grad.cu)
+/// where given.
 pub fn variant_source(file: KernelFile, dtype: DType, logit_opts: Option<u8>) -> String {
     let source = expanded_source(file, dtype);
     match logit_opts {

@@ -1,7 +1,8 @@
 //! The kernel registry: every kernel by a typed name ([`Kernel`]), its file, block and shared
 //! memory; each parameter struct names its kernel and computes its grid ([`KernelArgs`]), so a
-//! launch is `kernels.launch(dtype, &params, stream)` with the grid arithmetic written once, here.
-//! Modules are compiled (through the disk cache) and loaded on first use, per (file, dtype).
+//! launch is `kernels.launch(dtype, &params, stream)` with the grid arithmetic written once
+//! (grids.rs). Modules are compiled (through the disk cache) and loaded on first use, per (file,
+//! dtype, set of logit options: the sm90 forward and G have a module for each).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -17,9 +18,11 @@ use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
     self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_COMPACT_FORWARD_SMEM_BYTES, SM90_FORWARD_SMEM_BYTES,
-    SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES, SM90_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N,
-    TILE_THREADS,
+    SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES, SM90_THREADS, TILE_THREADS,
 };
+
+mod grids;
+pub(crate) use grids::KernelArgs;
 
 /// Every kernel flce launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -142,189 +145,6 @@ impl Kernel {
     }
 }
 
-/// A kernel's parameter struct: which kernel takes it, and the grid it needs.
-pub(crate) trait KernelArgs: Copy {
-    const KERNEL: Kernel;
-    fn grid(&self) -> (u32, u32, u32);
-    /// The logit options the kernel's module is specialised for (compile::compile_variant), or
-    /// None: the file's default module.
-    fn logit_opts(&self) -> Option<u8> {
-        None
-    }
-    /// Blocks per cluster along x (1: launched without a cluster).
-    fn cluster(&self) -> u32 {
-        1
-    }
-}
-
-/// The logit options of a call as FLCE_LOGIT_OPTS's bits (1 bias, 2 softcap, 4 smoothing), None
-/// without any (the default modules).
-fn logit_opts_of(lp: &LogitParams) -> Option<u8> {
-    let m = (lp.bias != 0) as u8 | ((lp.k.softcap > 0.0) as u8) << 1 | ((lp.k.label_smoothing > 0.0) as u8) << 2;
-    (m != 0).then_some(m)
-}
-
-fn blocks(count: usize, per_block: usize) -> u32 {
-    count.div_ceil(per_block) as u32
-}
-
-impl KernelArgs for WeightCheckParams {
-    const KERNEL: Kernel = Kernel::CheckClassWeights;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.v as usize, ELEMENTWISE_THREADS as usize), 1, 1)
-    }
-}
-impl KernelArgs for PrepParams {
-    const KERNEL: Kernel = Kernel::PrepTargets;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.k.n as usize, ELEMENTWISE_THREADS as usize), 1, 1)
-    }
-}
-impl KernelArgs for ScaleParams {
-    const KERNEL: Kernel = Kernel::TokenScale;
-    fn grid(&self) -> (u32, u32, u32) {
-        (1, 1, 1)
-    }
-}
-impl KernelArgs for SliceTargetsParams {
-    const KERNEL: Kernel = Kernel::SliceTargets;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.k.n as usize, ELEMENTWISE_THREADS as usize), 1, 1)
-    }
-}
-impl KernelArgs for ExportParams {
-    const KERNEL: Kernel = Kernel::ExportPartials;
-    fn grid(&self) -> (u32, u32, u32) {
-        (1, 1, 1)
-    }
-}
-impl KernelArgs for RanksFinishParams {
-    const KERNEL: Kernel = Kernel::FinishRanks;
-    fn grid(&self) -> (u32, u32, u32) {
-        (1, 1, 1)
-    }
-}
-impl KernelArgs for SliceScalesParams {
-    const KERNEL: Kernel = Kernel::SliceScales;
-    fn grid(&self) -> (u32, u32, u32) {
-        (1, 1, 1)
-    }
-}
-impl KernelArgs for FinishParams {
-    const KERNEL: Kernel = Kernel::ForwardFinish;
-    fn grid(&self) -> (u32, u32, u32) {
-        (1, 1, 1)
-    }
-}
-impl KernelArgs for DbReduceParams {
-    const KERNEL: Kernel = Kernel::DbReduce;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize), 1, 1)
-    }
-}
-impl KernelArgs for ToElemParams {
-    const KERNEL: Kernel = Kernel::ToElem;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize).clamp(1, 4096), 1, 1)
-    }
-}
-impl KernelArgs for ScaleGradsParams {
-    const KERNEL: Kernel = Kernel::ScaleGrads;
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.count as usize, ELEMENTWISE_THREADS as usize).clamp(1, 4096), 1, 1)
-    }
-}
-impl KernelArgs for StatsParams {
-    const KERNEL: Kernel = Kernel::StatsFromLogits;
-    fn grid(&self) -> (u32, u32, u32) {
-        let segments = blocks((self.v_end - self.v0) as usize, self.seg_cols.max(1) as usize);
-        (blocks(self.lp.k.n as usize, STATS_TOKENS_PER_BLOCK as usize), segments, 1)
-    }
-}
-impl GradChunk {
-    fn tiles(&self) -> (u32, u32) {
-        (blocks((self.n_end - self.n0) as usize, TILE_M), blocks((self.v_end - self.v0) as usize, TILE_N))
-    }
-}
-impl KernelArgs for GradLogitsParams {
-    const KERNEL: Kernel = Kernel::GradFromLogits;
-    fn grid(&self) -> (u32, u32, u32) {
-        let (rows, cols) = self.chunk.tiles();
-        (cols, rows, 1)
-    }
-}
-impl KernelArgs for GradTilesParams {
-    const KERNEL: Kernel = Kernel::GradTiles;
-    fn grid(&self) -> (u32, u32, u32) {
-        let (rows, cols) = self.chunk.tiles();
-        (rows, cols, 1)
-    }
-}
-impl KernelArgs for ForwardTilesParams {
-    const KERNEL: Kernel = Kernel::ForwardTiles;
-    fn grid(&self) -> (u32, u32, u32) {
-        let vocab_tiles = blocks(self.lp.k.v as usize, TILE_N) as usize;
-        (blocks(self.lp.k.n as usize, TILE_M), blocks(vocab_tiles, self.tiles_per_split as usize), 1)
-    }
-}
-
-impl KernelArgs for Sm90ForwardParams {
-    const KERNEL: Kernel = Kernel::Sm90Forward;
-    /// Calls with a bias, softcap or smoothing run a module specialised for theirs
-    /// (kernels/sm90/forward.cu, FLCE_LOGIT_OPTS); plain calls the default one.
-    fn logit_opts(&self) -> Option<u8> {
-        logit_opts_of(&self.lp)
-    }
-    fn grid(&self) -> (u32, u32, u32) {
-        // every split writes its partial, even one left without tiles
-        (round_up(self.slots.max(1) as u32, self.cluster()), self.splits as u32, 1)
-    }
-    fn cluster(&self) -> u32 {
-        self.cluster.max(1) as u32
-    }
-}
-impl KernelArgs for Sm90CompactForwardParams {
-    const KERNEL: Kernel = Kernel::Sm90ForwardCompact;
-    fn grid(&self) -> (u32, u32, u32) {
-        self.fwd.grid()
-    }
-    fn cluster(&self) -> u32 {
-        self.fwd.cluster()
-    }
-}
-impl KernelArgs for CompactGradParams {
-    const KERNEL: Kernel = Kernel::CompactGrad;
-    fn grid(&self) -> (u32, u32, u32) {
-        let (rows, cols) = self.chunk.tiles();
-        (cols, rows, 1)
-    }
-}
-impl KernelArgs for Sm90GradParams {
-    const KERNEL: Kernel = Kernel::Sm90Grad;
-    /// As the forward's: calls with logit options run a module specialised for theirs.
-    fn logit_opts(&self) -> Option<u8> {
-        logit_opts_of(&self.lp)
-    }
-    fn grid(&self) -> (u32, u32, u32) {
-        let c = &self.chunk;
-        let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
-        (round_up(self.slots.max(1) as u32, self.cluster()), blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)
-    }
-    fn cluster(&self) -> u32 {
-        self.cluster.max(1) as u32
-    }
-}
-
-impl KernelArgs for Sm90ProductParams {
-    const KERNEL: Kernel = Kernel::Sm90Product;
-    fn grid(&self) -> (u32, u32, u32) {
-        (round_up(self.blocks.max(1) as u32, self.cluster()), 1, 1)
-    }
-    fn cluster(&self) -> u32 {
-        self.cluster.max(1) as u32
-    }
-}
-
 /// The launch attribute of clusters of `cluster` blocks along x.
 fn cluster_attribute(cluster: u32) -> cu::CUlaunchAttribute {
     // SAFETY: a zeroed attribute is valid plain data; the id and the cluster dimensions are set
@@ -358,10 +178,6 @@ fn cluster_config(
         attrs: attr,
         numAttrs: 1,
     }
-}
-
-fn round_up(x: u32, multiple: u32) -> u32 {
-    x.div_ceil(multiple) * multiple
 }
 
 pub(crate) struct Module {
