@@ -87,27 +87,62 @@ struct Sm90ForwardEpilogue {
   // case, every column valid), and the general one.
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
 #if FLCE_LOGIT_OPTS >= 0
-    // (a module specialised for one set of logit options: launched for such calls only)
-    if (col0 + SM90_TILE_N <= p.k.v)
-      fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
-    else
-      fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
-#else
+    // (a module specialised for one set of logit options: its forward is launched for such calls
+    // only; its compact kernel never is, so that one keeps the run-time path below)
+    if (!COMPACT) {
+      if (col0 + SM90_TILE_N <= p.k.v)
+        fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+      else
+        fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+      return;
+    }
+#endif
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true, -1, true>(acc, col0);
     else
       fold<false, -1, false>(acc, col0);
-#endif
+  }
+
+  // OPTS >= 0: the options applied to the whole tile before the row folds, column by column (one
+  // bias and one class weight load per column serve the thread's two rows), with Σ w·z of each row
+  // (smoothing) in the same loop. Folding them into each row's loop instead had the compiler hold
+  // a row's 64 bias or weight values across both rows: 540–2548 spill bytes per module (v29).
+  // Columns past the vocabulary (!FULL) become -inf and add no w·z. The values and the order of
+  // every sum are the row loop's: the results are bitwise the same.
+  template <int OPTS, bool FULL>
+  __device__ __forceinline__ void apply_options(float (&acc)[128], int col0, float (&wsum)[2]) {
+    const int v = p.k.v;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int col = col0 + 8 * j + 2 * t + q;
+        const bool in = FULL || col < v;
+        const int cc = in ? col : 0;
+        const float b = (OPTS & 1) ? to_f32(p.bias[cc]) : 0.0f;
+        const float w = (OPTS & 4) ? class_weight(p.class_w, cc) : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          float z = acc[4 * j + 2 * h + q];
+          if (OPTS & 1) z += b;
+          if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
+          if (!FULL) z = in ? z : FLCE_NEG_INF;
+          acc[4 * j + 2 * h + q] = z;
+          if (OPTS & 4) wsum[h] += in ? w * z : 0.0f;
+        }
+      }
+    }
   }
 
   // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
-  // (FLCE_LOGIT_OPTS's bits), and FULL says whether every column is valid (if not, each value
-  // is transformed at a column clamped into the vocabulary and then selected, no branch); -1:
-  // the options and the column tested per element.
+  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold, and FULL says
+  // whether every column is valid; -1: the options and the column tested per element.
   template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
     const int v = p.k.v;
+    float wsum[2] = {0.0f, 0.0f};
+    if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rl = rl0 + 8 * h;
@@ -120,13 +155,8 @@ struct Sm90ForwardEpilogue {
           float z = acc[4 * j + 2 * h + q];
           if (!FAST && OPTS < 0) {
             z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
-          } else if (!FAST) {
-            const bool in = FULL || col < v;
-            if (OPTS & 1) z += to_f32(p.bias[in ? col : 0]);
-            if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
-            if (!FULL) z = in ? z : FLCE_NEG_INF;
+            acc[4 * j + 2 * h + q] = z;
           }
-          acc[4 * j + 2 * h + q] = z;
           tmax = fmaxf(tmax, z);
         }
       }
@@ -182,21 +212,17 @@ struct Sm90ForwardEpilogue {
       }
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
-      float wpart = 0.0f;
+      float wpart = wsum[h];
       if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
+        if (OPTS < 0) {
 #pragma unroll
-        for (int j = 0; j < 32; ++j)
+          for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) {
-            const int col = col0 + 8 * j + 2 * t + q;
-            if (OPTS < 0) {
+            for (int q = 0; q < 2; ++q) {
+              const int col = col0 + 8 * j + 2 * t + q;
               if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
-            } else {
-              const bool in = FULL || col < v;
-              const float w = class_weight(p.class_w, in ? col : 0);
-              wpart += in ? w * acc[4 * j + 2 * h + q] : 0.0f;
             }
-          }
+        }
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);
       }

@@ -64,24 +64,67 @@ struct Sm90GradEpilogue {
 #if FLCE_LOGIT_OPTS >= 0
     // (a module specialised for one set of logit options: launched for such calls only)
     if (col0 + SM90_TILE_N <= ch.v_end)
-      grad<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+      grad_with_options<FLCE_LOGIT_OPTS, true>(acc, col0);
     else
-      grad<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+      grad_with_options<FLCE_LOGIT_OPTS, false>(acc, col0);
 #else
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= ch.v_end)
-      grad<true, -1, true>(acc, col0);
+      grad<true>(acc, col0);
     else
-      grad<false, -1, false>(acc, col0);
+      grad<false>(acc, col0);
 #endif
     if (ch.db_partial) column_sums(acc, col0);
   }
 
-  // FAST: every column of the tile is inside [v0, v_end) and the logits are plain. OPTS >= 0:
-  // the logit options are OPTS (FLCE_LOGIT_OPTS's bits) and FULL says whether every column is
-  // inside the chunk (if not, a column clamped into it and a select, no branch); -1: the options
-  // and the column tested per element.
-  template <bool FAST, int OPTS, bool FULL>
+  // The logit options known at compile time (OPTS, FLCE_LOGIT_OPTS's bits): logit_grad
+  // (common/loss.cuh) with no test per element, column by column so that one bias and one class
+  // weight load serve the thread's two rows (row by row, the compiler held a row's 64 loads across
+  // both rows and spilled: v29). FULL: every column is inside the chunk; if not, a column clamped
+  // into the chunk and a select (no branch). G leaves as 4-byte stores of column pairs (through
+  // the staging slices, as the plain tiles' G does, the modules spilled up to 204 bytes: v29).
+  template <int OPTS, bool FULL>
+  __device__ __forceinline__ void grad_with_options(float (&acc)[128], int col0) {
+    bool live[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) live[h] = row[h] < ch.n_end;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int colp = col0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int col = colp + q;
+        const bool in = FULL || col < ch.v_end;
+        const int cc = in ? col : ch.v0;
+        const float b = (OPTS & 1) ? to_f32(p.bias[cc]) : 0.0f;
+        const float w = (OPTS & 4) ? class_weight(p.class_w, cc) : 0.0f;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float4 c = cf[h];
+          float z = acc[4 * j + 2 * h + q];
+          if (OPTS & 1) z += b;
+          if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
+          float gx = c.x * fast_exp(z - c.w);
+          if (OPTS & 4) gx -= c.z * w;
+          if (col == tgt[h]) gx -= c.y;
+          if (OPTS & 2) {
+            const float r = __fdividef(z, p.k.softcap);
+            gx *= 1.0f - r * r;
+          }
+          acc[4 * j + 2 * h + q] = (live[h] && in) ? gx : 0.0f;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        elem_t* dst = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (colp - ch.v0);
+        if (live[h] && (FULL || colp - ch.v0 < ch.ldg)) *(u32*)dst = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+    }
+  }
+
+  // FAST: every column of the tile is inside [v0, v_end) and the logits are plain; if not, the
+  // options and the column are tested per element (the default module's general path).
+  template <bool FAST>
   __device__ __forceinline__ void grad(float (&acc)[128], int col0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -99,23 +142,8 @@ struct Sm90GradEpilogue {
           if (FAST) {
             gv[q] = c.x * fast_exp(x - c.w);
             if (col == tgt[h]) gv[q] -= c.y;
-          } else if (OPTS < 0) {
-            gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;
           } else {
-            // logit_grad with the options known (common/loss.cuh)
-            const bool in = FULL || col < ch.v_end;
-            const int cc = in ? col : ch.v0;
-            float z = x;
-            if (OPTS & 1) z += to_f32(p.bias[cc]);
-            if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
-            float gx = c.x * fast_exp(z - c.w);
-            if (OPTS & 4) gx -= c.z * class_weight(p.class_w, cc);
-            if (col == tgt[h]) gx -= c.y;
-            if (OPTS & 2) {
-              const float r = __fdividef(z, p.k.softcap);
-              gx *= 1.0f - r * r;
-            }
-            gv[q] = (live && in) ? gx : 0.0f;
+            gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;
           }
           acc[4 * j + 2 * h + q] = gv[q];
         }
