@@ -80,9 +80,10 @@ struct Sm90GradEpilogue {
   // The logit options known at compile time (OPTS, FLCE_LOGIT_OPTS's bits): logit_grad
   // (common/loss.cuh) with no test per element, column by column so that one bias and one class
   // weight load serve the thread's two rows (row by row, the compiler held a row's 64 loads across
-  // both rows and spilled: v29). FULL: every column is inside the chunk; if not, a column clamped
-  // into the chunk and a select (no branch). G leaves as 4-byte stores of column pairs (through
-  // the staging slices, as the plain tiles' G does, the modules spilled up to 204 bytes: v29).
+  // both rows and spilled: v29). FULL: every column is inside the chunk, and G leaves through the
+  // staging slices as the plain tiles' does (4-byte stores of column pairs spill less but ran
+  // 1–4% slower: v29); if not, a column clamped into the chunk and a select (no branch), and
+  // 4-byte stores.
   template <int OPTS, bool FULL>
   __device__ __forceinline__ void grad_with_options(float (&acc)[128], int col0) {
     bool live[2];
@@ -117,9 +118,10 @@ struct Sm90GradEpilogue {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         elem_t* dst = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (colp - ch.v0);
-        if (live[h] && (FULL || colp - ch.v0 < ch.ldg)) *(u32*)dst = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        if (!FULL && live[h] && colp - ch.v0 < ch.ldg) *(u32*)dst = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
       }
     }
+    if (FULL) store_staged(acc, col0);
   }
 
   // FAST: every column of the tile is inside [v0, v_end) and the logits are plain; if not, the
