@@ -71,7 +71,7 @@ impl<'a> GpuCall<'a> {
     /// Also set up the three-product pass within `budget` bytes of workspace.
     pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
         let (shape, wanted) = (self.up.inputs.shape, self.grads.wanted());
-        let storage = self.be.step_logits(shape, T::DTYPE, self.opts, self.up.inputs.bias.is_some(), wanted);
+        let storage = self.be.step_logits(shape, T::DTYPE, self.opts);
         let max_tokens = flce::cuda::geometry::step_max_tokens(shape.n);
         let plan = flce::cuda::plan::step_plan_capped(shape, T::DTYPE, wanted, budget, storage, max_tokens)?;
         let ws = DeviceBuffer::new(plan.workspace_bytes)?;

@@ -31,8 +31,11 @@ pub struct ForwardConfig {
 /// Whether calls with these options (and a bias or not) have per-logit work beyond the product —
 /// a bias, a softcap or label smoothing (z-loss and class weights only change row coefficients):
 /// what the three-product pass's compact logits cannot hold.
-pub(crate) fn has_logit_options(opts: &Options, bias: bool) -> bool {
-    bias || opts.softcap.is_some() || opts.label_smoothing > 0.0
+/// Whether compact logits (the three-product pass's f16 q) can serve a call with these options:
+/// not with a softcap, whose derivative G needs at z, which q does not keep. A bias (in q) and
+/// label smoothing (a column term of G) they hold.
+pub(crate) fn compact_logits_hold(opts: &Options) -> bool {
+    opts.softcap.is_none()
 }
 
 /// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
@@ -177,20 +180,14 @@ impl CudaLoss {
         plan::forward_plan_tuned(shape, dtype, self.sm_count, config.mode, config.budget, fused, tuning)
     }
 
-    /// How the three-product pass should hold a chunk's logits for calls of this shape with these
-    /// options (and a bias or not) and gradients: compact (sm90 forward, f16 q) where the sm90
-    /// family runs the call's plain epilogue and no bias gradient is wanted, f32 (cuBLAS)
-    /// elsewhere. `FLCE_STEP_LOGITS=f32` forces f32 (a knob for A/B measurements).
-    pub fn step_logits(
-        &self,
-        shape: Shape,
-        dtype: DType,
-        opts: &Options,
-        bias: bool,
-        wanted: Wanted,
-    ) -> plan::StepLogits {
+    /// How the three-product pass should hold a chunk's logits for calls of this shape and dtype
+    /// with these options: compact (sm90 forward, f16 q) where the sm90 family runs the call and
+    /// compact logits hold its options ([`compact_logits_hold`]: all but a softcap), f32 (cuBLAS)
+    /// elsewhere; f32 inputs always get f32 ([`plan::step_plan`]). `FLCE_STEP_LOGITS=f32`
+    /// forces f32 (a knob for A/B measurements).
+    pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {
         let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
-        if sm90 && !has_logit_options(opts, bias) && !wanted.dbias && !crate::geometry::step_logits_f32_knob() {
+        if sm90 && compact_logits_hold(opts) && !crate::geometry::step_logits_f32_knob() {
             plan::StepLogits::Compact { sm_count: self.sm_count, tuning: self.sm90_tuning }
         } else {
             plan::StepLogits::F32

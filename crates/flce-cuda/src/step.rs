@@ -39,11 +39,11 @@ impl CudaLoss {
         out.check(x.shape.n, opts)?;
         let compact = plan.storage.family() == Family::Sm90;
         self.check_plan(x, plan.shape, plan.dtype, plan.storage.family())?;
-        if compact && crate::loss::has_logit_options(opts, x.bias.is_some()) {
+        if compact && !crate::loss::compact_logits_hold(opts) {
             return Err(flce_core::Error::InvalidOption {
                 name: "plan",
                 value: "compact step logits".into(),
-                reason: "compact logits hold no bias, softcap or label smoothing: plan this call with StepLogits::F32",
+                reason: "compact logits hold no softcap: plan this call with StepLogits::F32",
             });
         }
         grads.check_plan(plan.wanted)?;

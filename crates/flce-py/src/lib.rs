@@ -324,22 +324,13 @@ impl Problem {
 
     /// The three-product plan (forward and gradients at once) of this problem on `device` within
     /// `budget` bytes of workspace, when it pays (token chunks of at least
-    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens, or all of them); None otherwise. `bias`:
-    /// the calls carry a linear bias (its chunks' logits are then kept in f32).
-    #[pyo3(signature = (device, de, dc, dbias, budget, bias = false))]
-    fn step_plan(
-        &self,
-        device: usize,
-        de: bool,
-        dc: bool,
-        dbias: bool,
-        budget: usize,
-        bias: bool,
-    ) -> PyResult<Option<Plan>> {
+    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens, or all of them); None otherwise.
+    #[pyo3(signature = (device, de, dc, dbias, budget))]
+    fn step_plan(&self, device: usize, de: bool, dc: bool, dbias: bool, budget: usize) -> PyResult<Option<Plan>> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        let storage = be.step_logits(self.shape, self.dtype, &self.opts, bias || dbias, wanted);
+        let storage = be.step_logits(self.shape, self.dtype, &self.opts);
         let max_tokens = flce::cuda::geometry::step_max_tokens(self.shape.n);
         Ok(flce::cuda::plan::step_plan_if_faster(self.shape, self.dtype, wanted, budget, storage, max_tokens)
             .map(|plan| Plan { device, plan: PlanKind::Step(plan) }))

@@ -20,9 +20,10 @@
 // The argmax keeps the first column of the largest value (ties to the smaller index, as spec.rs).
 //
 // flce_sm90_forward_compact — the same kernel for one token chunk of the three-product pass
-//   (src/step.rs, plan::StepLogits::Compact; calls without bias, softcap or smoothing): besides
-//   the statistics it writes every logit of the chunk as q = exp(z − m) in f16 to `q` [n, ldq],
-//   m the row's running max after the tile (so q ≤ 1), and m to `m_ref` [n, ld_mref] (one f32 per
+//   (src/step.rs, plan::StepLogits::Compact; calls without a softcap: with a bias or smoothing,
+//   the options' modules, src/loss.rs step_logits): besides the statistics it writes every logit
+//   z (bias added) of the chunk as q = exp(z − m) in f16 to `q` [n, ldq], m the row's running
+//   max after the tile (so q ≤ 1), and m to `m_ref` [n, ld_mref] (one f32 per
 //   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
 //   running sum adds anyway. A whole tile's q leaves through each consumer warp's shared-memory
 //   staging slice (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 × 16 rows of 144 bytes after the rows'
@@ -87,21 +88,19 @@ struct Sm90ForwardEpilogue {
   // case, every column valid), and the general one.
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
 #if FLCE_LOGIT_OPTS >= 0
-    // (a module specialised for one set of logit options: its forward is launched for such calls
-    // only; its compact kernel never is, so that one keeps the run-time path below)
-    if (!COMPACT) {
-      if (col0 + SM90_TILE_N <= p.k.v)
-        fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
-      else
-        fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
-      return;
-    }
-#endif
+    // (a module specialised for one set of logit options: launched for such calls only; its
+    // compact kernel for sets without a softcap, src/loss.rs step_logits)
+    if (col0 + SM90_TILE_N <= p.k.v)
+      fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+    else
+      fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+#else
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true, -1, true>(acc, col0);
     else
       fold<false, -1, false>(acc, col0);
+#endif
   }
 
   // OPTS >= 0: the options applied to the whole tile before the row folds, column by column (one
@@ -136,8 +135,8 @@ struct Sm90ForwardEpilogue {
   }
 
   // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
-  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold, and FULL says
-  // whether every column is valid; -1: the options and the column tested per element.
+  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold; -1: the options and
+  // the column tested per element unless FAST. FULL: every column is valid (FAST implies it).
   template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
     const int v = p.k.v;
@@ -185,7 +184,7 @@ struct Sm90ForwardEpilogue {
         // NaN that a G from an lse of -inf has anyway). A whole tile keeps q in acc for
         // store_q_staged (the target logit taken first); a partial one stores its f16 pairs here.
         const int row = row0 + rl;
-        if (FAST) write_target(acc, h, rl, col0);
+        if (FULL) write_target(acc, h, rl, col0);
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
@@ -193,7 +192,7 @@ struct Sm90ForwardEpilogue {
           const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
           part += e0;
           part += e1;
-          if (FAST) {
+          if (FULL) {
             acc[4 * j + 2 * h] = e0;
             acc[4 * j + 2 * h + 1] = e1;
           } else {
@@ -233,9 +232,9 @@ struct Sm90ForwardEpilogue {
         st.x = new_m;
         s_state[rl] = st;
       }
-      if (!(COMPACT && FAST)) write_target(acc, h, rl, col0);
+      if (!(COMPACT && FULL)) write_target(acc, h, rl, col0);
     }
-    if (COMPACT && FAST) store_q_staged(acc, col0);
+    if (COMPACT && FULL) store_q_staged(acc, col0);
   }
 
   // The target logit of row rl (half h of the thread's rows): written by the one thread that
@@ -254,7 +253,7 @@ struct Sm90ForwardEpilogue {
     }
   }
 
-  // COMPACT and FAST: q (in acc) of the warp's 16 rows as f16 pairs in 16-byte row pieces through
+  // COMPACT and FULL: q (in acc) of the warp's 16 rows as f16 pairs in 16-byte row pieces through
   // its shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged; G leaves the same way).
   __device__ __forceinline__ void store_q_staged(const float (&acc)[128], int col0) {
     const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);

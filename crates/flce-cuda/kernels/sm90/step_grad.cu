@@ -5,13 +5,18 @@
 //   m_ref [Nc, ld_mref] the m of each (token, 256-column tile); the chunk's lse is final. G is
 //   written in place over q (`chunk.g_out` is q's buffer, same pitch; each thread reads its 8
 //   elements before it writes them and no other thread touches them):
-//     G_j = g·q_j·exp(m − lse)          (p_j with q's one f16 rounding: plan/step.rs argues it)
-//     G_t = g·a·exp(z_t − lse) − g·w_t  at the target, from its exact f32 logit (row_coeffs: a and
-//                                       w_t carry z-loss and class weights)
-//   Calls without bias, softcap or label smoothing only (the planner's condition), so no column
-//   term and no db sums. Columns past V are written as 0. Grid (ceil(ldg/128), ceil(Nc/128)),
-//   ELEMENTWISE_THREADS (256) threads: 16 threads × 8 columns per row, 16 rows per pass, 8
-//   passes. One exponential per 8 elements; 4 bytes of traffic per logit.
+//     G_j = g·q_j·exp(m − lse) − s·w_j          (p_j with q's one f16 rounding: plan/step.rs
+//                                               argues it; s = g·ε/V, label smoothing's term)
+//     G_t = g·a·exp(z_t − lse) − s·w_t − g·w_t  at the target, from its exact f32 logit
+//                                               (row_coeffs: a and w_t carry z-loss and weights)
+//   z carries the bias (the forward added it before q); calls without a softcap only (its
+//   derivative needs z, which q does not keep: the planner's condition, src/loss.rs
+//   step_logits). With a bias gradient wanted, each column's sum over the block's 128 rows (the
+//   unrounded values, 16 row groups in a fixed order through shared memory, as the cuBLAS
+//   family's flce_grad_from_logits) goes to db_partial [row tiles, ldg]. Columns past V are
+//   written as 0. Grid (ceil(ldg/128), ceil(Nc/128)), ELEMENTWISE_THREADS (256) threads: 16
+//   threads × 8 columns per row, 16 rows per pass, 8 passes. One exponential per 8 elements;
+//   4 bytes of traffic per logit (plus 4 per column of class weights with smoothing).
 //
 // Host side: src/step.rs; tests: tests/gpu/step.rs (both storages against the f64 oracle).
 #include "common/loss.cuh"
@@ -19,15 +24,19 @@
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_compact(const CompactGradParams gp) {
   __shared__ int s_target[TILE_M];
   __shared__ float4 s_coef[TILE_M];
+  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums
   const GradChunk& ch = gp.chunk;
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int row0 = ch.n0 + blockIdx.y * TILE_M;
   const int colc = blockIdx.x * TILE_N + tx * 8;  // chunk column of this thread's 8 (v0 = 0)
   load_row_coeffs(gp.lp, ch, row0, s_target, s_coef);
   __syncthreads();
-  if (colc >= ch.ldg) return;
+  const bool smooth = gp.lp.k.label_smoothing > 0.0f;  // (uniform: the class-weight term)
+  float colsum[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) colsum[k] = 0.0f;
   const int tile = colc / SM90_TILE_N;  // the 8 columns share one 256-column tile
-  for (int pass = 0; pass < TILE_M / 16; ++pass) {
+  for (int pass = 0; pass < TILE_M / 16 && colc < ch.ldg; ++pass) {
     const int rl = ty + pass * 16;
     const int row = row0 + rl;
     if (row >= ch.n_end) break;
@@ -46,11 +55,30 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const int col = colc + k;
-        float gx = col < ch.v_end ? scale * f16_to_f32(q[k]) : 0.0f;
-        if (col == tgt) gx = cf.x * fast_exp(gp.target_logit[row] - cf.w) - cf.y;
+        const bool in = col < ch.v_end;
+        float gx = in ? scale * f16_to_f32(q[k]) : 0.0f;
+        const float sw = smooth && in ? cf.z * class_weight(gp.lp.class_w, col) : 0.0f;
+        if (smooth) gx -= sw;
+        if (col == tgt) {
+          const float e_t = fast_exp(gp.target_logit[row] - cf.w);
+          gx = smooth ? (cf.x * e_t - sw) - cf.y : cf.x * e_t - cf.y;
+        }
+        colsum[k] += gx;
         out[k] = from_f32(gx);
       }
     }
     *(uint4*)(ch.g_out + at) = *(uint4*)&out[0];
+  }
+  if (ch.db_partial) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s_col[ty][tx * 8 + k] = colsum[k];
+    __syncthreads();
+    if (tid < TILE_N) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int r = 0; r < 16; ++r) sum += s_col[r][tid];
+      const int col = blockIdx.x * TILE_N + tid;
+      if (col < ch.v_end) ch.db_partial[(size_t)blockIdx.y * ch.ldg + col] = sum;
+    }
   }
 }

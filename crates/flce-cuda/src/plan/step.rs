@@ -138,10 +138,10 @@ impl StepPlan {
     }
 }
 
-/// The storage a plan can use: compact logits hold no f32 inputs and no bias gradient (its
-/// column sums are the f32 G kernel's).
-fn usable(storage: StepLogits, dtype: DType, wanted: Wanted) -> StepLogits {
-    if dtype == DType::F32 || wanted.dbias {
+/// The storage a plan can use: compact logits (f16 q) hold no f32 inputs, whose gradients are
+/// exact to f32.
+fn usable(storage: StepLogits, dtype: DType) -> StepLogits {
+    if dtype == DType::F32 {
         StepLogits::F32
     } else {
         storage
@@ -249,7 +249,7 @@ pub fn step_plan_capped(
     storage: StepLogits,
     max_tokens: usize,
 ) -> Result<StepPlan> {
-    let storage = usable(storage, dtype, wanted);
+    let storage = usable(storage, dtype);
     let max = shape.n.div_ceil(TILE_M).min((max_tokens / TILE_M).max(1));
     let chunk = |k: usize| (k * TILE_M).min(shape.n);
     let fits = |k: usize| layout(shape, dtype, wanted, chunk(k), storage).workspace_bytes <= budget;
@@ -277,7 +277,7 @@ pub fn step_plan_with_chunk(
     storage: StepLogits,
 ) -> StepPlan {
     // (layout caps the chunk at N)
-    layout(shape, dtype, wanted, token_chunk.max(1).div_ceil(TILE_M) * TILE_M, usable(storage, dtype, wanted))
+    layout(shape, dtype, wanted, token_chunk.max(1).div_ceil(TILE_M) * TILE_M, usable(storage, dtype))
 }
 
 /// Batches of up to this many tokens take the three-product pass in one chunk where the budget
@@ -471,11 +471,14 @@ mod tests {
     }
 
     #[test]
-    fn compact_logits_fall_back_to_f32_where_they_do_not_apply() {
+    fn compact_logits_fall_back_to_f32_for_f32_inputs_only() {
         let s = Shape::new(300, 64, 1000);
         assert_eq!(step_plan(s, DType::F32, BOTH, 64 << 20, COMPACT).unwrap().storage, F32);
-        assert_eq!(step_plan(s, DType::BF16, Wanted::ALL, 64 << 20, COMPACT).unwrap().storage, F32);
         assert_eq!(step_plan(s, DType::F16, BOTH, 64 << 20, COMPACT).unwrap().storage, COMPACT);
+        // a bias gradient: G's kernel leaves the column sums in db_partial, as the f32 one does
+        let with_db = step_plan(s, DType::BF16, Wanted::ALL, 64 << 20, COMPACT).unwrap();
+        assert_eq!(with_db.storage, COMPACT);
+        assert!(with_db.db_acc.is_some() && with_db.db_partial.is_some() && with_db.m_ref.is_some());
     }
 
     #[test]

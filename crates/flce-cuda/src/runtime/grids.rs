@@ -149,6 +149,10 @@ impl KernelArgs for Sm90ForwardParams {
 }
 impl KernelArgs for Sm90CompactForwardParams {
     const KERNEL: Kernel = Kernel::Sm90ForwardCompact;
+    /// As the forward's (the planner sends calls with a bias or smoothing here, not a softcap).
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.fwd.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         self.fwd.grid()
     }

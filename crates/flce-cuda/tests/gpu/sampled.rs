@@ -131,7 +131,7 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     };
     let (worst_lse, de, dc) = check(&a)?;
     // the three-product pass at a 4 GB budget (several token chunks at these shapes)
-    let storage = be.step_logits(c.shape, T::DTYPE, &c.opts, false, wanted);
+    let storage = be.step_logits(c.shape, T::DTYPE, &c.opts);
     let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30, storage).map_err(|e| e.to_string())?;
     let s = step_run::<T>(be, &up, c, &step)?;
     let (s_lse, s_de, s_dc) = check(&s).map_err(|e| format!("three-product: {e}"))?;

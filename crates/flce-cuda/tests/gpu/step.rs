@@ -6,7 +6,7 @@
 
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
-use flce_core::Element;
+use flce_core::{Element, Options};
 use flce_cuda::plan::{step_plan, step_plan_with_chunk, StepLogits, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
@@ -49,8 +49,17 @@ pub(crate) fn check_step<T: Element>(
 ) -> Result<String, String> {
     let s = up.inputs.shape;
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
-    let here = be.step_logits(s, T::DTYPE, &c.opts, up.bias.is_some(), wanted);
+    let here = be.step_logits(s, T::DTYPE, &c.opts);
     let storages = if here == StepLogits::F32 { vec![here] } else { vec![StepLogits::F32, here] };
+    // a softcap's call with a compact plan (which the planner never makes): a clear error
+    let without_softcap = be.step_logits(s, T::DTYPE, &Options { softcap: None, ..c.opts.clone() });
+    if c.opts.softcap.is_some() && without_softcap != StepLogits::F32 {
+        let plan = step_plan(s, T::DTYPE, wanted, usize::MAX, without_softcap).map_err(|e| e.to_string())?;
+        match step_run::<T>(be, up, c, &plan) {
+            Err(e) if e.contains("softcap") => {}
+            other => return Err(format!("a compact plan with a softcap: {:?}", other.map(|_| "ran"))),
+        }
+    }
     let mut report = String::new();
     let mut chunked = None;
     for storage in storages {

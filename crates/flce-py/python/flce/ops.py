@@ -256,7 +256,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     if trades and e.is_cuda and not torch.compiler.is_compiling():
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
         o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
-        trades = step.step_plan_for(e, c, o_step, wants, b is not None) is not None
+        trades = step.step_plan_for(e, c, o_step, wants) is not None
     if trades:
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o_step.astuple())

@@ -35,9 +35,9 @@ def _fast_budget(device: torch.device) -> int:
 
 
 @functools.lru_cache(maxsize=256)
-def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], budget: int,
-               bias: bool) -> Optional["_flce.Plan"]:
-    return problem.step_plan(device, *wants, budget, bias)
+def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool],
+               budget: int) -> Optional["_flce.Plan"]:
+    return problem.step_plan(device, *wants, budget)
 
 
 def peak_budget(e: Tensor, c: Tensor) -> int:
@@ -61,14 +61,12 @@ def budget_bytes(e: Tensor, o: LossOptions) -> int:
     return max(o.workspace_budget, 0)
 
 
-def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool],
-                  bias: bool = False) -> Optional["_flce.Plan"]:
-    """The three-product plan of this call (with a linear bias or not) within its budget ("fast"
-    or bytes), where it pays; None elsewhere (then the recomputing plans run, the budget passed on
+def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
+    """The three-product plan of this call within its budget ("fast" or bytes), where it pays; None elsewhere (then the recomputing plans run, the budget passed on
     to them)."""
     if not e.is_cuda:
         return None
-    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o), bias)
+    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
 
 
 def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
@@ -78,7 +76,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     are wanted, or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
     the CPU, with the default budget ("min"), with reduction "none", or where the budget holds no
     token chunk that pays. ``workspace_budget`` as the loss takes it; "fast" and "peak" read the
-    device's memory now, as the call does."""
+    device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
+    accepted and changes nothing: the plan is the same with one."""
     budget = budget_option(options.pop("workspace_budget", None))
     if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
         return None
@@ -87,7 +86,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     if budget == 0:
         return None
     # (step_plan_for reads "fast"'s free memory itself)
-    return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants), bias)
+    del bias
+    return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants))
 
 
 @torch.library.custom_op(
@@ -103,7 +103,7 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
     want_db = want_db and bias is not None
     wants = (want_de, want_dc, want_db)
-    plan = step_plan_for(e, c, o, wants, bias is not None)
+    plan = step_plan_for(e, c, o, wants)
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
