@@ -28,9 +28,6 @@ pub struct ForwardConfig {
     pub mode: ForwardMode,
 }
 
-/// Whether calls with these options (and a bias or not) have per-logit work beyond the product —
-/// a bias, a softcap or label smoothing (z-loss and class weights only change row coefficients):
-/// what the three-product pass's compact logits cannot hold.
 /// Whether compact logits (the three-product pass's f16 q) can serve a call with these options:
 /// not with a softcap, whose derivative G needs at z, which q does not keep. A bias (in q) and
 /// label smoothing (a column term of G) they hold.

@@ -141,6 +141,7 @@ struct Sm90ForwardEpilogue {
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
     const int v = p.k.v;
     float wsum[2] = {0.0f, 0.0f};
+    // (the clamp only keeps the -1 instantiation well-formed: it never calls apply_options)
     if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -13,10 +13,11 @@
 //   row_coeffs) at each token tile, and per tile
 //   forms ∂L/∂x_ij = (p_scale_i·exp(z_ij − lse_i) − smooth_i·w_j − [j = t_i]·target_i)·∂z/∂x in
 //   registers and stores it (input dtype) to G [n_end − n0, ldg]; columns in [v_end, v0 + ldg) are
-//   written as 0, none past v0 + ldg. Plain whole tiles (the common case) leave through each
-//   warp's shared-memory staging slice as 16-byte row pieces (store_staged). When the bias gradient is wanted, each column's sum over
-//   token tile's 128 rows (from the unrounded values, in a fixed order: the 8 row groups of a warp
-//   by shuffles, then the 8 warps through shared memory) goes to db_partial [row tiles, ldg].
+//   written as 0, none past v0 + ldg. Whole tiles leave through each warp's shared-memory
+//   staging slice as 16-byte row pieces (store_staged), the last, partial one as 4-byte pairs.
+//   When the bias gradient is wanted, each column's sum over the token tile's 128 rows (from the
+//   unrounded values, in a fixed order: the 8 row groups of a warp by shuffles, then the 8 warps
+//   through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).

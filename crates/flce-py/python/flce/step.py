@@ -62,8 +62,8 @@ def budget_bytes(e: Tensor, o: LossOptions) -> int:
 
 
 def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
-    """The three-product plan of this call within its budget ("fast" or bytes), where it pays; None elsewhere (then the recomputing plans run, the budget passed on
-    to them)."""
+    """The three-product plan of this call within its budget ("fast" or bytes), where it pays;
+    None elsewhere (then the recomputing plans run, the budget passed on to them)."""
     if not e.is_cuda:
         return None
     return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
