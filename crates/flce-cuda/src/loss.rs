@@ -29,10 +29,11 @@ pub struct ForwardConfig {
 }
 
 /// Whether compact logits (the three-product pass's f16 q) can serve a call with these options:
-/// not with a softcap, whose derivative G needs at z, which q does not keep. A bias (in q) and
-/// label smoothing (a column term of G) they hold.
+/// all but a softcap with label smoothing. A bias is in q, smoothing is a column term of G, a
+/// softcap's derivative at z = m + ln q multiplies G (where q has underflowed G is 0 anyway);
+/// with both, smoothing's term needs the derivative where q has underflowed and z is lost.
 pub(crate) fn compact_logits_hold(opts: &Options) -> bool {
-    opts.softcap.is_none()
+    opts.softcap.is_none() || opts.label_smoothing == 0.0
 }
 
 /// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
@@ -179,7 +180,7 @@ impl CudaLoss {
 
     /// How the three-product pass should hold a chunk's logits for calls of this shape and dtype
     /// with these options: compact (sm90 forward, f16 q) where the sm90 family runs the call and
-    /// compact logits hold its options ([`compact_logits_hold`]: all but a softcap), f32 (cuBLAS)
+    /// compact logits hold its options ([`compact_logits_hold`]: all but softcap with smoothing), f32 (cuBLAS)
     /// elsewhere; f32 inputs always get f32 ([`plan::step_plan`]). `FLCE_STEP_LOGITS=f32`
     /// forces f32 (a knob for A/B measurements).
     pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {

@@ -43,7 +43,7 @@ impl CudaLoss {
             return Err(flce_core::Error::InvalidOption {
                 name: "plan",
                 value: "compact step logits".into(),
-                reason: "compact logits hold no softcap: plan this call with StepLogits::F32",
+                reason: "compact logits hold no softcap with label smoothing: plan this call with StepLogits::F32",
             });
         }
         grads.check_plan(plan.wanted)?;

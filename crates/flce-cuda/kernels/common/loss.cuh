@@ -17,6 +17,13 @@ __device__ __forceinline__ float softcap_logit(float x, float cap) {
   return cap * copysignf(t, y);
 }
 
+// ∂z/∂x of the softcap at its output z: 1 − (z/cap)² (|z/cap| clamped to 1: a z recovered from
+// a rounded exponential may pass the cap by a rounding).
+__device__ __forceinline__ float softcap_slope(float z, float cap) {
+  const float r = fminf(fabsf(__fdividef(z, cap)), 1.0f);
+  return 1.0f - r * r;
+}
+
 // z = softcap(x + b_col): the logit of vocabulary column `col` from the product's value x.
 __device__ __forceinline__ float logit_transform(const LogitParams& p, float x, int col) {
   if (p.bias) x += to_f32(p.bias[col]);

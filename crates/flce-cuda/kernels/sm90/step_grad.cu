@@ -9,9 +9,11 @@
 //                                               argues it; s = g·ε/V, label smoothing's term)
 //     G_t = g·a·exp(z_t − lse) − s·w_t − g·w_t  at the target, from its exact f32 logit
 //                                               (row_coeffs: a and w_t carry z-loss and weights)
-//   z carries the bias (the forward added it before q); calls without a softcap only (its
-//   derivative needs z, which q does not keep: the planner's condition, src/loss.rs
-//   step_logits). With a bias gradient wanted, each column's sum over the block's 128 rows (the
+//   z carries the bias and the softcap (the forward applied them before q). With a softcap cap
+//   each G_j is multiplied by its derivative 1 − (z_j/cap)², z_j = m + ln q_j recovered from q
+//   (where q is 0, so is G_j's only term), G_t by the exact one; calls with a softcap and label
+//   smoothing keep f32 logits (the smoothing term needs the derivative where q has underflowed:
+//   src/loss.rs compact_logits_hold). With a bias gradient wanted, each column's sum over the block's 128 rows (the
 //   unrounded values, 16 row groups in a fixed order through shared memory, as the cuBLAS
 //   family's flce_grad_from_logits) goes to db_partial [row tiles, ldg]. Columns past V are
 //   written as 0. Grid (ceil(ldg/128), ceil(Nc/128)), ELEMENTWISE_THREADS (256) threads: 16
@@ -32,6 +34,7 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
   load_row_coeffs(gp.lp, ch, row0, s_target, s_coef);
   __syncthreads();
   const bool smooth = gp.lp.k.label_smoothing > 0.0f;  // (uniform: the class-weight term)
+  const float cap = gp.lp.k.softcap;                    // (uniform: > 0 with a softcap)
   float colsum[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) colsum[k] = 0.0f;
@@ -56,12 +59,16 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
       for (int k = 0; k < 8; ++k) {
         const int col = colc + k;
         const bool in = col < ch.v_end;
-        float gx = in ? scale * f16_to_f32(q[k]) : 0.0f;
+        const float qk = f16_to_f32(q[k]);
+        float gx = in ? scale * qk : 0.0f;
         const float sw = smooth && in ? cf.z * class_weight(gp.lp.class_w, col) : 0.0f;
         if (smooth) gx -= sw;
+        if (cap > 0.0f && in && qk > 0.0f) gx *= softcap_slope(m + __logf(qk), cap);
         if (col == tgt) {
-          const float e_t = fast_exp(gp.target_logit[row] - cf.w);
+          const float z_t = gp.target_logit[row];
+          const float e_t = fast_exp(z_t - cf.w);
           gx = smooth ? (cf.x * e_t - sw) - cf.y : cf.x * e_t - cf.y;
+          if (cap > 0.0f) gx *= softcap_slope(z_t, cap);
         }
         colsum[k] += gx;
         out[k] = from_f32(gx);

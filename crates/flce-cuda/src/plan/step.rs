@@ -17,8 +17,8 @@
 //! picks the largest token chunk that fits: fewer chunks mean fewer read-modify-writes of the
 //! accumulator.
 //!
-//! Compact logits ([`StepLogits::Compact`], Hopper, calls without a bias, softcap or label
-//! smoothing): the sm90 forward kernel computes the chunk's logits itself, folds them into the
+//! Compact logits ([`StepLogits::Compact`], Hopper, every option but a softcap with label
+//! smoothing: `loss::compact_logits_hold`): the sm90 forward kernel computes the chunk's logits itself, folds them into the
 //! tokens' exact statistics from its f32 accumulators (no statistics pass) and writes each logit
 //! z only as q = exp(z − m) in f16, m the row's running max after the logit's 256-column tile
 //! (one f32 per token and tile). G = g·q·exp(m − lse) is then formed in place over q, so a chunk
@@ -31,7 +31,10 @@
 //! G's own bf16 rounding of 2⁻⁹ (f16 inputs: 2⁻¹¹) that every exact path has; below 6.1e-5 of its
 //! tile's running max, q is subnormal and its absolute error ≤ 2⁻²⁵ of that max. So the compact
 //! form rounds G twice — f16, then the input dtype — where the f32 form rounds once; the GPU tests
-//! hold its dE and dC to the same bounds against the f64 oracle as the f32 form's.
+//! hold its dE and dC to the same bounds against the f64 oracle as the f32 form's. With a
+//! softcap, G_j carries the derivative 1 − (z_j/cap)² at z_j = m + ln q_j: q's rounding moves
+//! z_j by ≤ 2⁻¹¹ (absolute) and the factor by ≤ 2·2⁻¹¹/cap, below q's own error for caps ≥ 2;
+//! where q is 0 (or subnormal), p_j and with it G_j is below the bound above whatever the factor.
 
 use std::ops::Range;
 
@@ -51,8 +54,8 @@ pub enum StepLogits {
     /// GPU, dtype and option.
     F32,
     /// The sm90 forward writes each as q = exp(z − m) in f16 (2 bytes, overwritten by G in place)
-    /// with its statistics (module docs): sm_90a, 16-bit inputs with 16-byte rows, no bias,
-    /// softcap or smoothing (`CudaLoss::step_logits` decides). The forward grid is planned for
+    /// with its statistics (module docs): sm_90a, 16-bit inputs with 16-byte rows, every option
+    /// but a softcap with smoothing (`CudaLoss::step_logits` decides). The forward grid is planned for
     /// `sm_count` SMs with `tuning`'s L2 budget and cluster size, as the sm90 forward's.
     Compact { sm_count: usize, tuning: super::Sm90Tuning },
 }

@@ -149,7 +149,7 @@ impl KernelArgs for Sm90ForwardParams {
 }
 impl KernelArgs for Sm90CompactForwardParams {
     const KERNEL: Kernel = Kernel::Sm90ForwardCompact;
-    /// As the forward's (the planner sends calls with a bias or smoothing here, not a softcap).
+    /// As the forward's (the planner sends calls with options here, unless softcap with smoothing).
     fn logit_opts(&self) -> Option<u8> {
         logit_opts_of(&self.fwd.lp)
     }

@@ -51,9 +51,10 @@ pub(crate) fn check_step<T: Element>(
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
     let here = be.step_logits(s, T::DTYPE, &c.opts);
     let storages = if here == StepLogits::F32 { vec![here] } else { vec![StepLogits::F32, here] };
-    // a softcap's call with a compact plan (which the planner never makes): a clear error
+    // a call with a softcap and label smoothing given a compact plan (which the planner never
+    // makes for it): a clear error
     let without_softcap = be.step_logits(s, T::DTYPE, &Options { softcap: None, ..c.opts.clone() });
-    if c.opts.softcap.is_some() && without_softcap != StepLogits::F32 {
+    if c.opts.softcap.is_some() && c.opts.label_smoothing > 0.0 && without_softcap != StepLogits::F32 {
         let plan = step_plan(s, T::DTYPE, wanted, usize::MAX, without_softcap).map_err(|e| e.to_string())?;
         match step_run::<T>(be, up, c, &plan) {
             Err(e) if e.contains("softcap") => {}
