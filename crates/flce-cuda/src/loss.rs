@@ -311,3 +311,17 @@ impl CudaLoss {
         Ok(Call { be: self, x, lp: Self::logit_params(x, k, targets), ws, stream, _bound: bound })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_logits_hold_every_option_but_a_softcap_with_smoothing() {
+        let plain = Options::default();
+        assert!(compact_logits_hold(&plain));
+        assert!(compact_logits_hold(&Options { label_smoothing: 0.1, z_loss: 1e-4, ..plain.clone() }));
+        assert!(compact_logits_hold(&Options { softcap: Some(30.0), z_loss: 1e-4, ..plain.clone() }));
+        assert!(!compact_logits_hold(&Options { softcap: Some(30.0), label_smoothing: 0.1, ..plain }));
+    }
+}
