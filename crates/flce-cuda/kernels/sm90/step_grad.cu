@@ -13,12 +13,13 @@
 //   each G_j is multiplied by its derivative 1 − (z_j/cap)², z_j = m + ln q_j recovered from q
 //   (where q is 0, so is G_j's only term), G_t by the exact one; calls with a softcap and label
 //   smoothing keep f32 logits (the smoothing term needs the derivative where q has underflowed:
-//   src/loss.rs compact_logits_hold). With a bias gradient wanted, each column's sum over the block's 128 rows (the
-//   unrounded values, 16 row groups in a fixed order through shared memory, as the cuBLAS
-//   family's flce_grad_from_logits) goes to db_partial [row tiles, ldg]. Columns past V are
-//   written as 0. Grid (ceil(ldg/128), ceil(Nc/128)), ELEMENTWISE_THREADS (256) threads: 16
-//   threads × 8 columns per row, 16 rows per pass, 8 passes. One exponential per 8 elements;
-//   4 bytes of traffic per logit (plus 4 per column of class weights with smoothing).
+//   src/loss.rs compact_logits_hold). With a bias gradient wanted, each column's sum over the
+//   block's 128 rows (the unrounded values, 16 row groups in a fixed order through shared
+//   memory, as the cuBLAS family's flce_grad_from_logits) goes to db_partial [row tiles, ldg].
+//   Columns past V are written as 0. Grid (ceil(ldg/128), ceil(Nc/128)), ELEMENTWISE_THREADS
+//   (256) threads: 16 threads × 8 columns per row, 16 rows per pass, 8 passes. One exponential
+//   per 8 elements (and a logarithm per element with a softcap); 4 bytes of traffic per logit
+//   (plus 4 per column of class weights with smoothing).
 //
 // Host side: src/step.rs; tests: tests/gpu/step.rs (both storages against the f64 oracle).
 #include "common/loss.cuh"
