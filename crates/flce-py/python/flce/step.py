@@ -5,8 +5,8 @@ the four of a recomputing backward). Its autograd backward only scales the saved
 grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
 
 The workspace (the f32 dC accumulator, unless one chunk holds every token, and a token chunk's
-logits and G: f32 logits, or on Hopper for calls without bias, softcap or smoothing 2 bytes a
-logit — ``flce::cuda::plan::StepLogits``) is planned within
+logits and G: f32 logits, or on Hopper — for every call but one with a softcap and label
+smoothing together — 2 bytes a logit: ``flce::cuda::plan::StepLogits``) is planned within
 the caller's byte budget, or for "fast" within half the free device memory in 256 MB steps; when
 the budget holds no token chunk that pays (``flce::cuda::plan::MIN_STEP_TOKEN_CHUNK``: 1024
 tokens, or the whole batch), and on the CPU, the op runs the usual forward and recomputing
