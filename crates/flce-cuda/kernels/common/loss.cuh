@@ -133,6 +133,26 @@ __device__ __forceinline__ void load_row_coeffs(const LogitParams& p, const Grad
   }
 }
 
+// The bias gradient's share of an elementwise G block (ELEMENTWISE_THREADS threads: 16 row groups
+// ty of 16 threads tx × 8 columns): each of the block's TILE_N columns summed over its rows — the
+// row groups' sums `colsum`, added in a fixed order through `s_col` — into db_partial's row
+// blockIdx.y. Columns at or past v_end (counted from v_first, the chunk's first vocabulary
+// column) are not written. Every thread of the block calls it: it synchronises.
+__device__ __forceinline__ void store_db_partial(const GradChunk& ch, const float (&colsum)[8],
+                                                 float (&s_col)[16][TILE_N], int v_first) {
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) s_col[ty][tx * 8 + k] = colsum[k];
+  __syncthreads();
+  if (tid < TILE_N) {
+    float s = 0.0f;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) s += s_col[r][tid];
+    const int col = blockIdx.x * TILE_N + tid;
+    if (v_first + col < ch.v_end) ch.db_partial[(size_t)blockIdx.y * ch.ldg + col] = s;
+  }
+}
+
 // ∂L/∂x for one product value x (bias not yet added) of a row with coefficients cf and target tgt.
 __device__ __forceinline__ float logit_grad(const LogitParams& p, float x, int col, int tgt, float4 cf) {
   const float z = logit_transform(p, x, col);

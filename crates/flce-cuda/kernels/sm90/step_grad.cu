@@ -77,16 +77,5 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
     }
     *(uint4*)(ch.g_out + at) = *(uint4*)&out[0];
   }
-  if (ch.db_partial) {
-#pragma unroll
-    for (int k = 0; k < 8; ++k) s_col[ty][tx * 8 + k] = colsum[k];
-    __syncthreads();
-    if (tid < TILE_N) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int r = 0; r < 16; ++r) sum += s_col[r][tid];
-      const int col = blockIdx.x * TILE_N + tid;
-      if (col < ch.v_end) ch.db_partial[(size_t)blockIdx.y * ch.ldg + col] = sum;
-    }
-  }
+  if (ch.db_partial) store_db_partial(ch, colsum, s_col, 0);  // (the chunk starts at column 0)
 }
