@@ -180,9 +180,9 @@ impl CudaLoss {
 
     /// How the three-product pass should hold a chunk's logits for calls of this shape and dtype
     /// with these options: compact (sm90 forward, f16 q) where the sm90 family runs the call and
-    /// compact logits hold its options ([`compact_logits_hold`]: all but softcap with smoothing), f32 (cuBLAS)
-    /// elsewhere; f32 inputs always get f32 ([`plan::step_plan`]). `FLCE_STEP_LOGITS=f32`
-    /// forces f32 (a knob for A/B measurements).
+    /// compact logits hold its options ([`compact_logits_hold`]: all but a softcap with
+    /// smoothing), f32 (cuBLAS) elsewhere; f32 inputs always get f32 ([`plan::step_plan`]).
+    /// `FLCE_STEP_LOGITS=f32` forces f32 (a knob for A/B measurements).
     pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {
         let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
         if sm90 && compact_logits_hold(opts) && !crate::geometry::step_logits_f32_knob() {

@@ -91,9 +91,9 @@ fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::Cuda
     compile_uncached(&expand_includes(source, DType::BF16), name, &options(&Arch(arch.into())))
 }
 
-/// The sm90 forward's and G's modules specialised for each set of logit options (FLCE_LOGIT_OPTS 1..7:
-/// bias, softcap, smoothing) compile for sm_90a (ptxas's report printed: with a softcap alone
-/// the forward spills 68 / 132 bytes, with a bias 540 / 576, with smoothing 848 / 2500 and more).
+/// The sm90 forward's and G's modules specialised for each set of logit options (FLCE_LOGIT_OPTS
+/// 1..7: bias, softcap, smoothing) compile for sm_90a; ptxas's report is printed (its spills per
+/// module: docs/perf-notes.md v29).
 #[test]
 fn the_sm90_forward_compiles_for_every_set_of_logit_options() {
     if !nvrtc_or_skip("the_sm90_forward_compiles_for_every_set_of_logit_options") {

@@ -194,7 +194,7 @@ fn auto_backward_is_the_hopper_fused_family_there_and_cublas_otherwise() {
     // an explicit mode is kept
     assert_eq!(BackwardMode::CublasLogits.resolve(Family::Sm90), BackwardMode::CublasLogits);
     assert_eq!(BackwardMode::FusedTiles.resolve(Family::Sm80), BackwardMode::FusedTiles);
-    // the planner resolves an unresolved Auto as for plain calls: its layout is the resolved mode's
+    // the planner resolves an unresolved Auto: its layout is the resolved mode's
     let hopper = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::Auto, Family::Sm90, 132).unwrap();
     let fused = backward_plan(GEMMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
     assert_eq!((hopper.family, hopper.logits.is_none()), (Family::Sm90, true));

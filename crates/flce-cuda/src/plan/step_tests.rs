@@ -1,0 +1,166 @@
+//! The three-product planner's unit tests (step.rs): chunks that pay, budgets, the storages
+//! and their workspace, the compact forward's grid.
+
+use super::super::Sm90Tuning;
+use super::*;
+
+const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+const F32: StepLogits = StepLogits::F32;
+const UNPAIRED: Sm90Tuning = Sm90Tuning::UNPAIRED;
+const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
+
+#[test]
+fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
+    // Llama 3: 1.05 GB of accumulator in the workspace (the other half in dC); 1.5 GB leaves a
+    // few hundred tokens a chunk: not worth it; 2.5 GB 2048
+    assert!(step_plan(LLAMA, DType::BF16, BOTH, 1536 << 20, F32).is_ok());
+    assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1536 << 20, F32, usize::MAX), None);
+    assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 2560 << 20, F32, usize::MAX).unwrap().token_chunk, 2048);
+    let p = step_plan_if_faster(LLAMA, DType::BF16, BOTH, 4 << 30, F32, usize::MAX).expect("4 GB: 2816-token chunks");
+    assert!(p.token_chunk >= MIN_STEP_TOKEN_CHUNK);
+    // a batch smaller than the minimum chunk takes it whole
+    let small = Shape::new(300, 64, 1000);
+    assert_eq!(step_plan_if_faster(small, DType::BF16, BOTH, 64 << 20, F32, usize::MAX).unwrap().token_chunk, 300);
+    assert_eq!(step_plan_if_faster(LLAMA, DType::BF16, BOTH, 1 << 30, F32, usize::MAX), None);
+}
+
+#[test]
+fn a_token_cap_bounds_the_chunk_and_its_workspace() {
+    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
+    let long = Shape { n: 65_536, ..LLAMA };
+    let whole = step_plan(long, DType::BF16, BOTH, 40 << 30, compact).unwrap();
+    assert_eq!((whole.token_chunk, whole.dc_acc), (65_536, None), "40 GB: one chunk, no accumulator");
+    for (cap, chunk) in [(8192, 8192), (8000, 7936), (100, 128), (usize::MAX, 65_536)] {
+        let p = step_plan_capped(long, DType::BF16, BOTH, 40 << 30, compact, cap).unwrap();
+        assert_eq!(p.token_chunk, chunk, "cap {cap}");
+        assert!(p.workspace_bytes <= whole.workspace_bytes);
+        // below every token: dC's f32 accumulator
+        assert_eq!(p.dc_acc.is_some(), chunk < long.n, "cap {cap}");
+    }
+    // the budget still binds below the cap
+    let tight = step_plan_capped(long, DType::BF16, BOTH, 2 << 30, compact, 8192).unwrap();
+    assert!(tight.token_chunk < 8192 && tight.workspace_bytes <= 2 << 30, "{}", tight.token_chunk);
+    // a cap at or past N changes nothing
+    assert_eq!(
+        step_plan_capped(LLAMA, DType::BF16, BOTH, 8 << 30, compact, 8192).unwrap(),
+        step_plan(LLAMA, DType::BF16, BOTH, 8 << 30, compact).unwrap()
+    );
+    let cap = step_plan_if_faster(long, DType::BF16, BOTH, 40 << 30, compact, 4096).unwrap();
+    assert_eq!(cap.token_chunk, 4096);
+}
+
+#[test]
+fn long_batches_take_8k_chunks_by_default() {
+    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
+    for (n, chunk) in [(8192, 8192), (16_384, 16_384), (16_512, 8192), (65_536, 8192)] {
+        let shape = Shape { n, ..LLAMA };
+        let p = step_plan_if_faster(shape, DType::BF16, BOTH, 40 << 30, compact, default_step_max_tokens(n));
+        assert_eq!(p.unwrap().token_chunk, chunk, "n {n}");
+    }
+    // the budget still binds below the default cap
+    let long = Shape { n: 65_536, ..LLAMA };
+    let tight = step_plan_capped(long, DType::BF16, BOTH, 2 << 30, compact, default_step_max_tokens(long.n));
+    assert!(tight.unwrap().token_chunk < STEP_LONG_CHUNK);
+}
+
+#[test]
+fn the_budget_picks_the_largest_token_chunk() {
+    // compact Llama 3 at 8192 tokens fits whole in less than the accumulator and a chunk: 32k
+    let long = Shape { n: 32_768, ..LLAMA };
+    for (shape, storage) in [(LLAMA, F32), (long, COMPACT)] {
+        let p = step_plan(shape, DType::BF16, BOTH, 4 << 30, storage).unwrap();
+        assert!(p.workspace_bytes <= 4 << 30);
+        assert_eq!(p.token_chunk % TILE_M, 0);
+        let bigger = layout(shape, DType::BF16, BOTH, p.token_chunk + TILE_M, storage);
+        assert!(bigger.workspace_bytes > 4 << 30, "{storage:?}: a larger chunk would have fitted");
+        // the accumulator's second half (the first in dC's buffer): 1.05 GB
+        assert_eq!(p.dc_head_rows, (LLAMA.v / 2 - 1) / 128 * 128);
+        assert_eq!(p.dc_acc.unwrap().bytes, (LLAMA.v - p.dc_head_rows) * LLAMA.d * 4);
+        assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
+    }
+    assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30, F32).is_err());
+    // one chunk of every token needs no accumulator: compact Llama 3 fits whole in 2.1 GB
+    let one = step_plan(LLAMA, DType::BF16, BOTH, 2100 << 20, COMPACT).unwrap();
+    assert_eq!((one.token_chunks(), one.dc_acc), (1, None));
+    assert!(step_plan(LLAMA, DType::BF16, BOTH, 1900 << 20, COMPACT).unwrap().token_chunks() > 1);
+    assert!(step_plan(LLAMA, DType::BF16, BOTH, 1 << 30, COMPACT).is_err());
+}
+
+#[test]
+fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
+    // the train step's loss shape: 1 GB of accumulator, 2 GB of budget
+    let shape = Shape::new(16_384, 2048, 128_256);
+    let f32 = step_plan(shape, DType::BF16, BOTH, 2 << 30, F32).unwrap();
+    let compact = step_plan(shape, DType::BF16, BOTH, 2 << 30, COMPACT).unwrap();
+    assert_eq!(compact.storage, COMPACT);
+    assert_eq!(compact.logits, compact.g, "G overwrites q in place");
+    assert_eq!(compact.logits.bytes, compact.token_chunk * compact.ldg * 2);
+    assert_eq!(compact.mref_ld(), shape.v.div_ceil(SM90_TILE_N));
+    assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld() * 4);
+    assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
+    // the statistics are the forward's partials: one per split of its grid
+    let grid = compact.forward_grid.unwrap();
+    assert_eq!(compact.stats_splits, grid.splits);
+    assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
+    assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld());
+    assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
+}
+
+#[test]
+fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
+    let paired = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning { cluster: 2, ..UNPAIRED } };
+    let train16k = Shape::new(16384, 2048, 128_256);
+    for (shape, budget) in [(train16k, 2 << 30), (LLAMA, 4 << 30), (Shape::new(300, 64, 1000), 64 << 20)] {
+        let p = step_plan(shape, DType::BF16, BOTH, budget, paired).unwrap();
+        let g = p.forward_grid.unwrap();
+        assert_eq!(g.slots % p.forward_cluster, 0, "{shape:?}: {g:?}");
+        assert!(g.slots * g.splits <= 132, "{shape:?}: a second wave {g:?}");
+        // Llama 3 in one chunk of 64 token tiles and the 16k loss in chunks of 43 pair
+        if shape.n >= 8192 {
+            assert_eq!(p.forward_cluster, 2, "{shape:?}: {p:?}");
+        }
+    }
+    // unpaired tuning: never
+    assert_eq!(step_plan(LLAMA, DType::BF16, BOTH, 4 << 30, COMPACT).unwrap().forward_cluster, 1);
+}
+
+#[test]
+fn a_given_chunk_is_rounded_to_whole_token_tiles() {
+    let s = Shape::new(300, 64, 1000);
+    let p = step_plan_with_chunk(s, DType::BF16, BOTH, 100, COMPACT);
+    assert_eq!((p.token_chunk, p.token_chunks(), p.storage), (128, 3, COMPACT));
+    assert!(p.dc_acc.is_some(), "several chunks accumulate dC in f32");
+    let whole = step_plan_with_chunk(s, DType::BF16, BOTH, 1 << 20, F32);
+    assert_eq!((whole.token_chunk, whole.token_chunks(), whole.dc_acc), (300, 1, None));
+    assert_eq!(step_plan_with_chunk(Shape::new(1, 8, 10), DType::F16, BOTH, 128, COMPACT).token_chunk, 1);
+}
+
+#[test]
+fn compact_logits_fall_back_to_f32_for_f32_inputs_only() {
+    let s = Shape::new(300, 64, 1000);
+    assert_eq!(step_plan(s, DType::F32, BOTH, 64 << 20, COMPACT).unwrap().storage, F32);
+    assert_eq!(step_plan(s, DType::F16, BOTH, 64 << 20, COMPACT).unwrap().storage, COMPACT);
+    // a bias gradient: G's kernel leaves the column sums in db_partial, as the f32 one does
+    let with_db = step_plan(s, DType::BF16, Wanted::ALL, 64 << 20, COMPACT).unwrap();
+    assert_eq!(with_db.storage, COMPACT);
+    assert!(with_db.db_acc.is_some() && with_db.db_partial.is_some() && with_db.m_ref.is_some());
+}
+
+#[test]
+fn few_tokens_over_a_wide_vocabulary_split_the_statistics() {
+    let gemma = Shape::new(8192, 2304, 256_000);
+    let p = step_plan(gemma, DType::BF16, BOTH, 4 << 30, F32).unwrap();
+    assert!(p.stats_splits > 1 && p.stats_splits <= MAX_STATS_SPLITS, "{}", p.stats_splits);
+    assert!(p.stats_splits * p.stats_seg_cols >= gemma.v && (p.stats_splits - 1) * p.stats_seg_cols < gemma.v);
+    assert_eq!(p.partials.bytes, 16 * gemma.n * p.stats_splits);
+    let small = step_plan(Shape::new(3, 8, 100), DType::BF16, BOTH, 1 << 20, F32).unwrap();
+    assert_eq!((small.stats_splits, small.stats_seg_cols), (1, 128));
+}
+
+#[test]
+fn f32_accumulates_in_place_and_small_problems_take_one_chunk() {
+    let p = step_plan(Shape::new(300, 64, 1000), DType::F32, Wanted::ALL, 64 << 20, F32).unwrap();
+    assert!(p.dc_acc.is_none() && p.db_acc.is_some());
+    assert_eq!((p.token_chunk, p.token_chunks()), (300, 1));
+}
