@@ -28,16 +28,6 @@ pub const SM90_TILE_M: usize = 128;
 pub const SM90_TILE_N: usize = 256;
 pub const SM90_TILE_K: usize = 64;
 pub const SM90_STAGES: usize = 4;
-/// Barrier slots the ring reserves (full and empty: the most stages any ring shape cuts
-/// SM90_PIPE_BYTES into; kernels/sm90/mainloop.cuh Sm90RingShape), so every kernel's scratch
-/// starts at the same offset.
-pub const SM90_MAX_STAGES: usize = 8;
-/// The forward's tile width when it runs in halves (`Sm90Mainloop::halves`,
-/// kernels/sm90/forward_halves.cuh): a ring of 6 stages of E's box and 128 rows of C.
-pub const SM90_HALF_N: usize = 128;
-/// Columns per m of the compact forward's m_ref (the narrowest tile it folds: a 256-wide tile
-/// writes its m twice), so the layout is the same whichever forward wrote it.
-pub const SM90_MREF_COLS: usize = SM90_HALF_N;
 pub const SM90_THREADS: u32 = 384;
 /// Bytes of one stage's E box (128 × 64 × 2) and C box (256 × 64 × 2).
 pub const SM90_A_STAGE_BYTES: usize = SM90_TILE_M * SM90_TILE_K * 2;
@@ -46,7 +36,7 @@ pub const SM90_B_STAGE_BYTES: usize = SM90_TILE_N * SM90_TILE_K * 2;
 pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
 /// 1024 bytes of slack to align the ring, the ring, the full and empty barriers: the start of
 /// every sm90 kernel's shared memory; its epilogue's scratch follows.
-const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_MAX_STAGES;
+const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
 /// flce_sm90_forward: the main loop's, then each row's running statistics and target.
 pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
 /// flce_sm90_forward_compact: the forward's, then each of the 8 consumer warps' q store staging
@@ -98,25 +88,20 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
 /// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
-/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I,halves=H,overlap=P"`. `skew` S (0..=SM90_STAGES):
-/// consumer 1 starts only after consumer 0 has issued S k-steps, so one consumer's epilogue can
-/// run under the other's wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in
-/// flight while it waits for the next stage (the stage is released one step later). Default:
-/// skew 0, inflight 1 (H200, 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model
-/// shapes, skew no gain). `halves` 1: the forward (plain and compact) folds 128-column halves of
-/// its tiles (kernels/sm90/forward_halves.cuh); `overlap` P (1..=4, halves only): each half is
-/// folded while the next one's first P k-steps run on the tensor cores; 0 folds after the wait.
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
+/// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
+/// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
+/// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
-    pub halves: usize,
-    pub overlap: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, halves: 0, overlap: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1 }
     }
 }
 
@@ -131,17 +116,8 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                "halves" if value <= 1 => m.halves = value,
-                "overlap" if value <= 4 => m.overlap = value,
-                _ => {
-                    return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, halves=0|1 or overlap=0..=4"
-                    ))
-                }
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
             }
-        }
-        if m.overlap > 0 && m.halves == 0 {
-            return Err("overlap needs halves=1 (two sets of 64 accumulators)".into());
         }
         Ok(m)
     }
@@ -322,15 +298,6 @@ pub fn sm90_product_cluster_knob() -> usize {
     *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_PRODUCT_CLUSTER", 1))
 }
 
-/// The width of the tiles the sm90 forward folds, which its C box has (halves or whole tiles).
-pub fn sm90_forward_tile_n() -> usize {
-    if Sm90Mainloop::current().halves > 0 {
-        SM90_HALF_N
-    } else {
-        SM90_TILE_N
-    }
-}
-
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
     let mainloop = Sm90Mainloop::current();
@@ -359,13 +326,8 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
         ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
-        ("SM90_MAX_STAGES", SM90_MAX_STAGES),
-        ("SM90_HALF_N", SM90_HALF_N),
-        ("SM90_MREF_COLS", SM90_MREF_COLS),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
-        ("SM90_FWD_HALVES", mainloop.halves),
-        ("SM90_FWD_OVERLAP", mainloop.overlap),
     ]
 }
 
@@ -376,13 +338,9 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let d = Sm90Mainloop::default();
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { inflight: 0, ..d }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("halves=1,overlap=2"), Ok(Sm90Mainloop { halves: 1, overlap: 2, ..d }));
-        assert!(Sm90Mainloop::parse("overlap=2").is_err(), "overlap needs the halves' two accumulator sets");
-        assert!(Sm90Mainloop::parse("halves=1,overlap=5").is_err(), "the ring holds 6 stages");
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());

@@ -38,7 +38,7 @@
 // compile_variant) for calls with a bias, softcap or smoothing: 1 bias, 2 softcap, 4 smoothing.
 // Its whole tiles then fold them in at compile time, with no test per element (a test around each
 // element's transform was a branch per element that serialised the tile: perf-notes v27; the
-// softcap-only fold alone compiles to 0 spill bytes). -1: the default module, for plain calls.
+// softcap-only fold alone compiles to 0 spill bytes). -1 (the default module): tested at run time.
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
 #endif
@@ -47,11 +47,8 @@
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
 // launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
-// BN: the width of the tiles it folds — 256 (SM90_TILE_N), or 128 for the forward in halves
-// (SM90_FWD_HALVES, sm90/forward_halves.cuh); the accumulator holds BN / 2 values a thread.
-template <bool COMPACT, int BN = SM90_TILE_N>
+template <bool COMPACT>
 struct Sm90ForwardEpilogue {
-  static constexpr int NJ = BN / 8;  // the thread's column pairs per row: columns 8j + 2t + q
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
   u32* s_stage;                        // COMPACT only: this warp's q staging, 16 rows of SM90_GRAD_STAGE_ROW_BYTES
@@ -89,24 +86,20 @@ struct Sm90ForwardEpilogue {
 
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
   // case, every column valid), and the general one.
-  __device__ __forceinline__ void tile(float (&acc)[BN / 2], int col0) {
+  __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
 #if FLCE_LOGIT_OPTS >= 0
     // (a module specialised for one set of logit options: launched for such calls only; its
     // compact kernel for sets without a softcap, src/loss.rs step_logits)
-    if (col0 + BN <= p.k.v)
+    if (col0 + SM90_TILE_N <= p.k.v)
       fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
     else
       fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
 #else
-    // The default module runs plain calls only (src/runtime/grids.rs logit_opts_of: any bias,
-    // softcap or smoothing launches its options' module), so its one general case is the last,
-    // partial tile: OPTS 0 masks the columns past V. (A per-element test of the options here
-    // was a divergent write to the accumulators that made ptxas serialise the wgmma of the
-    // forward in halves, C7518.)
-    if (col0 + BN <= p.k.v)
+    const bool plain = plain_logits(p);
+    if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true, -1, true>(acc, col0);
     else
-      fold<false, 0, false>(acc, col0);
+      fold<false, -1, false>(acc, col0);
 #endif
   }
 
@@ -117,10 +110,10 @@ struct Sm90ForwardEpilogue {
   // Columns past the vocabulary (!FULL) become -inf and add no w·z. The values and the order of
   // every sum are the row loop's: the results are bitwise the same.
   template <int OPTS, bool FULL>
-  __device__ __forceinline__ void apply_options(float (&acc)[BN / 2], int col0, float (&wsum)[2]) {
+  __device__ __forceinline__ void apply_options(float (&acc)[128], int col0, float (&wsum)[2]) {
     const int v = p.k.v;
 #pragma unroll
-    for (int j = 0; j < NJ; ++j) {
+    for (int j = 0; j < 32; ++j) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const int col = col0 + 8 * j + 2 * t + q;
@@ -141,12 +134,12 @@ struct Sm90ForwardEpilogue {
     }
   }
 
-  // FAST (with OPTS -1): a whole tile of plain logits, z = x. Otherwise OPTS >= 0: the logit
-  // options are OPTS (FLCE_LOGIT_OPTS's bits; 0 for a plain call's last, partial tile), applied
-  // by apply_options before the rows fold. FULL: every column is valid (FAST implies it).
+  // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
+  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold; -1: the options and
+  // the column tested per element unless FAST. FULL: every column is valid (FAST implies it).
   template <bool FAST, int OPTS, bool FULL>
-  __device__ __forceinline__ void fold(float (&acc)[BN / 2], int col0) {
-    static_assert(FAST ? (OPTS == -1 && FULL) : OPTS >= 0, "a plain whole tile, or the options' transform");
+  __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
+    const int v = p.k.v;
     float wsum[2] = {0.0f, 0.0f};
     // (the clamp only keeps the -1 instantiation well-formed: it never calls apply_options)
     if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
@@ -155,9 +148,17 @@ struct Sm90ForwardEpilogue {
       const int rl = rl0 + 8 * h;
       float tmax = FLCE_NEG_INF;
 #pragma unroll
-      for (int j = 0; j < NJ; ++j) {
+      for (int j = 0; j < 32; ++j) {
 #pragma unroll
-        for (int q = 0; q < 2; ++q) tmax = fmaxf(tmax, acc[4 * j + 2 * h + q]);
+        for (int q = 0; q < 2; ++q) {
+          const int col = col0 + 8 * j + 2 * t + q;
+          float z = acc[4 * j + 2 * h + q];
+          if (!FAST && OPTS < 0) {
+            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+            acc[4 * j + 2 * h + q] = z;
+          }
+          tmax = fmaxf(tmax, z);
+        }
       }
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
@@ -168,7 +169,7 @@ struct Sm90ForwardEpilogue {
       if (tmax > m_run) {
         // a new running max (rare after the first tiles): its first column, agreed by the quad
 #pragma unroll
-        for (int j = NJ - 1; j >= 0; --j)
+        for (int j = 31; j >= 0; --j)
 #pragma unroll
           for (int q = 1; q >= 0; --q)
             if (acc[4 * j + 2 * h + q] == tmax) am = col0 + 8 * j + 2 * t + q;
@@ -187,7 +188,7 @@ struct Sm90ForwardEpilogue {
         if (FULL) write_target(acc, h, rl, col0);
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
 #pragma unroll
-        for (int j = 0; j < NJ; ++j) {
+        for (int j = 0; j < 32; ++j) {
           const float e0 = fast_exp(acc[4 * j + 2 * h] - new_m);
           const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
           part += e0;
@@ -202,22 +203,26 @@ struct Sm90ForwardEpilogue {
           }
         }
         if (new_m == FLCE_NEG_INF) part = 0.0f;
-        // one m per SM90_MREF_COLS columns (the narrowest tile's; a 256-wide tile writes two)
-        if (t == 0 && row < p.k.n) {
-#pragma unroll
-          for (int c = 0; c < BN; c += SM90_MREF_COLS)
-            if (c == 0 || col0 + c < p.k.v) cp->m_ref[(size_t)row * cp->ld_mref + (col0 + c) / SM90_MREF_COLS] = new_m;
-        }
+        if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
       } else if (new_m != FLCE_NEG_INF) {
 #pragma unroll
-        for (int j = 0; j < NJ; ++j)
+        for (int j = 0; j < 32; ++j)
 #pragma unroll
           for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
       }
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
       float wpart = wsum[h];
-      if (OPTS > 0 && (OPTS & 4) != 0) {
+      if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
+        if (OPTS < 0) {
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int col = col0 + 8 * j + 2 * t + q;
+              if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+            }
+        }
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);
       }
@@ -235,13 +240,13 @@ struct Sm90ForwardEpilogue {
 
   // The target logit of row rl (half h of the thread's rows): written by the one thread that
   // holds its column.
-  __device__ __forceinline__ void write_target(const float (&acc)[BN / 2], int h, int rl, int col0) {
+  __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
     const int tgt = s_target[rl];
     const unsigned rel = (unsigned)(tgt - col0);
-    if (tgt >= 0 && rel < (unsigned)BN && ((rel & 7) >> 1) == (unsigned)t) {
+    if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
       float z = 0.0f;
 #pragma unroll
-      for (int j = 0; j < NJ; ++j)
+      for (int j = 0; j < 32; ++j)
 #pragma unroll
         for (int q = 0; q < 2; ++q)
           if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
@@ -251,7 +256,7 @@ struct Sm90ForwardEpilogue {
 
   // COMPACT and FULL: q (in acc) of the warp's 16 rows as f16 pairs in 16-byte row pieces through
   // its shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged; G leaves the same way).
-  __device__ __forceinline__ void store_q_staged(const float (&acc)[BN / 2], int col0) {
+  __device__ __forceinline__ void store_q_staged(const float (&acc)[128], int col0) {
     const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);
     u16* out = cp->q + (size_t)warp_row0 * cp->ldq + col0;
     sm90_store_warp_rows_staged(acc, s_stage, out, (size_t)cp->ldq, p.k.n - warp_row0, [](float lo, float hi) {
@@ -262,48 +267,32 @@ struct Sm90ForwardEpilogue {
   }
 };
 
-#include "sm90/forward_halves.cuh"
-
-// The kernel over tiles of BN columns in a ring of shape RS: the split's 256-column tiles, each
-// run as SM90_TILE_N / BN tiles of BN (those past the vocabulary not at all).
-template <bool COMPACT, int BN, class RS>
-__device__ __forceinline__ void sm90_forward_run(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp,
-                                                 unsigned char* smem_raw) {
-  const Sm90Pipe pp = sm90_pipe<RS>(smem_raw);
+template <bool COMPACT>
+__device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = fp.lp;
   const Sm90TokenTiles tt = sm90_token_tiles(0, p.k.n);
-  const int col_first = blockIdx.y * fp.tiles_per_split * SM90_TILE_N;
-  const int col_end = min(col_first + fp.tiles_per_split * SM90_TILE_N, (p.k.v + BN - 1) / BN * BN);
-  const int tiles = max(0, col_end - col_first) / BN;
+  const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int tile_begin = blockIdx.y * fp.tiles_per_split;
+  const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
 
   float4* s_state = (float4*)pp.scratch;
   int* s_target = (int*)(s_state + SM90_TILE_M);
-  sm90_init_barriers<RS>(pp);
-  sm90_run<0, 0, BN, 0, RS>(pp, &fp.map_e, &fp.map_c, tt, col_first, tiles, kt_count, [&](int consumer) {
+  sm90_init_barriers(pp);
+  sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     // (the compact kernel's staging slices follow the rows' statistics and targets)
     u32* s_stage = (u32*)(s_target + SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
-    Sm90ForwardEpilogue<COMPACT, BN> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
-                                         fp.partials + (size_t)blockIdx.y * fp.partials_ld};
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
+                                     fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
-    if constexpr (BN == SM90_HALF_N && SM90_FWD_OVERLAP > 0)
-      sm90_consume_overlapped<SM90_FWD_OVERLAP, RS>(pp, consumer, tt, col_first, tiles, kt_count, epi);
-    else
-      sm90_consume<0, 0, BN, RS>(pp, consumer, tt, col_first, tiles, kt_count, epi);
+    sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
   });
 }
 
-template <bool COMPACT>
-__device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-#if SM90_FWD_HALVES
-  sm90_forward_run<COMPACT, SM90_HALF_N, Sm90RingShape<SM90_HALF_N>>(fp, cp, smem_raw);
-#else
-  sm90_forward_run<COMPACT, SM90_TILE_N, Sm90Ring256>(fp, cp, smem_raw);
-#endif
-}
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
   sm90_forward_body<false>(fp, nullptr);

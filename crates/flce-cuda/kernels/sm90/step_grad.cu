@@ -2,7 +2,7 @@
 // compact forward's f16 q (kernels/sm90/forward.cu, flce_sm90_forward_compact).
 //
 // flce_grad_from_compact — q [Nc, ldg] holds exp(z − m) in f16 for every logit of the chunk,
-//   m_ref [Nc, ld_mref] the m of each (token, SM90_MREF_COLS-column tile); the chunk's lse is final. G is
+//   m_ref [Nc, ld_mref] the m of each (token, 256-column tile); the chunk's lse is final. G is
 //   written in place over q (`chunk.g_out` is q's buffer, same pitch; each thread reads its 8
 //   elements before it writes them and no other thread touches them):
 //     G_j = g·q_j·exp(m − lse) − s·w_j          (p_j with q's one f16 rounding: plan/step.rs
@@ -39,7 +39,7 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
   float colsum[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) colsum[k] = 0.0f;
-  const int tile = colc / SM90_MREF_COLS;  // the 8 columns share one m
+  const int tile = colc / SM90_TILE_N;  // the 8 columns share one 256-column tile
   for (int pass = 0; pass < TILE_M / 16 && colc < ch.ldg; ++pass) {
     const int rl = ty + pass * 16;
     const int row = row0 + rl;

@@ -126,68 +126,6 @@ __device__ __forceinline__ void wgmma_m64n192k16(float (&d)[96], u64 desc_a, u64
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TA), "n"(TB));
 }
 
-// The same for a 64 × 128 × 16 step (the forward in 128-column halves, sm90/forward_halves.cuh:
-// two accumulator sets of 64 a thread, one in flight while the epilogue folds the other).
-template <int TA = 0, int TB = 0>
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], u64 desc_a, u64 desc_b, int accumulate) {
-  asm volatile(
-      "{ .reg .pred p;\n"
-      "setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." WGMMA_AB "." WGMMA_AB " {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,"
-      "%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,"
-      "%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,"
-      "%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,"
-      "%56,%57,%58,%59,%60,%61,%62,%63"
-      "}, %64, %65, p, 1, 1, %67, %68; }"
-      :
-        "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(TA), "n"(TB));
-}
-
-// The first k16 step of a 64 × 128 tile: d = A·Bᵀ, d's old values neither read nor kept ("=f").
-// The forward in halves folds one accumulator set in place while the other's wgmma run
-// (sm90/forward_halves.cuh); with "+f" here the fold's writes would flow into this wgmma as
-// operands, and ptxas serialises every wgmma of a kernel whose non-wgmma instructions define
-// an accumulator register inside a pipeline stage (C7515) — the old values are never used
-// (scale-d false), so they are not passed at all.
-template <int TA = 0, int TB = 0>
-__device__ __forceinline__ void wgmma_m64n128k16_first(float (&d)[64], u64 desc_a, u64 desc_b) {
-  asm volatile(
-      "{ .reg .pred p;\n"
-      "setp.ne.b32 p, 0, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." WGMMA_AB "." WGMMA_AB " {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,"
-      "%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,"
-      "%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,"
-      "%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,"
-      "%56,%57,%58,%59,%60,%61,%62,%63"
-      "}, %64, %65, p, 1, 1, %66, %67; }"
-      :
-        "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3]), "=f"(d[4]), "=f"(d[5]), "=f"(d[6]), "=f"(d[7]),
-        "=f"(d[8]), "=f"(d[9]), "=f"(d[10]), "=f"(d[11]), "=f"(d[12]), "=f"(d[13]), "=f"(d[14]), "=f"(d[15]),
-        "=f"(d[16]), "=f"(d[17]), "=f"(d[18]), "=f"(d[19]), "=f"(d[20]), "=f"(d[21]), "=f"(d[22]), "=f"(d[23]),
-        "=f"(d[24]), "=f"(d[25]), "=f"(d[26]), "=f"(d[27]), "=f"(d[28]), "=f"(d[29]), "=f"(d[30]), "=f"(d[31]),
-        "=f"(d[32]), "=f"(d[33]), "=f"(d[34]), "=f"(d[35]), "=f"(d[36]), "=f"(d[37]), "=f"(d[38]), "=f"(d[39]),
-        "=f"(d[40]), "=f"(d[41]), "=f"(d[42]), "=f"(d[43]), "=f"(d[44]), "=f"(d[45]), "=f"(d[46]), "=f"(d[47]),
-        "=f"(d[48]), "=f"(d[49]), "=f"(d[50]), "=f"(d[51]), "=f"(d[52]), "=f"(d[53]), "=f"(d[54]), "=f"(d[55]),
-        "=f"(d[56]), "=f"(d[57]), "=f"(d[58]), "=f"(d[59]), "=f"(d[60]), "=f"(d[61]), "=f"(d[62]), "=f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "n"(TA), "n"(TB));
-}
-
 // A 64 × BN × 16 step, BN = 2 · the accumulator count (the loops below are templated on BN).
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64nk16(float (&d)[128], u64 desc_a, u64 desc_b, int accumulate) {
@@ -197,16 +135,11 @@ template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64nk16(float (&d)[96], u64 desc_a, u64 desc_b, int accumulate) {
   wgmma_m64n192k16<TA, TB>(d, desc_a, desc_b, accumulate);
 }
-template <int TA, int TB>
-__device__ __forceinline__ void wgmma_m64nk16(float (&d)[64], u64 desc_a, u64 desc_b, int accumulate) {
-  wgmma_m64n128k16<TA, TB>(d, desc_a, desc_b, accumulate);
-}
 
 // ---- staged stores of a warp's accumulator rows ----------------------------------------------
-// A warp's 16 rows × 2·NA columns of a 64 × 2·NA f32 accumulator (NA = 128: a 256-column tile,
-// 64: the forward's 128-column halves; wgmma's layout: lane (g, t) = (lane / 4, lane % 4) holds,
-// for j < NA / 4, columns 8j + 2t and 8j + 2t + 1 of row g in acc[4j], acc[4j + 1] and of row
-// g + 8 in acc[4j + 2], acc[4j + 3]) stored as 16-bit pairs pack(lo, hi).
+// A warp's 16 rows × 256 columns of a 64 × 256 f32 accumulator (wgmma's layout: lane (g, t) =
+// (lane / 4, lane % 4) holds, for j < 32, columns 8j + 2t and 8j + 2t + 1 of row g in acc[4j],
+// acc[4j + 1] and of row g + 8 in acc[4j + 2], acc[4j + 3]) stored as 16-bit pairs pack(lo, hi).
 // Direct stores would fill 8 half lines per warp instruction and hold 64 store instructions'
 // registers per tile; instead, per 64-column quarter, the warp writes its 16 × 64 values to its
 // shared-memory staging slice `s_stage` (16 rows of SM90_GRAD_STAGE_ROW_BYTES = 144: lanes (g, t)
@@ -214,13 +147,13 @@ __device__ __forceinline__ void wgmma_m64nk16(float (&d)[64], u64 desc_a, u64 de
 // row), so each global store instruction writes 4 whole lines. `out`: the warp's row 0, column 0
 // (16-bit elements, pitch `ld` elements, 16-byte aligned rows); rows from `rows` on are not
 // written. Used for G (sm90/grad.cu) and the compact forward's q (sm90/forward.cu).
-template <int NA, typename E, typename Pack>
-__device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[NA], u32* s_stage, E* out, size_t ld,
+template <typename E, typename Pack>
+__device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[128], u32* s_stage, E* out, size_t ld,
                                                             int rows, Pack pack) {
   constexpr int WORDS = SM90_GRAD_STAGE_ROW_BYTES / 4;
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
-  for (int quarter = 0; quarter < NA / 32; ++quarter) {
+  for (int quarter = 0; quarter < 4; ++quarter) {
 #pragma unroll
     for (int jj = 0; jj < 8; ++jj) {
       const int j = 8 * quarter + jj;

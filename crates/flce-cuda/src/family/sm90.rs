@@ -128,9 +128,8 @@ fn forward_params_over(
     let (partials, target_logit) = outputs;
     Ok(Sm90ForwardParams {
         map_e: tensor_map(e_rows, nlen, s.d, x.dtype, SM90_TILE_M, "E (a token range)")?,
-        // each block of a pair loads half of C's box (whole tiles' or halves', as the forward
-        // folds them) and multicasts it to both
-        map_c: tensor_map(x.c, s.v, s.d, x.dtype, crate::geometry::sm90_forward_tile_n() / cluster, "C")?,
+        // each block of a pair loads half of C's box and multicasts it to both
+        map_c: tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?,
         lp: LogitParams { e: e_rows, ..view },
         cluster: cluster as i32,
         slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,

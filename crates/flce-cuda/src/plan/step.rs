@@ -113,7 +113,7 @@ pub struct StepPlan {
     pub logits: Region,
     /// G of one chunk [token_chunk, ldg], input dtype.
     pub g: Region,
-    /// Compact: f32 m of each (token, SM90_MREF_COLS-column tile) of a chunk [token_chunk, mref_ld()].
+    /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld()].
     pub m_ref: Option<Region>,
     /// The f32 accumulator of dC's rows [dc_head_rows, V) (dC wanted, 16-bit inputs, several
     /// chunks; f32 inputs accumulate in dC, one chunk writes dC directly).
@@ -136,9 +136,9 @@ impl StepPlan {
     pub fn token_range(&self, i: usize) -> Range<usize> {
         chunk_range(i, self.token_chunk, self.shape.n)
     }
-    /// Row pitch of `m_ref`: one m per SM90_MREF_COLS (128) vocabulary columns.
+    /// Row pitch of `m_ref`: the vocabulary's 256-column tiles.
     pub fn mref_ld(&self) -> usize {
-        self.shape.v.div_ceil(crate::geometry::SM90_MREF_COLS)
+        self.shape.v.div_ceil(SM90_TILE_N)
     }
 }
 
@@ -194,7 +194,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     } else {
         (l.take(rows * ldg * 4), l.take(rows * ldg * dtype.size_in_bytes()))
     };
-    let m_ref = compact.then(|| l.take(rows * v.div_ceil(crate::geometry::SM90_MREF_COLS) * 4));
+    let m_ref = compact.then(|| l.take(rows * v.div_ceil(SM90_TILE_N) * 4));
     // one chunk: dC is one product over every token, rounded once into the caller's dC; several:
     // an f32 accumulator, its first rows in dC's own buffer
     let accumulate = wanted.dc && dtype != DType::F32 && rows < n;

@@ -96,14 +96,14 @@ fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
     assert_eq!(compact.storage, COMPACT);
     assert_eq!(compact.logits, compact.g, "G overwrites q in place");
     assert_eq!(compact.logits.bytes, compact.token_chunk * compact.ldg * 2);
-    assert_eq!(compact.mref_ld(), shape.v.div_ceil(crate::geometry::SM90_MREF_COLS));
+    assert_eq!(compact.mref_ld(), shape.v.div_ceil(SM90_TILE_N));
     assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld() * 4);
     assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
     // the statistics are the forward's partials: one per split of its grid
     let grid = compact.forward_grid.unwrap();
     assert_eq!(compact.stats_splits, grid.splits);
     assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
-    assert!(grid.splits * grid.tiles_per_split * SM90_TILE_N >= compact.mref_ld() * crate::geometry::SM90_MREF_COLS);
+    assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld());
     assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
 }
 
