@@ -38,16 +38,10 @@
 // compile_variant) for calls with a bias, softcap or smoothing: 1 bias, 2 softcap, 4 smoothing.
 // Its whole tiles then fold them in at compile time, with no test per element (a test around each
 // element's transform was a branch per element that serialised the tile: perf-notes v27; the
-// softcap-only fold alone compiles to 0 spill bytes). -1: the default module, for plain calls.
+// softcap-only fold alone compiles to 0 spill bytes). -1 (the default module): tested at run time.
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
 #endif
-
-// Independent max / sum chains per row in the fold (4, or 1: one chain, the order before v33).
-#ifndef FOLD_LANES
-#define FOLD_LANES 4
-#endif
-static_assert(FOLD_LANES == 4 || FOLD_LANES == 1, "the pairwise sum below is written for 4");
 
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
@@ -101,14 +95,11 @@ struct Sm90ForwardEpilogue {
     else
       fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
 #else
-    // The default module runs plain calls only (src/runtime/grids.rs logit_opts_of: any bias,
-    // softcap or smoothing launches its options' module), so its one general case is the last,
-    // partial tile: OPTS 0 masks the columns past V. (The run-time test of every option per
-    // element it had before cost 572 spill bytes: perf-notes v33.)
-    if (col0 + SM90_TILE_N <= p.k.v)
+    const bool plain = plain_logits(p);
+    if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true, -1, true>(acc, col0);
     else
-      fold<false, 0, false>(acc, col0);
+      fold<false, -1, false>(acc, col0);
 #endif
   }
 
@@ -143,33 +134,32 @@ struct Sm90ForwardEpilogue {
     }
   }
 
-  // FAST (with OPTS -1): a whole tile of plain logits, z = x. Otherwise OPTS >= 0: the logit
-  // options are OPTS (FLCE_LOGIT_OPTS's bits; 0 for a plain call's last, partial tile), applied
-  // by apply_options before the rows fold. FULL: every column is valid (FAST implies it).
+  // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
+  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold; -1: the options and
+  // the column tested per element unless FAST. FULL: every column is valid (FAST implies it).
   template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
-    static_assert(FAST ? (OPTS == -1 && FULL) : OPTS >= 0, "a plain whole tile, or the options' transform");
+    const int v = p.k.v;
     float wsum[2] = {0.0f, 0.0f};
     // (the clamp only keeps the -1 instantiation well-formed: it never calls apply_options)
     if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rl = rl0 + 8 * h;
-      // The row's max and sum in FOLD_LANES independent chains (column pairs j mod FOLD_LANES),
-      // combined at the end: 16 dependent FMNMX / FADD a row instead of 64 (the fold waits on
-      // these chains, not on its instruction count: perf-notes v13, v33). The max is exact in
-      // any order; the sum's order is fixed, so the result stays bitwise reproducible.
-      float lane_max[FOLD_LANES];
-#pragma unroll
-      for (int l = 0; l < FOLD_LANES; ++l) lane_max[l] = FLCE_NEG_INF;
+      float tmax = FLCE_NEG_INF;
 #pragma unroll
       for (int j = 0; j < 32; ++j) {
 #pragma unroll
-        for (int q = 0; q < 2; ++q) lane_max[j % FOLD_LANES] = fmaxf(lane_max[j % FOLD_LANES], acc[4 * j + 2 * h + q]);
+        for (int q = 0; q < 2; ++q) {
+          const int col = col0 + 8 * j + 2 * t + q;
+          float z = acc[4 * j + 2 * h + q];
+          if (!FAST && OPTS < 0) {
+            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+            acc[4 * j + 2 * h + q] = z;
+          }
+          tmax = fmaxf(tmax, z);
+        }
       }
-      float tmax = lane_max[0];
-#pragma unroll
-      for (int l = 1; l < FOLD_LANES; ++l) tmax = fmaxf(tmax, lane_max[l]);
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
       float4 st = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -189,9 +179,7 @@ struct Sm90ForwardEpilogue {
         am = min(am, __shfl_xor_sync(quad, am, 2));
       }
       const float new_m = fmaxf(m_run, tmax);
-      float lane_sum[FOLD_LANES];
-#pragma unroll
-      for (int l = 0; l < FOLD_LANES; ++l) lane_sum[l] = 0.0f;
+      float part = 0.0f;
       if (COMPACT) {
         // q = exp(z − new_m) of every column; the sum as below (all -inf: no sum, and the q of
         // NaN that a G from an lse of -inf has anyway). A whole tile keeps q in acc for
@@ -203,8 +191,8 @@ struct Sm90ForwardEpilogue {
         for (int j = 0; j < 32; ++j) {
           const float e0 = fast_exp(acc[4 * j + 2 * h] - new_m);
           const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
-          lane_sum[j % FOLD_LANES] += e0;
-          lane_sum[j % FOLD_LANES] += e1;
+          part += e0;
+          part += e1;
           if (FULL) {
             acc[4 * j + 2 * h] = e0;
             acc[4 * j + 2 * h + 1] = e1;
@@ -214,20 +202,27 @@ struct Sm90ForwardEpilogue {
             if (row < p.k.n && col0 + 8 * j + 2 * t < p.k.v) *(u32*)(qrow + 8 * j) = pair;
           }
         }
+        if (new_m == FLCE_NEG_INF) part = 0.0f;
         if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
       } else if (new_m != FLCE_NEG_INF) {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) lane_sum[j % FOLD_LANES] += fast_exp(acc[4 * j + 2 * h + q] - new_m);
+          for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
       }
-      // pairwise: (0 + 1) + (2 + 3)
-      float part = FOLD_LANES == 4 ? (lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3]) : lane_sum[0];
-      if (COMPACT && new_m == FLCE_NEG_INF) part = 0.0f;
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
       float wpart = wsum[h];
-      if (OPTS > 0 && (OPTS & 4) != 0) {
+      if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
+        if (OPTS < 0) {
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int col = col0 + 8 * j + 2 * t + q;
+              if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+            }
+        }
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);
       }
