@@ -91,24 +91,41 @@ fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::Cuda
     compile_uncached(&expand_includes(source, DType::BF16), name, &options(&Arch(arch.into())))
 }
 
-/// The sm90 forward's and G's modules specialised for each set of logit options (FLCE_LOGIT_OPTS
-/// 1..7: bias, softcap, smoothing) compile for sm_90a; ptxas's report is printed (its spills per
-/// module: docs/perf-notes.md v29).
+/// The sm90 kernels' modules — the forward's and G's default ones and those specialised for each
+/// set of logit options (FLCE_LOGIT_OPTS 1..7: bias, softcap, smoothing), the product kernel's —
+/// compile for sm_90a with every wgmma asynchronous: ptxas reports, as an info line and not an
+/// error, when it serialises a kernel's wgmma or waits for all of them before other work
+/// (C7515, C7517, C7518: a consumer loop that writes, or cannot prove retired, an accumulator a
+/// wgmma may still use — docs/perf-notes.md v31, v32), which costs a kernel its overlap of the
+/// tensor cores with everything else. ptxas's report (spills per module) is printed.
 #[test]
-fn the_sm90_forward_compiles_for_every_set_of_logit_options() {
-    if !nvrtc_or_skip("the_sm90_forward_compiles_for_every_set_of_logit_options") {
+fn the_sm90_kernels_compile_for_every_set_of_logit_options_with_async_wgmma() {
+    if !nvrtc_or_skip("the_sm90_kernels_compile_for_every_set_of_logit_options_with_async_wgmma") {
         return;
     }
     let arch = Arch("sm_90a".into());
-    for file in [KernelFile::Sm90Forward, KernelFile::Sm90Grad] {
-        for m in 1..=7u8 {
+    let variants = |file: KernelFile| -> Vec<Option<u8>> {
+        match file {
+            KernelFile::Sm90Product => vec![None],
+            _ => std::iter::once(None).chain((1..=7u8).map(Some)).collect(),
+        }
+    };
+    for file in [KernelFile::Sm90Forward, KernelFile::Sm90Grad, KernelFile::Sm90Product] {
+        for m in variants(file) {
             let mut opts = options(&arch);
             opts.push("--ptxas-options=-v".into());
-            let source = variant_source(file, DType::BF16, Some(m));
+            let source = variant_source(file, DType::BF16, m);
             let (cubin, log) = flce_cuda::compile::compile_with_log(&source, file.name(), &opts)
-                .unwrap_or_else(|e| panic!("{} FLCE_LOGIT_OPTS {m}: {e}", file.name()));
+                .unwrap_or_else(|e| panic!("{} FLCE_LOGIT_OPTS {m:?}: {e}", file.name()));
             assert!(cubin.len() > 1000);
-            eprintln!("{} FLCE_LOGIT_OPTS {m}:\n{log}", file.name());
+            eprintln!("{} FLCE_LOGIT_OPTS {m:?}:\n{log}", file.name());
+            for code in ["C7515", "C7517", "C7518", "wgmma.mma_async instructions are serialized"] {
+                assert!(
+                    !log.contains(code),
+                    "{} FLCE_LOGIT_OPTS {m:?}: ptxas no longer keeps the wgmma asynchronous ({code}):\n{log}",
+                    file.name()
+                );
+            }
         }
     }
 }
