@@ -12,6 +12,7 @@
 # FLCE_SM90_MAINLOOP=halves=1,overlap=P.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
+cp "$0" "$OUT/call.sh"
 export FLCE_CACHE_DIR=$(mktemp -d)
 B=gpu-bundle
 timeout 200 $B/gpu-tests --small "bf16" "f16" "phases" > "$OUT/tests.log" 2>&1
