@@ -7,7 +7,9 @@
 #     && strip -o gpu-bundle/flce-halves target/release/flce && git checkout -- crates \
 #     && rm crates/flce-cuda/kernels/sm90/forward_halves.cuh
 # then, carrying gpu-bundle:  OUT=$OUT bash scripts/gpu-parked-fold.sh
-# gpu-bundle/flce + gpu-tests: main with the fold's 4 chains and the plain-only default fold;
+# gpu-bundle/flce + gpu-tests: main with the fold's 4 chains and the plain-only default fold
+# (and the softcap slope through softcap_slope in logit_grad / grad_with_options: the f32 and
+# softcap cases check it);
 # flce-main: main; flce-halves: the forward in 128-column halves with the same chains, run with
 # FLCE_SM90_MAINLOOP=halves=1,overlap=P.
 set -uo pipefail
@@ -15,7 +17,7 @@ OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 cp "$0" "$OUT/call.sh"
 export FLCE_CACHE_DIR=$(mktemp -d)
 B=gpu-bundle
-timeout 200 $B/gpu-tests --small "bf16" "f16" "phases" > "$OUT/tests.log" 2>&1
+timeout 230 $B/gpu-tests --small "bf16 plain" "bf16 none" "bf16 softcap" "bf16 all" "bf16 nosoftcap" "bf16 smoothing" "bf16 bias" "bf16 weights" "f16 all" "f16 softcap" "phases" "f32 softcap" "f32 all" > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; grep -c "\.\.\. ok" "$OUT/tests.log"; grep FAILED "$OUT/tests.log" | cut -c1-250 | head -5; tail -n 1 "$OUT/tests.log"
 timeout 60 compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small "bf16 plain (300,128,2049)" \
   "bf16 nosoftcap (257,520,300)" "f16 all (257,520,300)" > "$OUT/memcheck.log" 2>&1
