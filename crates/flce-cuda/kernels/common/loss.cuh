@@ -158,9 +158,6 @@ __device__ __forceinline__ float logit_grad(const LogitParams& p, float x, int c
   const float z = logit_transform(p, x, col);
   float gx = cf.x * fast_exp(z - cf.w) - cf.z * class_weight(p.class_w, col);
   if (col == tgt) gx -= cf.y;
-  if (p.k.softcap > 0.0f) {
-    const float r = __fdividef(z, p.k.softcap);
-    gx *= 1.0f - r * r;
-  }
+  if (p.k.softcap > 0.0f) gx *= softcap_slope(z, p.k.softcap);
   return gx;
 }

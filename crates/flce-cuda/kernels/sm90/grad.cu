@@ -109,10 +109,7 @@ struct Sm90GradEpilogue {
           float gx = c.x * fast_exp(z - c.w);
           if (OPTS & 4) gx -= c.z * w;
           if (col == tgt[h]) gx -= c.y;
-          if (OPTS & 2) {
-            const float r = __fdividef(z, p.k.softcap);
-            gx *= 1.0f - r * r;
-          }
+          if (OPTS & 2) gx *= softcap_slope(z, p.k.softcap);
           acc[4 * j + 2 * h + q] = (live[h] && in) ? gx : 0.0f;
         }
       }
