@@ -28,14 +28,6 @@ pub const SM90_TILE_M: usize = 128;
 pub const SM90_TILE_N: usize = 256;
 pub const SM90_TILE_K: usize = 64;
 pub const SM90_STAGES: usize = 4;
-/// Barrier slots the ring reserves (full and empty: the most stages any ring shape cuts
-/// SM90_PIPE_BYTES into; kernels/sm90/mainloop.cuh Sm90RingShape), so every kernel's scratch
-/// starts at the same offset.
-pub const SM90_MAX_STAGES: usize = 8;
-/// A consumer's tile width in the forward's ping-pong schedule (`Sm90Mainloop::pingpong`,
-/// kernels/sm90/mainloop_pingpong.cuh): each consumer folds whole 128 × 128 tiles of its own, in
-/// a ring of 6 stages of E's box and 128 rows of C.
-pub const SM90_PP_N: usize = 128;
 pub const SM90_THREADS: u32 = 384;
 /// Bytes of one stage's E box (128 × 64 × 2) and C box (256 × 64 × 2).
 pub const SM90_A_STAGE_BYTES: usize = SM90_TILE_M * SM90_TILE_K * 2;
@@ -44,10 +36,9 @@ pub const SM90_B_STAGE_BYTES: usize = SM90_TILE_N * SM90_TILE_K * 2;
 pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES);
 /// 1024 bytes of slack to align the ring, the ring, the full and empty barriers: the start of
 /// every sm90 kernel's shared memory; its epilogue's scratch follows.
-const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_MAX_STAGES;
-/// flce_sm90_forward: the main loop's, then each row's running statistics and target, one copy
-/// per consumer (the ping-pong schedule's consumers each fold every row of the token tile).
-pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + 2 * SM90_TILE_M * (16 + 4);
+const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
+/// flce_sm90_forward: the main loop's, then each row's running statistics and target.
+pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
 /// flce_sm90_forward_compact: the forward's, then each of the 8 consumer warps' q store staging
 /// (as flce_sm90_grad's).
 pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
@@ -97,24 +88,20 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
 /// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
-/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I,pingpong=P"`. `skew` S (0..=SM90_STAGES): consumer 1
-/// starts only after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the
-/// other's wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it
-/// waits for the next stage (the stage is released one step later). Default: skew 0, inflight 1
-/// (H200, 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no
-/// gain). `pingpong` 1: the plain forward (not the compact one) runs CUTLASS's ping-pong
-/// schedule — each consumer its own 128 × 128 tiles, alternate ones, the main loops taking turns
-/// so that one consumer's fold runs under the other's wgmma (kernels/sm90/mainloop_pingpong.cuh).
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
+/// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
+/// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
+/// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
-    pub pingpong: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, pingpong: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1 }
     }
 }
 
@@ -129,14 +116,8 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                "pingpong" if value <= 1 => m.pingpong = value,
-                _ => {
-                    return Err(format!("{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1 or pingpong=0|1"))
-                }
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
             }
-        }
-        if m.pingpong > 0 && (m.skew > 0 || m.inflight == 0) {
-            return Err("pingpong orders the consumers itself, with one wgmma group in flight: no skew, inflight=1".into());
         }
         Ok(m)
     }
@@ -267,17 +248,6 @@ pub fn step_logits_f32_knob() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_STEP_LOGITS").is_ok_and(|v| v.trim() == "f32"))
 }
 
-/// The width of the C box of the plain sm90 forward (`flce_sm90_forward`): a consumer's 128 ×
-/// 128 tile under the ping-pong schedule ([`Sm90Mainloop::pingpong`]), else the 256-column tile
-/// both consumers share. The compact forward always runs 256-column tiles.
-pub fn sm90_forward_tile_n() -> usize {
-    if Sm90Mainloop::current().pingpong > 0 {
-        SM90_PP_N
-    } else {
-        SM90_TILE_N
-    }
-}
-
 /// Whether the sm90 backward's dE and dC products run through flce's own TMA + wgmma kernel
 /// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_PRODUCTS=1` (read once; a
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).
@@ -358,9 +328,6 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
-        ("SM90_MAX_STAGES", SM90_MAX_STAGES),
-        ("SM90_PP_N", SM90_PP_N),
-        ("SM90_FWD_PINGPONG", mainloop.pingpong),
     ]
 }
 
@@ -371,14 +338,9 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let d = Sm90Mainloop::default();
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { inflight: 0, ..d }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, ..d }));
-        assert_eq!(Sm90Mainloop::parse("pingpong=1"), Ok(Sm90Mainloop { pingpong: 1, ..d }));
-        assert!(Sm90Mainloop::parse("pingpong=1,skew=1").is_err(), "ping-pong orders the consumers itself");
-        assert!(Sm90Mainloop::parse("pingpong=1,inflight=0").is_err());
-        assert!(Sm90Mainloop::parse("pingpong=2").is_err());
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());

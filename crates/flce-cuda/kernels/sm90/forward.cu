@@ -32,98 +32,56 @@
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
-#include "sm90/mainloop_pingpong.cuh"
+#include "sm90/mainloop.cuh"
 
 // The logit options this module's forward is specialised for, set by the host (compile.rs,
 // compile_variant) for calls with a bias, softcap or smoothing: 1 bias, 2 softcap, 4 smoothing.
 // Its whole tiles then fold them in at compile time, with no test per element (a test around each
 // element's transform was a branch per element that serialised the tile: perf-notes v27; the
-// softcap-only fold alone compiles to 0 spill bytes). -1: the default module, for plain calls.
+// softcap-only fold alone compiles to 0 spill bytes). -1 (the default module): tested at run time.
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
 #endif
-
-// Independent max / sum chains per row in the fold: 1, one chain; 4, column pairs j mod 4 (v33's
-// idea: 4 shorter dependency chains) measured 1.02–1.03× slower on the plain forward and no
-// faster with a softcap (H200, 2026-12-02, perf-notes v34), so one chain is the default.
-#ifndef FOLD_LANES
-#define FOLD_LANES 1
-#endif
-static_assert(FOLD_LANES == 4 || FOLD_LANES == 1, "the pairwise sum below is written for 4");
 
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
 // registers fewer than keeping them in registers, which keeps the consumers within the 168 the
 // launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
-//
-// BN: the consumer's tile width. 256 (the cooperative schedule): the consumer's tile is rows
-// 64c..64c+63 of the token tile × 256 columns, one accumulator fragment, j < 32; the two
-// consumers' rows are disjoint and share one copy of the rows' state. 128 (the ping-pong
-// schedule, sm90/mainloop_pingpong.cuh): the consumer's tile is all 128 rows × 128 columns, two
-// fragments (MB = 2: rows 64·mb + …, acc[64·mb + …]), j < 16; each consumer folds its own
-// tiles into its own copy of every row's state, and end_rows merges the two copies. A thread
-// holds 2·MB rows: slot r is fragment r / 2, half r % 2.
-template <bool COMPACT, int BN = SM90_TILE_N>
+template <bool COMPACT>
 struct Sm90ForwardEpilogue {
-  static_assert(BN == SM90_TILE_N || (BN == SM90_PP_N && !COMPACT), "the compact forward runs 256-wide tiles");
-  static constexpr int MB = SM90_TILE_N / BN;  // accumulator fragments of 64 rows
-  static constexpr int NA = BN / 2;            // accumulators a fragment (a thread's)
-  static constexpr int J = BN / 8;             // column pairs a row of a fragment (a thread's)
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
   u32* s_stage;                        // COMPACT only: this warp's q staging, 16 rows of SM90_GRAD_STAGE_ROW_BYTES
   float* target_logit;
-  float4* s_state;  // [2][SM90_TILE_M] running RowStats of the block's rows (MB 2: a copy per consumer)
-  int* s_target;    // [2][SM90_TILE_M]
+  float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
+  int* s_target;    // [SM90_TILE_M]
   float4* partials;  // this split's row of the partials: [N]
   int row0, rl0, t;  // the token tile's first token, the thread's first row in the block, lane % 4
-  int copy;          // MB 2: this consumer's copy of the rows' state (0 with MB 1)
 
-  __device__ __forceinline__ int row_of(int r) const { return rl0 + 64 * (r >> 1) + 8 * (r & 1); }
-  __device__ __forceinline__ float4& state(int rl) { return s_state[copy * SM90_TILE_M + rl]; }
-  __device__ __forceinline__ int target_of(int rl) const { return s_target[copy * SM90_TILE_M + rl]; }
-
-  // A block moves between token tiles (src/plan/sm90.rs): the warp's rows (row_of(r) for the
-  // quads' leaders: a warp's rows are its own within the consumer) start empty at each and leave
-  // their statistics in the split's partials at its end.
+  // A block moves between token tiles (src/plan/sm90.rs): the warp's rows (rl0, rl0 + 8 for the
+  // quads' leaders: a warp's 16 rows are its own) start empty at each and leave their statistics
+  // in the split's partials at its end.
   __device__ __forceinline__ void begin_rows(int token_tile) {
     row0 = token_tile * SM90_TILE_M;
     if (t == 0) {
 #pragma unroll
-      for (int r = 0; r < 2 * MB; ++r) {
-        const int rl = row_of(r);
-        state(rl) = row_stats_pack(row_stats_empty());
-        s_target[copy * SM90_TILE_M + rl] = row0 + rl < p.k.n ? p.targets[row0 + rl] : -1;
+      for (int h = 0; h < 2; ++h) {
+        const int rl = rl0 + 8 * h;
+        s_state[rl] = row_stats_pack(row_stats_empty());
+        s_target[rl] = row0 + rl < p.k.n ? p.targets[row0 + rl] : -1;
       }
     }
     __syncwarp();
   }
   __device__ __forceinline__ void end_rows(int) {
-    if (MB == 1) {
-      if (t == 0) {
+    if (t == 0) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int rl = row_of(h);
-          if (row0 + rl < p.k.n) partials[row0 + rl] = state(rl);
-        }
+      for (int h = 0; h < 2; ++h) {
+        const int rl = rl0 + 8 * h;
+        if (row0 + rl < p.k.n) partials[row0 + rl] = s_state[rl];
       }
-      __syncwarp();  // s_state is reset by the next begin_rows
-    } else {
-      // both consumers' copies final; consumer `copy` merges the rows of fragment `copy` (the
-      // merge is row_stats_merge, as the finish's over splits: the argmax's ties go to the
-      // smaller column whichever copy holds it)
-      consumers_sync();
-      if (t == 0) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int rl = row_of(2 * copy + h);
-          if (row0 + rl < p.k.n)
-            partials[row0 + rl] = row_stats_pack(
-                row_stats_merge(row_stats_unpack(s_state[rl]), row_stats_unpack(s_state[SM90_TILE_M + rl])));
-        }
-      }
-      consumers_sync();  // both copies are reset by the next begin_rows
     }
+    __syncwarp();  // s_state is reset by the next begin_rows
   }
 
   // Two specialisations: a whole tile of plain logits (no bias, softcap or smoothing: the common
@@ -132,19 +90,16 @@ struct Sm90ForwardEpilogue {
 #if FLCE_LOGIT_OPTS >= 0
     // (a module specialised for one set of logit options: launched for such calls only; its
     // compact kernel for sets without a softcap, src/loss.rs step_logits)
-    if (col0 + BN <= p.k.v)
+    if (col0 + SM90_TILE_N <= p.k.v)
       fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
     else
       fold<false, FLCE_LOGIT_OPTS, false>(acc, col0);
 #else
-    // The default module runs plain calls only (src/runtime/grids.rs logit_opts_of: any bias,
-    // softcap or smoothing launches its options' module), so its one general case is the last,
-    // partial tile: OPTS 0 masks the columns past V. (The run-time test of every option per
-    // element it had before cost 572 spill bytes: perf-notes v33.)
-    if (col0 + BN <= p.k.v)
+    const bool plain = plain_logits(p);
+    if (plain && col0 + SM90_TILE_N <= p.k.v)
       fold<true, -1, true>(acc, col0);
     else
-      fold<false, 0, false>(acc, col0);
+      fold<false, -1, false>(acc, col0);
 #endif
   }
 
@@ -155,10 +110,10 @@ struct Sm90ForwardEpilogue {
   // Columns past the vocabulary (!FULL) become -inf and add no w·z. The values and the order of
   // every sum are the row loop's: the results are bitwise the same.
   template <int OPTS, bool FULL>
-  __device__ __forceinline__ void apply_options(float (&acc)[128], int col0, float (&wsum)[2 * MB]) {
+  __device__ __forceinline__ void apply_options(float (&acc)[128], int col0, float (&wsum)[2]) {
     const int v = p.k.v;
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
+    for (int j = 0; j < 32; ++j) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const int col = col0 + 8 * j + 2 * t + q;
@@ -167,106 +122,107 @@ struct Sm90ForwardEpilogue {
         const float b = (OPTS & 1) ? to_f32(p.bias[cc]) : 0.0f;
         const float w = (OPTS & 4) ? class_weight(p.class_w, cc) : 0.0f;
 #pragma unroll
-        for (int r = 0; r < 2 * MB; ++r) {
-          const int i = NA * (r >> 1) + 4 * j + 2 * (r & 1) + q;
-          float z = acc[i];
+        for (int h = 0; h < 2; ++h) {
+          float z = acc[4 * j + 2 * h + q];
           if (OPTS & 1) z += b;
           if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
           if (!FULL) z = in ? z : FLCE_NEG_INF;
-          acc[i] = z;
-          if (OPTS & 4) wsum[r] += in ? w * z : 0.0f;
+          acc[4 * j + 2 * h + q] = z;
+          if (OPTS & 4) wsum[h] += in ? w * z : 0.0f;
         }
       }
     }
   }
 
-  // FAST (with OPTS -1): a whole tile of plain logits, z = x. Otherwise OPTS >= 0: the logit
-  // options are OPTS (FLCE_LOGIT_OPTS's bits; 0 for a plain call's last, partial tile), applied
-  // by apply_options before the rows fold. FULL: every column is valid (FAST implies it).
+  // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
+  // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold; -1: the options and
+  // the column tested per element unless FAST. FULL: every column is valid (FAST implies it).
   template <bool FAST, int OPTS, bool FULL>
   __device__ __forceinline__ void fold(float (&acc)[128], int col0) {
-    static_assert(FAST ? (OPTS == -1 && FULL) : OPTS >= 0, "a plain whole tile, or the options' transform");
-    float wsum[2 * MB];
-#pragma unroll
-    for (int r = 0; r < 2 * MB; ++r) wsum[r] = 0.0f;
+    const int v = p.k.v;
+    float wsum[2] = {0.0f, 0.0f};
     // (the clamp only keeps the -1 instantiation well-formed: it never calls apply_options)
     if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
 #pragma unroll
-    for (int r = 0; r < 2 * MB; ++r) {
-      const int rl = row_of(r);
-      // The row's max and sum in FOLD_LANES independent chains (column pairs j mod FOLD_LANES),
-      // combined at the end: J / 2 dependent FMNMX / FADD a row instead of 2·J (the fold waits
-      // on these chains, not on its instruction count: perf-notes v13, v33). The max is exact in
-      // any order; the sum's order is fixed, so the result stays bitwise reproducible.
-      float lane_max[FOLD_LANES];
+    for (int h = 0; h < 2; ++h) {
+      const int rl = rl0 + 8 * h;
+      float tmax = FLCE_NEG_INF;
 #pragma unroll
-      for (int l = 0; l < FOLD_LANES; ++l) lane_max[l] = FLCE_NEG_INF;
+      for (int j = 0; j < 32; ++j) {
 #pragma unroll
-      for (int j = 0; j < J; ++j) {
-#pragma unroll
-        for (int q = 0; q < 2; ++q) lane_max[j % FOLD_LANES] = fmaxf(lane_max[j % FOLD_LANES], acc[at(r, j, q)]);
+        for (int q = 0; q < 2; ++q) {
+          const int col = col0 + 8 * j + 2 * t + q;
+          float z = acc[4 * j + 2 * h + q];
+          if (!FAST && OPTS < 0) {
+            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+            acc[4 * j + 2 * h + q] = z;
+          }
+          tmax = fmaxf(tmax, z);
+        }
       }
-      float tmax = lane_max[0];
-#pragma unroll
-      for (int l = 1; l < FOLD_LANES; ++l) tmax = fmaxf(tmax, lane_max[l]);
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
       tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
       float4 st = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (t == 0) st = state(rl);
+      if (t == 0) st = s_state[rl];
       const float m_run = __shfl_sync(0xffffffffu, st.x, 0, 4);
       int am = 0x7fffffff;
       if (tmax > m_run) {
         // a new running max (rare after the first tiles): its first column, agreed by the quad
 #pragma unroll
-        for (int j = J - 1; j >= 0; --j)
+        for (int j = 31; j >= 0; --j)
 #pragma unroll
           for (int q = 1; q >= 0; --q)
-            if (acc[at(r, j, q)] == tmax) am = col0 + 8 * j + 2 * t + q;
+            if (acc[4 * j + 2 * h + q] == tmax) am = col0 + 8 * j + 2 * t + q;
         // quad-uniform, not warp-uniform: the shuffles name the quad only
         const unsigned quad = 0xFu << ((threadIdx.x & 31) & ~3);
         am = min(am, __shfl_xor_sync(quad, am, 1));
         am = min(am, __shfl_xor_sync(quad, am, 2));
       }
       const float new_m = fmaxf(m_run, tmax);
-      float lane_sum[FOLD_LANES];
-#pragma unroll
-      for (int l = 0; l < FOLD_LANES; ++l) lane_sum[l] = 0.0f;
+      float part = 0.0f;
       if (COMPACT) {
         // q = exp(z − new_m) of every column; the sum as below (all -inf: no sum, and the q of
         // NaN that a G from an lse of -inf has anyway). A whole tile keeps q in acc for
         // store_q_staged (the target logit taken first); a partial one stores its f16 pairs here.
         const int row = row0 + rl;
-        if (FULL) write_target(acc, r, rl, col0);
+        if (FULL) write_target(acc, h, rl, col0);
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-          const float e0 = fast_exp(acc[at(r, j, 0)] - new_m);
-          const float e1 = fast_exp(acc[at(r, j, 1)] - new_m);
-          lane_sum[j % FOLD_LANES] += e0;
-          lane_sum[j % FOLD_LANES] += e1;
+        for (int j = 0; j < 32; ++j) {
+          const float e0 = fast_exp(acc[4 * j + 2 * h] - new_m);
+          const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
+          part += e0;
+          part += e1;
           if (FULL) {
-            acc[at(r, j, 0)] = e0;
-            acc[at(r, j, 1)] = e1;
+            acc[4 * j + 2 * h] = e0;
+            acc[4 * j + 2 * h + 1] = e1;
           } else {
             u32 pair;
             asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(e1), "f"(e0));
             if (row < p.k.n && col0 + 8 * j + 2 * t < p.k.v) *(u32*)(qrow + 8 * j) = pair;
           }
         }
+        if (new_m == FLCE_NEG_INF) part = 0.0f;
         if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
       } else if (new_m != FLCE_NEG_INF) {
 #pragma unroll
-        for (int j = 0; j < J; ++j)
+        for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) lane_sum[j % FOLD_LANES] += fast_exp(acc[at(r, j, q)] - new_m);
+          for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
       }
-      // pairwise: (0 + 1) + (2 + 3)
-      float part = FOLD_LANES == 4 ? (lane_sum[0] + lane_sum[1]) + (lane_sum[2] + lane_sum[3]) : lane_sum[0];
-      if (COMPACT && new_m == FLCE_NEG_INF) part = 0.0f;
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);
-      float wpart = wsum[r];
-      if (OPTS > 0 && (OPTS & 4) != 0) {
+      float wpart = wsum[h];
+      if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
+        if (OPTS < 0) {
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+#pragma unroll
+            for (int q = 0; q < 2; ++q) {
+              const int col = col0 + 8 * j + 2 * t + q;
+              if (col < v) wpart += class_weight(p.class_w, col) * acc[4 * j + 2 * h + q];
+            }
+        }
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 1);
         wpart += __shfl_xor_sync(0xffffffffu, wpart, 2);
       }
@@ -275,30 +231,25 @@ struct Sm90ForwardEpilogue {
         st.z += wpart;
         if (tmax > m_run) st.w = __int_as_float(am);
         st.x = new_m;
-        state(rl) = st;
+        s_state[rl] = st;
       }
-      if (!(COMPACT && FULL)) write_target(acc, r, rl, col0);
+      if (!(COMPACT && FULL)) write_target(acc, h, rl, col0);
     }
     if (COMPACT && FULL) store_q_staged(acc, col0);
   }
 
-  // The accumulator of row slot r, column pair j, element q.
-  static __device__ __forceinline__ constexpr int at(int r, int j, int q) {
-    return NA * (r >> 1) + 4 * j + 2 * (r & 1) + q;
-  }
-
-  // The target logit of row rl (row slot r of the thread's): written by the one thread that holds
-  // its column.
-  __device__ __forceinline__ void write_target(const float (&acc)[128], int r, int rl, int col0) {
-    const int tgt = target_of(rl);
+  // The target logit of row rl (half h of the thread's rows): written by the one thread that
+  // holds its column.
+  __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
+    const int tgt = s_target[rl];
     const unsigned rel = (unsigned)(tgt - col0);
-    if (tgt >= 0 && rel < (unsigned)BN && ((rel & 7) >> 1) == (unsigned)t) {
+    if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
       float z = 0.0f;
 #pragma unroll
-      for (int j = 0; j < J; ++j)
+      for (int j = 0; j < 32; ++j)
 #pragma unroll
         for (int q = 0; q < 2; ++q)
-          if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[at(r, j, q)];
+          if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
       target_logit[row0 + rl] = z;
     }
   }
@@ -316,56 +267,38 @@ struct Sm90ForwardEpilogue {
   }
 };
 
-// BN: SM90_TILE_N, the cooperative schedule (sm90/mainloop.cuh); SM90_PP_N, the ping-pong one
-// (sm90/mainloop_pingpong.cuh: each consumer its own 128 × 128 tiles). The plan's splits are in
-// 256-column tiles either way.
-template <bool COMPACT, int BN>
+template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
-  using RS = Sm90RingShape<BN>;
-  constexpr bool PINGPONG = BN == SM90_PP_N;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const Sm90Pipe pp = sm90_pipe<RS>(smem_raw);
+  const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = fp.lp;
   const Sm90TokenTiles tt = sm90_token_tiles(0, p.k.n);
   const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
   const int tile_begin = blockIdx.y * fp.tiles_per_split;
-  const int tiles256 = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
-  const int col_first = tile_begin * SM90_TILE_N;
-  // the split's tiles of BN columns (a 256-wide split's last half past V is not run)
-  const int tiles = PINGPONG ? min(2 * tiles256, max(0, (p.k.v - col_first + BN - 1) / BN)) : tiles256;
+  const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
 
-  float4* s_state = (float4*)pp.scratch;            // [2][SM90_TILE_M]
-  int* s_target = (int*)(s_state + 2 * SM90_TILE_M);  // [2][SM90_TILE_M]
-  sm90_init_barriers<RS, PINGPONG ? 1 : 2>(pp);
-  sm90_run<0, 0, BN, 0, RS>(pp, &fp.map_e, &fp.map_c, tt, col_first, tiles, kt_count, [&](int consumer) {
+  float4* s_state = (float4*)pp.scratch;
+  int* s_target = (int*)(s_state + SM90_TILE_M);
+  sm90_init_barriers(pp);
+  sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     // (the compact kernel's staging slices follow the rows' statistics and targets)
-    u32* s_stage = (u32*)(s_target + 2 * SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
-    Sm90ForwardEpilogue<COMPACT, BN> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
-                                         fp.partials + (size_t)blockIdx.y * fp.partials_ld};
-    epi.rl0 = (PINGPONG ? 0 : consumer * 64) + warp * 16 + (lane >> 2);
+    u32* s_stage = (u32*)(s_target + SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
+                                     fp.partials + (size_t)blockIdx.y * fp.partials_ld};
+    epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
-    epi.copy = PINGPONG ? consumer : 0;
-    if constexpr (PINGPONG)
-      sm90_consume_pingpong(pp, consumer, tt, col_first, tiles, kt_count, epi);
-    else
-      sm90_consume<0, 0, BN, RS>(pp, consumer, tt, col_first, tiles, kt_count, epi);
+    sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
   });
 }
 
-// The plain forward's schedule (FLCE_SM90_MAINLOOP pingpong=1: SM90_FWD_PINGPONG, src/geometry.rs;
-// its C box is then SM90_PP_N rows: src/family/sm90.rs).
-#ifndef SM90_FWD_PINGPONG
-#define SM90_FWD_PINGPONG 0
-#endif
-
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward(const __grid_constant__ Sm90ForwardParams fp) {
-  sm90_forward_body<false, SM90_FWD_PINGPONG ? SM90_PP_N : SM90_TILE_N>(fp, nullptr);
+  sm90_forward_body<false>(fp, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward_compact(const __grid_constant__ Sm90CompactForwardParams cp) {
-  sm90_forward_body<true, SM90_TILE_N>(cp.fwd, &cp);
+  sm90_forward_body<true>(cp.fwd, &cp);
 }

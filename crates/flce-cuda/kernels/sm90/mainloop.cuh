@@ -44,24 +44,8 @@
 #pragma once
 #include "common/loss.cuh"
 
-// SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_MAX_STAGES,
-// SM90_THREADS, SM90_A_STAGE_BYTES, SM90_B_STAGE_BYTES and SM90_PIPE_BYTES come from
-// src/geometry.rs.
-
-// The ring's shape: SM90_PIPE_BYTES cut into stages of E's 128 × 64 box and RB rows of C's
-// (K-major) or B's. RB = SM90_TILE_N (the default: 4 stages of 48 KB) for the kernels whose
-// tiles are 256 wide or, for the product kernel, read B in 64-column boxes of a 256-column stage;
-// RB = 128 for the plain forward's ping-pong schedule (6 stages of 32 KB, each stage read by one
-// consumer: sm90/mainloop_pingpong.cuh).
-template <int RB>
-struct Sm90RingShape {
-  static constexpr int B_BYTES = RB * SM90_TILE_K * 2;
-  static constexpr int STAGE_BYTES = SM90_A_STAGE_BYTES + B_BYTES;
-  static constexpr int RING_STAGES = SM90_PIPE_BYTES / STAGE_BYTES;
-  static_assert(RING_STAGES <= SM90_MAX_STAGES && B_BYTES % 1024 == 0, "barriers reserved, 1024-byte stages");
-};
-using Sm90Ring256 = Sm90RingShape<SM90_TILE_N>;
-static_assert(Sm90Ring256::RING_STAGES == SM90_STAGES && Sm90Ring256::B_BYTES == SM90_B_STAGE_BYTES, "geometry.rs");
+// SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_THREADS,
+// SM90_A_STAGE_BYTES, SM90_B_STAGE_BYTES and SM90_PIPE_BYTES come from src/geometry.rs.
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
   u32 r;
@@ -153,40 +137,35 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
 
 // ---- the pipeline ------------------------------------------------------------------------------
 struct Sm90Pipe {
-  unsigned char* a;  // the ring shape's STAGES boxes of E, SM90_A_STAGE_BYTES each
-  unsigned char* b;  // its STAGES boxes of C, B_BYTES each
-  u64* full;         // [STAGES]: TMA bytes landed
-  u64* empty;        // [STAGES]: both consumers done with the stage
+  unsigned char* a;  // SM90_STAGES boxes of E, SM90_A_STAGE_BYTES each
+  unsigned char* b;  // SM90_STAGES boxes of C, SM90_B_STAGE_BYTES each
+  u64* full;         // [SM90_STAGES]: TMA bytes landed
+  u64* empty;        // [SM90_STAGES]: both consumers done with the stage
   unsigned char* scratch;  // the epilogue's shared memory, after the barriers (16-byte aligned)
 };
 
 // The ring inside the dynamic shared memory, from its first 1024-byte boundary (the 128-byte
 // swizzle pattern repeats every 1024 bytes and the descriptors assume aligned atoms); the
-// kernels' smem size includes 1024 bytes of slack for it. The barriers take SM90_MAX_STAGES
-// slots each whatever the shape, so the scratch starts at the same offset in every kernel.
-template <class RS = Sm90Ring256>
+// kernels' smem size includes 1024 bytes of slack for it.
 __device__ __forceinline__ Sm90Pipe sm90_pipe(unsigned char* smem_raw) {
   const u32 base = smem_u32(smem_raw);
   unsigned char* p = smem_raw + (((base + 1023) & ~1023u) - base);
   Sm90Pipe pp;
   pp.a = p;
-  pp.b = p + RS::RING_STAGES * SM90_A_STAGE_BYTES;
+  pp.b = p + SM90_STAGES * SM90_A_STAGE_BYTES;
   pp.full = (u64*)(p + SM90_PIPE_BYTES);
-  pp.empty = pp.full + SM90_MAX_STAGES;
-  pp.scratch = (unsigned char*)(pp.empty + SM90_MAX_STAGES);
+  pp.empty = pp.full + SM90_STAGES;
+  pp.scratch = (unsigned char*)(pp.empty + SM90_STAGES);
   return pp;
 }
 
-// One thread initialises the barriers; the caller then runs sm90_start_sync. STAGE_READERS: the
-// consumer warpgroups of a block that read each stage (2; 1 in the ping-pong schedule).
-template <class RS = Sm90Ring256, int STAGE_READERS = 2>
+// One thread initialises the barriers; the caller then runs sm90_start_sync.
 __device__ __forceinline__ void sm90_init_barriers(const Sm90Pipe& pp) {
   if (threadIdx.x == 0) {
     const u32 blocks = cluster_size();
-    for (int s = 0; s < RS::RING_STAGES; ++s) {
-      mbar_init(&pp.full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes)
-      // one arrive per reading consumer warpgroup of each block of the cluster
-      mbar_init(&pp.empty[s], STAGE_READERS * blocks);
+    for (int s = 0; s < SM90_STAGES; ++s) {
+      mbar_init(&pp.full[s], 1);            // the producer's arrive.expect_tx (+ the TMA bytes)
+      mbar_init(&pp.empty[s], 2 * blocks);  // one arrive per consumer warpgroup of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -226,12 +205,11 @@ __device__ __forceinline__ Sm90TokenTiles sm90_token_tiles(int base, int rows) {
 
 // The ring position a producer or consumer has reached: it carries over from one token tile's
 // run of vocabulary tiles to the next.
-template <int NSTAGES = SM90_STAGES>
 struct Sm90Ring {
   int stage = 0;
   u32 phase = 0;
   __device__ __forceinline__ void advance() {
-    if (++stage == NSTAGES) {
+    if (++stage == SM90_STAGES) {
       stage = 0;
       phase ^= 1;
     }
@@ -249,15 +227,13 @@ struct Sm90Ring {
 // token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
 // cluster of 2 each block loads the half of C's box at its rank, multicast to both (map_c then has
 // boxes of 128 rows).
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class RS = Sm90Ring256>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0>
 __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
-                                                 int row0, int col_first, int tiles, int kt_count,
-                                                 Sm90Ring<RS::RING_STAGES>& ring) {
-  static_assert(BN * SM90_TILE_K * 2 == RS::B_BYTES || TB,
-                "K-major B fills the stage (map_c's box has BN rows); narrower only MN-major (64-column boxes)");
+                                                 int row0, int col_first, int tiles, int kt_count, Sm90Ring& ring) {
+  static_assert(BN == SM90_TILE_N || TB, "a narrower tile only with B read MN-major (64-column boxes)");
   static_assert(!SHARE_A || TB, "a cluster shares A only where B is read MN-major (the product kernel)");
   // B's bytes a stage: the whole stage, or BN / 64 of its MN-major boxes
-  constexpr u32 b_bytes = TB ? BN * SM90_TILE_K * 2 : RS::B_BYTES;
+  constexpr u32 b_bytes = TB ? BN * SM90_TILE_K * 2 : SM90_B_STAGE_BYTES;
   const u32 blocks = cluster_size(), rank = cluster_rank();
   const int c_rows = BN / (int)blocks;
   const unsigned short all = (unsigned short)((1u << blocks) - 1);
@@ -284,7 +260,7 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
       } else {
         tma_load_2d(a, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
       }
-      unsigned char* b = pp.b + stage * RS::B_BYTES;
+      unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
       if (TB) {
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
@@ -292,7 +268,7 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
       } else if (blocks == 1) {
         tma_load_2d(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
       } else {
-        tma_load_2d_multicast(b + rank * (RS::B_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
+        tma_load_2d_multicast(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
                               col0 + (int)rank * c_rows, all);
       }
       ring.advance();
@@ -301,15 +277,15 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
 }
 
 // The producer of a block: its run of vocabulary tiles for each of its token tiles.
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class RS = Sm90Ring256, class Tiles>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles>
 __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                              const Tiles& tt, int col_first, int tiles, int kt_count) {
   tma_prefetch_map(map_e);
   tma_prefetch_map(map_c);
-  Sm90Ring<RS::RING_STAGES> ring;
+  Sm90Ring ring;
   for (int x = tt.first; x < tt.end; x += tt.stride)
-    sm90_produce_run<TA, TB, BN, SHARE_A, RS>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count,
-                                              ring);
+    sm90_produce_run<TA, TB, BN, SHARE_A>(pp, map_e, map_c, tt.row0(x), tt.col0(x, col_first), tiles, kt_count,
+                                          ring);
 }
 
 // Main-loop variants (src/geometry.rs Sm90Mainloop, FLCE_SM90_MAINLOOP; skew 0, inflight 1 by default):
@@ -348,10 +324,10 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // A consumer warpgroup (`consumer` 0 or 1) over one run of tiles, from ring position `ring` on:
 // for each tile, the k-loop into the accumulators, then epi.tile(acc, col0). `issued` counts
 // consumer 0's k-steps until the skew is signalled (SM90_CONSUMER_SKEW).
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class RS = Sm90Ring256, class Epilogue>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Epilogue>
 __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consumer, int col_first, int tiles,
-                                                 int kt_count, Epilogue& epi, float (&acc)[BN / 2],
-                                                 Sm90Ring<RS::RING_STAGES>& ring, int& issued) {
+                                                 int kt_count, Epilogue& epi, float (&acc)[BN / 2], Sm90Ring& ring,
+                                                 int& issued) {
   const bool releaser = (threadIdx.x & 127) == 0;
   const u32 blocks = cluster_size();
   // stage 0's descriptors (this consumer's half of A); a stage's and a k-step's are offsets of them
@@ -364,7 +340,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
     for (int kt = 0; kt < kt_count; ++kt) {
       const int stage = ring.stage;
       mbar_wait(&pp.full[stage], ring.phase);
-      const u32 a = stage * SM90_A_STAGE_BYTES, b = stage * RS::B_BYTES;  // from stage 0's
+      const u32 a = stage * SM90_A_STAGE_BYTES, b = stage * SM90_B_STAGE_BYTES;  // from stage 0's
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < SM90_TILE_K / 16; ++k) {
@@ -405,11 +381,11 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
 
 // A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
 // tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class RS = Sm90Ring256, class Tiles, class Epilogue>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles, class Epilogue>
 __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Tiles& tt, int col_first,
                                              int tiles, int kt_count, Epilogue& epi) {
   float acc[BN / 2];
-  Sm90Ring<RS::RING_STAGES> ring;
+  Sm90Ring ring;
   int issued = 0;
 #if SM90_CONSUMER_SKEW > 0
   if (consumer == 1) skew_wait();
@@ -420,7 +396,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
     epi.begin_rows(x);
-    sm90_consume_run<TA, TB, BN, RS>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
+    sm90_consume_run<TA, TB, BN>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
     epi.end_rows(x);
   }
 #if SM90_CONSUMER_SKEW > 0
@@ -445,8 +421,7 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
 // SHARE_A 1: the blocks of a cluster share A's box (each multicasts its half) and load their own
 // B; 0: they share B's (the forward's and G's C box), each loading its own A.
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class RS = Sm90Ring256, class Tiles,
-          class Consume>
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles, class Consume>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                          const Tiles& tt, int col_first, int tiles, int kt_count,
                                          Consume&& consume) {
@@ -454,7 +429,7 @@ __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* ma
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
-    if (threadIdx.x == 0) sm90_produce<TA, TB, BN, SHARE_A, RS>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
+    if (threadIdx.x == 0) sm90_produce<TA, TB, BN, SHARE_A>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
   } else {
     consumer_registers();
     consume(wg - 1);

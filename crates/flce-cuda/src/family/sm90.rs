@@ -101,8 +101,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         let mut view = call.lp;
         view.k.n = tokens.len() as i32;
         view.targets = call.lp.targets + 4 * n0 as u64;
-        let tile_n = crate::geometry::sm90_forward_tile_n();
-        let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs, tile_n)?;
+        let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs)?;
         call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     }
     Ok(())
@@ -111,8 +110,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 /// The forward's parameters over the call's tokens `tokens`, seen as a problem of their own
 /// (`view`: their N and targets; E from their first row): `grid`'s splits, its slots cut to the
 /// tokens' tiles (rounded up to the cluster), in clusters of `cluster` unless the tokens hold a
-/// single token tile; columns `tokens` of the partials [splits, N] and target logits at `outputs`;
-/// C's box `tile_n` rows wide (the kernel's tile width: [`crate::geometry::sm90_forward_tile_n`]).
+/// single token tile; columns `tokens` of the partials [splits, N] and target logits at `outputs`.
 fn forward_params_over(
     call: &Call<'_>,
     tokens: Range<usize>,
@@ -120,7 +118,6 @@ fn forward_params_over(
     grid: Sm90Grid,
     cluster: usize,
     outputs: (DevPtr, DevPtr),
-    tile_n: usize,
 ) -> Result<Sm90ForwardParams> {
     let (x, s) = (call.x, call.x.shape);
     let (n0, nlen) = (tokens.start, tokens.len());
@@ -132,7 +129,7 @@ fn forward_params_over(
     Ok(Sm90ForwardParams {
         map_e: tensor_map(e_rows, nlen, s.d, x.dtype, SM90_TILE_M, "E (a token range)")?,
         // each block of a pair loads half of C's box and multicasts it to both
-        map_c: tensor_map(x.c, s.v, s.d, x.dtype, tile_n / cluster, "C")?,
+        map_c: tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?,
         lp: LogitParams { e: e_rows, ..view },
         cluster: cluster as i32,
         slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,
@@ -165,7 +162,7 @@ pub(crate) unsafe fn forward_compact(
     let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let params = Sm90CompactForwardParams {
-        fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs, SM90_TILE_N)?,
+        fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q: call.ws.at(plan.logits),
         ldq: plan.ldg as i32,
         m_ref: call.ws.at(m_ref),
