@@ -3,7 +3,7 @@
 to the variant `main` in the same call.
 
 The log's lines are `flce bench` table rows prefixed with "ROUND OPTIONS VARIANT " (the form the
-one-off call scripts since s24 write: scripts/gpu-parked-fold.sh). Usage:
+one-off call scripts since s24 write: benchmarks/h200-2026-12-02-s25/*/call.sh). Usage:
     python3 scripts/bench-medians.py benchmarks/<folder>/bench.log
 """
 import collections
