@@ -17,9 +17,14 @@ def main(path):
         parts = line.split("|")
         if len(parts) < 5:
             continue
-        _, opts, variant = parts[0].split()[:3]
-        shape = parts[1].split()[0]
-        runs[(opts, variant, shape)].append((float(parts[3].split()[0]), float(parts[4].split()[0])))
+        head = parts[0].split()
+        try:
+            fwd, fb = float(parts[3].split()[0]), float(parts[4].split()[0])
+        except (ValueError, IndexError):
+            continue  # a row without both times (a failed or cut run)
+        if len(head) < 3:
+            continue
+        runs[(head[1], head[2], parts[1].split()[0])].append((fwd, fb))
     med = {k: (statistics.median(f for f, _ in v), statistics.median(b for _, b in v), len(v)) for k, v in runs.items()}
     for (opts, variant, shape), (fwd, fb, n) in sorted(med.items()):
         base_f, base_b, _ = med.get((opts, "main", shape), (fwd, fb, 0))

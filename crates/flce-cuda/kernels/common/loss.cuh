@@ -17,8 +17,9 @@ __device__ __forceinline__ float softcap_logit(float x, float cap) {
   return cap * copysignf(t, y);
 }
 
-// ∂z/∂x of the softcap at its output z: 1 − (z/cap)² (|z/cap| clamped to 1: a z recovered from
-// a rounded exponential may pass the cap by a rounding).
+// ∂z/∂x of the softcap at its output z: 1 − (z/cap)², the one definition every gradient kernel
+// uses (|z/cap| clamped to 1: a z recovered from a rounded exponential, flce_grad_from_compact,
+// may pass the cap by a rounding; an exact z only by __fdividef's).
 __device__ __forceinline__ float softcap_slope(float z, float cap) {
   const float r = fminf(fabsf(__fdividef(z, cap)), 1.0f);
   return 1.0f - r * r;
