@@ -5,6 +5,8 @@ to the variant `main` in the same call.
 The log's lines are `flce bench` table rows prefixed with "ROUND OPTIONS VARIANT " (the form the
 one-off call scripts since s24 write: benchmarks/h200-2026-12-02-s25/*/call.sh). Usage:
     python3 scripts/bench-medians.py benchmarks/<folder>/bench.log
+It reads those committed text logs; new timing calls run scripts/gpu-variants.sh, which keeps
+flce bench's JSON rows and prints the same medians and ratios itself.
 """
 import collections
 import statistics

@@ -15,22 +15,14 @@ OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 cp "$0" "$OUT/call.sh"
 export FLCE_CACHE_DIR=$(mktemp -d)
 B=gpu-bundle
-row() { grep -E "^\| [a-z0-9]" | grep -v "^| shape" | awk '!s[$0]++'; }
-for r in 1 2 3; do
-  [ $r -gt 1 ] && [ $SECONDS -gt 240 ] && { echo "round $r cut at ${SECONDS}s"; break; }
-  for v in main main-c1 pp pp-c1; do
-    case $v in
-      main) cmd=($B/flce-main) ;;
-      main-c1) cmd=(env FLCE_SM90_CLUSTER=1 $B/flce-main) ;;
-      pp) cmd=(env FLCE_SM90_MAINLOOP=pingpong=1 $B/flce-pp) ;;
-      pp-c1) cmd=(env FLCE_SM90_MAINLOOP=pingpong=1 FLCE_SM90_CLUSTER=1 $B/flce-pp) ;;
-    esac
-    timeout 40 "${cmd[@]}" bench --shapes gemma2,llama3 --iters 5 --step-budget-mb 0 2>&1 | row \
-      | sed "s/^/$r plain $v /" >> "$OUT/bench.log"
-  done
-done
+# the interleaved rounds and their medians: scripts/gpu-variants.sh (its per-round files stay on
+# the machine, concatenated into one log: the device returns at most 8 files)
+runs=$(mktemp -d)
+SHAPES=gemma2,llama3 OUT=$runs bash scripts/gpu-variants.sh 3 "main=$B/flce-main" \
+  "main-c1=$B/flce-main:FLCE_SM90_CLUSTER=1" "pp=$B/flce-pp:FLCE_SM90_MAINLOOP=pingpong=1" \
+  "pp-c1=$B/flce-pp:FLCE_SM90_MAINLOOP=pingpong=1,FLCE_SM90_CLUSTER=1" > "$OUT/variants.md" 2>&1
+grep -H "" "$runs"/var-*.jsonl | sed "s|^$runs/||" > "$OUT/variants.jsonl"  # each row prefixed with its variant and round
 OUT=$OUT SHAPE=llama3 KERNEL=forward FLCE=$B/flce-main NAME=main T_NCU=90 bash scripts/ncu-sm90.sh
 OUT=$OUT SHAPE=llama3 KERNEL=forward FLCE=$B/flce-pp NAME=pp CUBLAS=0 T_NCU=90 FLCE_SM90_MAINLOOP=pingpong=1 \
   bash scripts/ncu-sm90.sh
-echo "round opts variant | shape | cuBLAS | fwd | fwd+bwd"; sort -k2,3 -s "$OUT/bench.log" | cut -d'|' -f1-5
-python3 scripts/bench-medians.py "$OUT/bench.log"
+cat "$OUT/variants.md"
