@@ -341,6 +341,8 @@ mod tests {
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
+        assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
+        assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());

@@ -86,6 +86,19 @@ fn the_mn_major_probe_compiles_for_sm90a() {
     assert!(cubin.len() > 1000);
 }
 
+#[test]
+fn the_loss_math_probe_compiles_for_sm80_and_sm90a() {
+    // (run on a GPU by tests/gpu/loss_math.rs)
+    if !nvrtc_or_skip("the_loss_math_probe_compiles_for_sm80_and_sm90a") {
+        return;
+    }
+    for arch in ["sm_80", "sm_90a"] {
+        let cubin = compile_probe(include_str!("probes/loss_math.cu"), "loss_math.cu", arch)
+            .unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert!(cubin.len() > 1000);
+    }
+}
+
 /// A probe of tests/probes/ compiled for `arch`, its include lines expanded as the kernels' are.
 fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::CudaResult<Vec<u8>> {
     compile_uncached(&expand_includes(source, DType::BF16), name, &options(&Arch(arch.into())))

@@ -4,17 +4,19 @@
 #pragma once
 #include "common/types.cuh"
 
-// s·tanh(x/s), written through exp so it keeps f32 accuracy (tanh.approx does not). The two
-// divisions are __fdividef (a reciprocal and a product, 2 ulp): an IEEE `/` (no fast-math in the
-// NVRTC options) is a check and a call to a slow-path subroutine per element, which kept ptxas
-// from interleaving the elements of a tile (sm90 SASS: 256 FCHK + CALL in the forward's general
-// epilogue; perf-notes v27).
+// s·tanh(x/s), written through exp so it keeps f32 accuracy (tanh.approx does not):
+// tanh|y| = (1 − e)/(1 + e) = 2/(1 + e) − 1 with e = exp(−2|y|), so z = ±(2s·r − s) with
+// r = 1/(1 + e), one FFMA. Seven instructions an element, two of them MUFU (ex2.approx.ftz, whose
+// flush below 2⁻¹²⁶ makes e 0 and |z| = s where tanh has saturated, and rcp.approx.ftz, 1 + e being
+// in [1, 2]). The forms before: an IEEE `/` (a check and a slow-path call per element: v27), then
+// __expf and __fdividef, whose non-ftz exp is a range test and two predicated products around the
+// MUFU: 13 instructions an element (sm_90a SASS, perf-notes v35). y = x/s is __fdividef's product
+// with the reciprocal of s, which the compiler takes once per kernel.
 __device__ __forceinline__ float softcap_logit(float x, float cap) {
-  float y = __fdividef(x, cap);
-  float a = fabsf(y);
-  float e = __expf(-2.0f * a);
-  float t = __fdividef(1.0f - e, 1.0f + e);
-  return cap * copysignf(t, y);
+  const float y = __fdividef(x, cap);
+  const float e = exp2_mufu(fabsf(y) * (-2.0f * FLCE_LOG2E));
+  const float r = rcp_approx(1.0f + e);
+  return copysignf(fmaf(2.0f * cap, r, -cap), y);
 }
 
 // ∂z/∂x of the softcap at its output z: 1 − (z/cap)², the one definition every gradient kernel

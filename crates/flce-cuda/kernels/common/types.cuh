@@ -81,6 +81,43 @@ __device__ __forceinline__ float fast_exp(float x) {
   return r;
 }
 
+// ---- exponentials in base 2 ---------------------------------------------------------------------
+#define FLCE_LOG2E 1.4426950408889634f
+#define FLCE_LN2 0.6931471805599453f
+
+// 2^y (ex2.approx.ftz: relative error ≤ 2⁻²²·⁵, 0 below 2⁻¹²⁶). __expf is the non-ftz form, which
+// compiles to a range test and two predicated products around the MUFU per call (sm_90a SASS).
+__device__ __forceinline__ float exp2_mufu(float y) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return r;
+}
+
+// 1/d (rcp.approx.ftz, the reciprocal __fdividef takes; d normal).
+__device__ __forceinline__ float rcp_approx(float d) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return r;
+}
+
+// Exponentials exp(x − m) of a row taken as 2^(x·log2e − m2), one FFMA each instead of a
+// subtraction and a product: m2 = m·log2e rounded, so each is off by the same factor
+// 2^(m·log2e − m2) (≤ 2⁻¹⁷ relative while |m| < 2⁷); `fix` undoes it, once per sum or row
+// coefficient. m not finite: fix 1 (m2 ±inf or NaN), so the exponentials are those of x − m (0, or NaN
+// where x is the same infinity or m is NaN).
+struct Exp2Ref {
+  float m2;
+  float fix;
+};
+__device__ __forceinline__ Exp2Ref exp2_ref(float m) {
+  Exp2Ref r;
+  r.m2 = m * FLCE_LOG2E;
+  const float residual = fmaf(m, FLCE_LOG2E, -r.m2);  // exact: m·log2e − m2
+  r.fix = fabsf(m) < __int_as_float(0x7f800000) ? fmaf(-residual, FLCE_LN2, 1.0f)  // 2^(−residual), to f32
+                                                 : 1.0f;
+  return r;
+}
+
 // Sum over a block of BLOCK threads in a fixed tree order (deterministic); s holds BLOCK doubles.
 template <int BLOCK>
 __device__ double block_sum(double x, double* s) {

@@ -23,7 +23,9 @@
 //   (src/step.rs, plan::StepLogits::Compact; calls without a softcap: with a bias or smoothing,
 //   the options' modules, src/loss.rs step_logits): besides the statistics it writes every logit
 //   z (bias added) of the chunk as q = exp(z − m) in f16 to `q` [n, ldq], m the row's running
-//   max after the tile (so q ≤ 1), and m to `m_ref` [n, ld_mref] (one f32 per
+//   max after the tile (so q ≤ 1; taken in the FFMA form 2^(z·log2e − m2), types.cuh Exp2Ref,
+//   q carries its common factor, ≤ 2⁻¹⁷ relative, far below f16's rounding, which the running
+//   sum has removed), and m to `m_ref` [n, ld_mref] (one f32 per
 //   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
 //   running sum adds anyway. A whole tile's q leaves through each consumer warp's shared-memory
 //   staging slice (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 × 16 rows of 144 bytes after the rows'
@@ -179,6 +181,9 @@ struct Sm90ForwardEpilogue {
         am = min(am, __shfl_xor_sync(quad, am, 2));
       }
       const float new_m = fmaxf(m_run, tmax);
+      // exp(z − new_m) as 2^(z·log2e − m2), one FFMA and the MUFU (types.cuh, Exp2Ref); the sum's
+      // `fix` once per row
+      const Exp2Ref ref = exp2_ref(new_m);
       float part = 0.0f;
       if (COMPACT) {
         // q = exp(z − new_m) of every column; the sum as below (all -inf: no sum, and the q of
@@ -189,8 +194,8 @@ struct Sm90ForwardEpilogue {
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
 #pragma unroll
         for (int j = 0; j < 32; ++j) {
-          const float e0 = fast_exp(acc[4 * j + 2 * h] - new_m);
-          const float e1 = fast_exp(acc[4 * j + 2 * h + 1] - new_m);
+          const float e0 = exp2_mufu(fmaf(acc[4 * j + 2 * h], FLCE_LOG2E, -ref.m2));
+          const float e1 = exp2_mufu(fmaf(acc[4 * j + 2 * h + 1], FLCE_LOG2E, -ref.m2));
           part += e0;
           part += e1;
           if (FULL) {
@@ -202,13 +207,15 @@ struct Sm90ForwardEpilogue {
             if (row < p.k.n && col0 + 8 * j + 2 * t < p.k.v) *(u32*)(qrow + 8 * j) = pair;
           }
         }
-        if (new_m == FLCE_NEG_INF) part = 0.0f;
+        part = new_m == FLCE_NEG_INF ? 0.0f : part * ref.fix;
         if (t == 0 && row < p.k.n) cp->m_ref[(size_t)row * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
       } else if (new_m != FLCE_NEG_INF) {
 #pragma unroll
         for (int j = 0; j < 32; ++j)
 #pragma unroll
-          for (int q = 0; q < 2; ++q) part += fast_exp(acc[4 * j + 2 * h + q] - new_m);
+          for (int q = 0; q < 2; ++q)
+            part += exp2_mufu(fmaf(acc[4 * j + 2 * h + q], FLCE_LOG2E, -ref.m2));
+        part *= ref.fix;
       }
       part += __shfl_xor_sync(0xffffffffu, part, 1);
       part += __shfl_xor_sync(0xffffffffu, part, 2);

@@ -41,6 +41,8 @@ struct Sm90GradEpilogue {
   int row[2];
   int tgt[2];
   float4 cf[2];  // p_scale, target coefficient, smooth coefficient, lse
+  // exp(x − lse) as 2^(x·log2e − lse2) (types.cuh, Exp2Ref): lse2, and p_scale times its `fix`
+  float lse2[2], p_scale2[2];
   int t, g, warp8;  // lane % 4, lane / 4, warp index among the 8 consumer warps
 
   // The rows of token tile x of the chunk: the thread's two rows, their targets and coefficients.
@@ -51,6 +53,9 @@ struct Sm90GradEpilogue {
     for (int h = 0; h < 2; ++h) {
       row[h] = warp_row0 + g + 8 * h;
       cf[h] = chunk_row_coeffs(p, ch, row[h], tgt[h]);
+      const Exp2Ref ref = exp2_ref(cf[h].w);
+      lse2[h] = ref.m2;
+      p_scale2[h] = cf[h].x * ref.fix;
     }
   }
   __device__ __forceinline__ void end_rows(int) {}
@@ -106,7 +111,7 @@ struct Sm90GradEpilogue {
           float z = acc[4 * j + 2 * h + q];
           if (OPTS & 1) z += b;
           if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
-          float gx = c.x * fast_exp(z - c.w);
+          float gx = p_scale2[h] * exp2_mufu(fmaf(z, FLCE_LOG2E, -lse2[h]));
           if (OPTS & 4) gx -= c.z * w;
           if (col == tgt[h]) gx -= c.y;
           if (OPTS & 2) gx *= softcap_slope(z, p.k.softcap);
@@ -140,7 +145,7 @@ struct Sm90GradEpilogue {
           const int col = colp + q;
           const float x = acc[4 * j + 2 * h + q];
           if (FAST) {
-            gv[q] = c.x * fast_exp(x - c.w);
+            gv[q] = p_scale2[h] * exp2_mufu(fmaf(x, FLCE_LOG2E, -lse2[h]));
             if (col == tgt[h]) gv[q] -= c.y;
           } else {
             gv[q] = (live && col < ch.v_end) ? logit_grad(p, x, col, tgt[h], c) : 0.0f;

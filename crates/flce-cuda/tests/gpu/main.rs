@@ -12,6 +12,7 @@
 mod bad_input;
 mod cases;
 mod frozen;
+mod loss_math;
 mod mn_major;
 mod nccl;
 mod oracle;
@@ -33,6 +34,7 @@ use cases::{
     cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_de_pass, require_long_tail,
 };
 use frozen::run_frozen;
+use loss_math::run_loss_math;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
@@ -55,6 +57,7 @@ fn main() {
             .iter()
             .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
     let include_mn_major = filters.is_empty() || filters.iter().any(|f| "sm90-mn-major".contains(f.as_str()));
+    let include_loss_math = filters.is_empty() || filters.iter().any(|f| "loss-math".contains(f.as_str()));
     let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
@@ -89,6 +92,10 @@ fn main() {
             }
             if include_mn_major {
                 println!("test sm90-mn-major ... skipped ({why})");
+                skipped += 1;
+            }
+            if include_loss_math {
+                println!("test loss-math ... skipped ({why})");
                 skipped += 1;
             }
             for (name, ..) in phase_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ()))) {
@@ -215,6 +222,9 @@ fn main() {
                     println!("test sm90-mn-major ... skipped ({} is not Hopper)", be.arch().0);
                     skipped += 1;
                 }
+            }
+            if include_loss_math {
+                run("loss-math".into(), &|| run_loss_math(be));
             }
             for (name, dtype, shape, opts, bias, weights) in &phase_cases {
                 let f = || match dtype {
