@@ -135,6 +135,11 @@ fn main() {
                     }
                 }
             };
+            // the per-element math every epilogue uses first: it takes a fraction of a second, and
+            // a time-limited run of the cases below would otherwise never reach it
+            if include_loss_math {
+                run("loss-math".into(), &|| run_loss_math(be));
+            }
             // backends planning for another SM count (`sms`) or with another cluster size
             // (`cluster`, forwards and G alike), one per combination the selected cases use
             // (`band`: the forward in launches over bands of token tiles; `de_pass`: backwards in two
@@ -222,9 +227,6 @@ fn main() {
                     println!("test sm90-mn-major ... skipped ({} is not Hopper)", be.arch().0);
                     skipped += 1;
                 }
-            }
-            if include_loss_math {
-                run("loss-math".into(), &|| run_loss_math(be));
             }
             for (name, dtype, shape, opts, bias, weights) in &phase_cases {
                 let f = || match dtype {
