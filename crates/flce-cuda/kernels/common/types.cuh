@@ -74,14 +74,7 @@ __device__ __forceinline__ float nan_max(float a, float b) {
   return (a != a || b != b) ? FLCE_NAN : fmaxf(a, b);
 }
 
-// exp via ex2.approx (2 ulp): exp(x) = 2^(x·log2 e).
-__device__ __forceinline__ float fast_exp(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
-  return r;
-}
-
-// ---- exponentials in base 2 ---------------------------------------------------------------------
+// ---- exponentials ------------------------------------------------------------------------------
 #define FLCE_LOG2E 1.4426950408889634f
 #define FLCE_LN2 0.6931471805599453f
 
@@ -92,6 +85,9 @@ __device__ __forceinline__ float exp2_mufu(float y) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
   return r;
 }
+
+// exp via ex2.approx (2 ulp): exp(x) = 2^(x·log2 e).
+__device__ __forceinline__ float fast_exp(float x) { return exp2_mufu(x * FLCE_LOG2E); }
 
 // 1/d (rcp.approx.ftz, the reciprocal __fdividef takes; d normal).
 __device__ __forceinline__ float rcp_approx(float d) {
