@@ -5,10 +5,9 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::sys as cu;
-use flce_core::DType;
-use flce_cuda::compile::{compile_uncached, expand_includes, options};
 use flce_cuda::{CudaLoss, DeviceBuffer};
+
+use crate::probe::ProbeModule;
 
 const CAP: f32 = 30.0;
 
@@ -23,8 +22,7 @@ fn rel(got: f32, want: f64) -> f64 {
     ((got as f64 - want) / want).abs()
 }
 
-/// The worst case of `err` over the inputs, as (error, input, got, want), or a description of the
-/// first value that is not what it must be.
+/// The largest `err` over the inputs, or a description of the first value past `bound`.
 fn worst(
     what: &str,
     inputs: &[f32],
@@ -33,17 +31,15 @@ fn worst(
     err: impl Fn(f32, f64) -> f64,
     bound: f64,
 ) -> Result<String, String> {
-    let mut w = (0.0f64, 0.0f32, 0.0f32, 0.0f64);
+    let mut largest = 0.0f64;
     for (&x, &g) in inputs.iter().zip(got) {
         let e = err(g, want(x));
         if e.is_nan() || e > bound {
             return Err(format!("{what}({x:e}) = {g:e}, want {:e} (error {e:e} > {bound:e})", want(x)));
         }
-        if e > w.0 {
-            w = (e, x, g, want(x));
-        }
+        largest = largest.max(e);
     }
-    Ok(format!("{what} ≤ {:.2e}", w.0))
+    Ok(format!("{what} ≤ {largest:.2e}"))
 }
 
 pub(crate) fn run_loss_math(be: &CudaLoss) -> Result<String, String> {
@@ -56,53 +52,19 @@ pub(crate) fn run_loss_math(be: &CudaLoss) -> Result<String, String> {
     let (dy, dd, dx) = (dev(&y)?, dev(&d)?, dev(&x)?);
     let out = DeviceBuffer::new(4 * n * 4).map_err(|e| e.to_string())?;
     out.fill_u32(0x7fc0_0001).map_err(|e| e.to_string())?; // poisoned: a NaN no kernel writes
-    let source = expand_includes(include_str!("../probes/loss_math.cu"), DType::BF16);
-    let cubin = compile_uncached(&source, "loss_math.cu", &options(be.arch())).map_err(|e| e.to_string())?;
-    let mut module: cu::CUmodule = std::ptr::null_mut();
-    // SAFETY: the cubin outlives the call; the context is current.
-    unsafe { cu::cuModuleLoadData(&mut module, cubin.as_ptr() as *const c_void) }
-        .result()
-        .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
-    let launched = (|| {
-        let mut f: cu::CUfunction = std::ptr::null_mut();
-        // SAFETY: the module is loaded in the current context; the name is NUL-terminated.
-        unsafe { cu::cuModuleGetFunction(&mut f, module, c"probe_loss_math".as_ptr()) }
-            .result()
-            .map_err(|e| format!("{e:?}"))?;
-        let (mut py, mut pd, mut px, mut pn, mut pcap, mut po) =
-            (dy.ptr(), dd.ptr(), dx.ptr(), n as i32, CAP, out.ptr());
-        let mut params: [*mut c_void; 6] = [
-            &mut py as *mut _ as *mut c_void,
-            &mut pd as *mut _ as *mut c_void,
-            &mut px as *mut _ as *mut c_void,
-            &mut pn as *mut _ as *mut c_void,
-            &mut pcap as *mut _ as *mut c_void,
-            &mut po as *mut _ as *mut c_void,
-        ];
-        // SAFETY: the parameters match the kernel's (three device pointers of n floats, an int, a
-        // float, a pointer of 4·n floats); synchronised before the read.
-        unsafe {
-            cu::cuLaunchKernel(
-                f,
-                (n / 256) as u32,
-                1,
-                1,
-                256,
-                1,
-                1,
-                0,
-                std::ptr::null_mut(),
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-            .result()
-            .map_err(|e| format!("launch: {e:?}"))?;
-            cu::cuCtxSynchronize().result().map_err(|e| format!("probe_loss_math: {e:?}"))
-        }
-    })();
-    // SAFETY: no launch of the module is in flight (synchronised or never launched).
-    unsafe { cu::cuModuleUnload(module) }.result().map_err(|e| format!("cuModuleUnload: {e:?}"))?;
-    launched?;
+    let module = ProbeModule::load(include_str!("../probes/loss_math.cu"), "loss_math.cu", be.arch())?;
+    let (mut py, mut pd, mut px, mut pn, mut pcap, mut po) = (dy.ptr(), dd.ptr(), dx.ptr(), n as i32, CAP, out.ptr());
+    let mut params: [*mut c_void; 6] = [
+        &mut py as *mut _ as *mut c_void,
+        &mut pd as *mut _ as *mut c_void,
+        &mut px as *mut _ as *mut c_void,
+        &mut pn as *mut _ as *mut c_void,
+        &mut pcap as *mut _ as *mut c_void,
+        &mut po as *mut _ as *mut c_void,
+    ];
+    // SAFETY: the parameters match the kernel's (three device pointers of n floats, an int, a
+    // float, a pointer of 4·n floats).
+    unsafe { module.launch(c"probe_loss_math", (n / 256) as u32, 256, 0, &mut params)? };
     let o: Vec<f32> = out.to_vec(4 * n).map_err(|e| e.to_string())?;
     let part = |k: usize| &o[k * n..(k + 1) * n];
 
@@ -115,8 +77,8 @@ pub(crate) fn run_loss_math(be: &CudaLoss) -> Result<String, String> {
             return if g == 0.0 { 0.0 } else { f64::INFINITY };
         }
         if w < 2f64.powi(-126) {
-            return if g as f64 <= 2f64.powi(-126) { 0.0 } else { f64::INFINITY };
             // flushed or subnormal
+            return if g as f64 <= 2f64.powi(-126) { 0.0 } else { f64::INFINITY };
         }
         rel(g, w)
     };

@@ -18,6 +18,7 @@ mod nccl;
 mod oracle;
 mod phases;
 mod pointers;
+mod probe;
 mod sampled;
 mod step;
 mod threads;

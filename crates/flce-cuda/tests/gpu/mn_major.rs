@@ -5,14 +5,15 @@
 //! dE += G·C_chunk, A and B MN-major as Gᵀ and E in dC_chunk = Gᵀ·E. Small integers, so every sum
 //! is exact in f32 and the comparison is equality. Hopper only.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 
-use cudarc::driver::sys as cu;
 use flce_core::{bf16, DType};
 use flce_cuda::abi::TensorMap;
-use flce_cuda::compile::{compile_uncached, expand_includes, options, Arch};
+use flce_cuda::compile::Arch;
 use flce_cuda::family::tensor_map_pitched;
 use flce_cuda::{CudaLoss, DeviceBuffer};
+
+use crate::probe::ProbeModule;
 
 const M: usize = 64;
 const N: usize = 256;
@@ -42,16 +43,7 @@ fn upload(x: &[f32]) -> Result<DeviceBuffer, String> {
 }
 
 /// D = A·B through `kernel` of the probe module, compared with the host's.
-fn check(
-    module: cu::CUmodule,
-    kernel: &std::ffi::CStr,
-    map_a: TensorMap,
-    map_b: TensorMap,
-    want: &[f32],
-) -> Result<(), String> {
-    let mut f: cu::CUfunction = std::ptr::null_mut();
-    // SAFETY: the module is loaded in the current context; the name is NUL-terminated.
-    unsafe { cu::cuModuleGetFunction(&mut f, module, kernel.as_ptr()) }.result().map_err(|e| format!("{e:?}"))?;
+fn check(module: &ProbeModule, kernel: &CStr, map_a: TensorMap, map_b: TensorMap, want: &[f32]) -> Result<(), String> {
     let out = DeviceBuffer::new(4 * M * N).map_err(|e| e.to_string())?;
     let (mut out_ptr, mut k_total) = (out.ptr(), K as i32);
     let (mut a, mut b) = (map_a, map_b);
@@ -62,25 +54,8 @@ fn check(
         &mut k_total as *mut _ as *mut c_void,
     ];
     // SAFETY: the parameters match the kernel's (two tensor maps by value, a device pointer of
-    // M·N floats, an int); one block of one warpgroup; synchronised before the read.
-    unsafe {
-        cu::cuLaunchKernel(
-            f,
-            1,
-            1,
-            1,
-            128,
-            1,
-            1,
-            SMEM_BYTES,
-            std::ptr::null_mut(),
-            params.as_mut_ptr(),
-            std::ptr::null_mut(),
-        )
-        .result()
-        .map_err(|e| format!("launch {kernel:?}: {e:?}"))?;
-        cu::cuCtxSynchronize().result().map_err(|e| format!("{kernel:?}: {e:?}"))?;
-    }
+    // M·N floats, an int); one block of one warpgroup.
+    unsafe { module.launch(kernel, 1, 128, SMEM_BYTES, &mut params)? };
     let got: Vec<f32> = out.to_vec(M * N).map_err(|e| e.to_string())?;
     let bad: Vec<usize> = (0..M * N).filter(|&i| got[i] != want[i]).collect();
     match bad.first() {
@@ -99,9 +74,8 @@ fn check(
 
 pub(crate) fn run_mn_major(be: &CudaLoss) -> Result<String, String> {
     be.context().bind_to_thread().map_err(|e| format!("{e:?}"))?;
-    let source = expand_includes(include_str!("../probes/sm90_mn_major.cu"), DType::BF16);
-    let cubin =
-        compile_uncached(&source, "sm90_mn_major.cu", &options(&Arch("sm_90a".into()))).map_err(|e| e.to_string())?;
+    let module =
+        ProbeModule::load(include_str!("../probes/sm90_mn_major.cu"), "sm90_mn_major.cu", &Arch("sm_90a".into()))?;
     let a = values(M * K, 1); // A[m, k] at m·K + k
     let b = values(K * N, 2); // B[k, n] at k·N + n
     let a_t: Vec<f32> = (0..K * M).map(|i| a[(i % M) * K + i / M]).collect(); // A[m, k] at k·M + m
@@ -109,16 +83,7 @@ pub(crate) fn run_mn_major(be: &CudaLoss) -> Result<String, String> {
         .map(|i| (0..K).map(|k| a[(i / N) * K + k] as f64 * b[k * N + i % N] as f64).sum::<f64>() as f32)
         .collect();
     let (da, da_t, db) = (upload(&a)?, upload(&a_t)?, upload(&b)?);
-    let mut module: cu::CUmodule = std::ptr::null_mut();
-    // SAFETY: the cubin outlives the call; the context is current.
-    unsafe { cu::cuModuleLoadData(&mut module, cubin.as_ptr() as *const c_void) }
-        .result()
-        .map_err(|e| format!("cuModuleLoadData: {e:?}"))?;
-    let result = (|| {
-        check(module, c"probe_b_mn", map(da.ptr(), K, M)?, map(db.ptr(), N, K)?, &want)?;
-        check(module, c"probe_ab_mn", map(da_t.ptr(), M, K)?, map(db.ptr(), N, K)?, &want)
-    })();
-    // SAFETY: no launch of the module is in flight (each check synchronised).
-    unsafe { cu::cuModuleUnload(module) }.result().map_err(|e| format!("cuModuleUnload: {e:?}"))?;
-    result.map(|()| format!("D[{M}, {N}] over K {K} exact with B MN-major, and with A and B MN-major"))
+    check(&module, c"probe_b_mn", map(da.ptr(), K, M)?, map(db.ptr(), N, K)?, &want)?;
+    check(&module, c"probe_ab_mn", map(da_t.ptr(), M, K)?, map(db.ptr(), N, K)?, &want)?;
+    Ok(format!("D[{M}, {N}] over K {K} exact with B MN-major, and with A and B MN-major"))
 }
