@@ -47,8 +47,10 @@
 
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
-// registers fewer than keeping them in registers, which keeps the consumers within the 168 the
-// launch allows (ptxas allocates for the whole kernel, not per setmaxnreg budget).
+// registers fewer than keeping them in registers. ptxas allocates the consumers' code at their
+// setmaxnreg budget (232, mainloop.cuh), not at the launch's 168: the default module's consumers
+// use up to R229 and still reload a few values from local memory in the fold (sm_90a bf16,
+// cuobjdump -sass; `cargo run -p flce-cuda --example resource_usage` writes the cubins).
 template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
