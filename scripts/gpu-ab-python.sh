@@ -3,6 +3,7 @@
 # interleaved (A B A B ...) in one device call; prints each shape's median forward and
 # forward+backward per wheel and B/A last.
 #   bash scripts/gpu-ab-python.sh OLD_BUNDLE NEW_BUNDLE [rounds]   (bundles from gpu-prepare.sh)
+#   AB_SHAPES=llama3_n1024,llama3 AB_METHOD=flce_fast bash scripts/gpu-ab-python.sh …   (time_call.py options)
 set -uo pipefail
 A=${1:?bundle A}; B=${2:?bundle B}; rounds=${3:-3}
 OUT=${OUT:-gpu-logs}
@@ -15,7 +16,7 @@ for side in A B; do
 done
 for r in $(seq 1 "$rounds"); do
   for side in A B; do
-    (cd benchmarks && PYTHONPATH="/tmp/ab-$side" python3 time_call.py --label "$side" ${AB_SHAPES:+--shapes $AB_SHAPES}) \
+    (cd benchmarks && PYTHONPATH="/tmp/ab-$side" python3 time_call.py --label "$side" ${AB_SHAPES:+--shapes $AB_SHAPES} ${AB_METHOD:+--method $AB_METHOD}) \
       >> "$OUT/ab-python.jsonl" 2>> "$OUT/ab-python.err"
   done
 done

@@ -3,7 +3,8 @@
 
 use flce_core::{Options, Result};
 
-use crate::abi::{DevPtr, FinishParams};
+use crate::abi::{DevPtr, FinishParams, LossConstants};
+use crate::context::BoundContext;
 use crate::device::{DeviceForwardOutputs, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
 use crate::loss::{Call, CudaLoss};
@@ -37,6 +38,30 @@ impl CudaLoss {
         self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
         self.family_partials(&call, plan)?;
         self.finish(&call, ws.at(plan.partials), ws.at(plan.target_logit), plan.splits, out)
+    }
+
+    /// The status word alone, as every call's first kernels compute it (effective targets into
+    /// `scratch` [N] i32, then the first bad class weight or out-of-range target in `status`, or
+    /// INT_MAX: common/types.cuh), on `stream`, without a plan or workspace. For a caller that
+    /// checks its input on the host without waiting for a whole call: queue this, copy `status`
+    /// to the host behind an event, queue the call, then wait for the event — the GPU has the
+    /// call to run meanwhile (the Python binding's check of the three-product pass, step.py).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward`]: `scratch` holds N i32 and `status` one, on this device.
+    pub unsafe fn target_status(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        scratch: DevPtr,
+        status: DevPtr,
+        stream: Stream,
+    ) -> Result<()> {
+        x.validate(opts)?;
+        let _bound = BoundContext::bind(self.context())?;
+        let outputs = [("scratch", Some(scratch)), ("status", Some(status))];
+        self.check_pointers(x.pointers().into_iter().chain(outputs))?;
+        self.prep_targets(x, LossConstants::new(x.shape, opts), scratch, status, stream)
     }
 
     /// The plan's family writes each token's partial statistics (splits × N) and target logits

@@ -363,6 +363,28 @@ impl Problem {
         })
     }
 
+    /// The status word alone (`flce::cuda::CudaLoss::target_status`: the effective targets into
+    /// `scratch`, N i32, then the first bad class weight or out-of-range target in `status`, one
+    /// i32), on `cuda` = (device, stream); does not synchronise.
+    #[pyo3(signature = (cuda, inputs, scratch, status))]
+    fn cuda_target_status(
+        &self,
+        py: Python<'_>,
+        cuda: (usize, u64),
+        inputs: DevicePtrs,
+        scratch: u64,
+        status: u64,
+    ) -> PyResult<()> {
+        self.no_f64_on_cuda()?;
+        let x = self.device_inputs(inputs);
+        let opts = &self.opts;
+        on_cuda(py, cuda, move |be, stream| {
+            // SAFETY: as in cuda_forward; `scratch` and `status` are live CUDA tensors of N and one
+            // int32 on `device`.
+            unsafe { be.target_status(&x, opts, scratch, status, stream) }
+        })
+    }
+
     /// CPU forward on host pointers (`inputs` as for cuda_forward); returns (loss, accuracy or None).
     #[pyo3(signature = (inputs, lse, per_token_loss))]
     fn cpu_forward(

@@ -173,15 +173,19 @@ def test_bad_input_raises_before_any_kernel(device):
 def test_bad_target_with_gradients_to_come(device, budget):
     """On CUDA, a call whose gradients autograd will want leaves the target check to the
     backward, which reads the status word after queueing its own kernels (a read in the call
-    would drain the stream before the backward could be queued); without gradients, and on the
-    CPU, the call raises."""
+    would drain the stream before the backward could be queued) — except the three-product pass,
+    whose backward has no kernels: the call reads the word of a status-only op queued ahead of
+    the pass and raises itself. Without gradients, and on the CPU, the call raises."""
     e, c, t, _, _ = make(10, 8, 20, torch.float32, device)
     bad = t.clone()
     bad[4] = 20
     e.requires_grad_()
-    if device == "cpu":
-        with pytest.raises(ValueError, match=r"target\[4\] = 20"):
+    three_products = device == "cuda" and flce.three_product_plan(e, c, workspace_budget=budget) is not None
+    assert three_products == (device == "cuda" and budget == "fast")  # both paths are exercised
+    if device == "cpu" or three_products:
+        with pytest.raises(ValueError, match=r"target\[4\] = 20 is outside \[0, 20\)") as raised:
             flce.linear_cross_entropy(e, c, bad, workspace_budget=budget)
+        assert "backward" not in str(raised.value)
     else:
         loss = flce.linear_cross_entropy(e, c, bad, workspace_budget=budget)
         with pytest.raises(ValueError, match=r"target\[4\] = 20 .*backward"):
@@ -329,6 +333,32 @@ def test_bad_class_weights_raise(device, bad):
     e1 = e.clone().requires_grad_(True)
     with pytest.raises(ValueError, match="weight"):
         flce.linear_cross_entropy(e1, c, t, weight=w).backward()
+    # the three-product pass (its backward has no kernels): the call itself raises on CUDA
+    with pytest.raises(ValueError, match=r"weight\[7\]"):
+        flce.linear_cross_entropy(e1, c, t, weight=w, workspace_budget="fast").backward()
+
+
+@cuda_only
+@pytest.mark.parametrize("shift", [False, True])
+def test_status_only_op_gives_the_pass_status_word(shift):
+    """step.target_status (the two kernels the three-product call's check reads) writes the same
+    status word as the pass itself, for good input, a bad target (the first one named, also where
+    shift moves targets), a bad class weight (ahead of any target) and an ignored token."""
+    from flce import step
+    from flce._common import LossOptions, _STATUS_OK
+
+    e, c, t, _, w = make(300, 64, 1000, torch.bfloat16, "cuda", seed=8, weights=True)
+    e.requires_grad_()
+    o = LossOptions(shift=300 if shift else 0, workspace_budget=1 << 30)
+    bad_t, bad_w = t.clone(), w.clone()
+    bad_t[[17, 250]] = torch.tensor([1000, -5], device="cuda")
+    bad_w[33] = float("nan")
+    for targets, weights, expected in [(t, w, _STATUS_OK), (bad_t, w, 17), (bad_t, bad_w, -2**31 + 33),
+                                       (torch.full_like(t, -100), None, _STATUS_OK)]:
+        early = step.target_status(e.detach(), c, targets, None, weights, o)
+        out = torch.ops.flce.forward_backward(e.detach(), c, targets, None, weights, True, True, False, *o.astuple())
+        torch.cuda.synchronize()
+        assert int(early) == int(out[3]) == expected, (int(early), int(out[3]), expected)
 
 
 @cuda_only

@@ -16,7 +16,8 @@ fn s(e: flce_core::Error) -> String {
     e.to_string()
 }
 
-/// One forward under `o` into `lse` (and `per_token` for reduction none): (status word, loss).
+/// One forward under `o` into `lse` (and `per_token` for reduction none): (status word, loss). The
+/// status-only call (`CudaLoss::target_status`) must give the forward's word.
 fn forward_status(
     be: &CudaLoss,
     inputs: &DeviceInputs,
@@ -31,8 +32,14 @@ fn forward_status(
     let per_token_loss = (o.reduction == Reduction::None).then(|| per_token.ptr());
     let out = DeviceForwardOutputs { lse: lse.ptr(), per_token_loss, scalars: sc.ptr(), status: st.ptr() };
     unsafe { be.forward(inputs, o, &out, ws.workspace(), &plan, std::ptr::null_mut()) }.map_err(s)?;
+    let (scratch, st_only) = (DeviceBuffer::new(4 * inputs.shape.n).map_err(c)?, DeviceBuffer::new(4).map_err(c)?);
+    unsafe { be.target_status(inputs, o, scratch.ptr(), st_only.ptr(), std::ptr::null_mut()) }.map_err(s)?;
     be.context().synchronize().map_err(|e| format!("{e:?}"))?;
     let status: Vec<i32> = st.to_vec(1).map_err(c)?;
+    let status_only: Vec<i32> = st_only.to_vec(1).map_err(c)?;
+    if status_only != status {
+        return Err(format!("target_status wrote {} where the forward wrote {}", status_only[0], status[0]));
+    }
     Ok((status[0], sc.to_vec::<f32>(4).map_err(c)?[0]))
 }
 

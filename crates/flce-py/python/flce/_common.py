@@ -104,9 +104,9 @@ class TargetCheck:
             return None
         return cls(status)
 
-    def finish(self, target: Tensor, v: int, ignore_index: int) -> None:
+    def finish(self, target: Tensor, v: int, ignore_index: int, where: str = " (found by the backward's check)") -> None:
         self.done.synchronize()
-        raise_bad_input(int(self.host[0]), target, v, ignore_index, " (found by the backward's check)")
+        raise_bad_input(int(self.host[0]), target, v, ignore_index, where)
 
 
 def _ptr(t: Optional[Tensor]) -> Optional[int]:

@@ -165,9 +165,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
     is not ``ignore_index``, or a class weight that is negative or not finite, raises ValueError
     (``check_targets``; eager mode only: it reads one status word from the device; elsewhere the
-    loss and gradients are NaN) — on CUDA, when gradients will be computed, from the backward
-    (``loss.backward()``), which reads the word after its own kernels are queued so that the GPU
-    never waits for the host; otherwise from this call.
+    loss and gradients are NaN) — on CUDA, when gradients will be computed by the recomputing
+    plans, from the backward (``loss.backward()``), which reads the word after its own kernels
+    are queued so that the GPU never waits for the host; otherwise from this call (the
+    three-product pass reads the word of a status-only op queued ahead of it, so the host waits
+    for that op's two small kernels, not for the pass).
 
     Vocabulary-parallel (tensor-parallel LM heads): with ``process_group``, or with a
     ``linear_weight`` that is a DTensor sharded on dim 0, ``linear_weight``, ``linear_bias`` and
@@ -258,8 +260,16 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
         trades = step.step_plan_for(e, c, o_step, wants) is not None
     if trades:
+        early = None
+        if defer_check and e.is_cuda:
+            # the pass leaves its backward no kernels to queue before the check: read the status
+            # word here instead, from a status-only op queued ahead of it (step.target_status)
+            early = TargetCheck(step.target_status(e, c, t, b, w, o_step))
+            o_step = dataclasses.replace(o_step, check_targets=False)
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o_step.astuple())
+        if early is not None:
+            early.finish(t, v, ignore_index, "")
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if check_targets and eager and not defer_check:
