@@ -334,7 +334,7 @@ def test_bad_class_weights_raise(device, bad):
     with pytest.raises(ValueError, match="weight"):
         flce.linear_cross_entropy(e1, c, t, weight=w).backward()
     # the three-product pass (its backward has no kernels): the call itself raises on CUDA
-    with pytest.raises(ValueError, match=r"weight\[7\]"):
+    with pytest.raises(ValueError, match=r"weight.*\[7\]"):
         flce.linear_cross_entropy(e1, c, t, weight=w, workspace_budget="fast").backward()
 
 
