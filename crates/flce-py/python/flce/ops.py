@@ -167,9 +167,9 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     (``check_targets``; eager mode only: it reads one status word from the device; elsewhere the
     loss and gradients are NaN) — on CUDA, when gradients will be computed by the recomputing
     plans, from the backward (``loss.backward()``), which reads the word after its own kernels
-    are queued so that the GPU never waits for the host; otherwise from this call (the
-    three-product pass reads the word of a status-only op queued ahead of it, so the host waits
-    for that op's two small kernels, not for the pass).
+    are queued so that the GPU never waits for the host; otherwise from this call (on CUDA from a
+    status-only op queued ahead of the call's kernels: the host waits for that op's two small
+    kernels, not for the call).
 
     Vocabulary-parallel (tensor-parallel LM heads): with ``process_group``, or with a
     ``linear_weight`` that is a DTensor sharded on dim 0, ``linear_weight``, ``linear_bias`` and
@@ -259,20 +259,22 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
         o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
         trades = step.step_plan_for(e, c, o_step, wants) is not None
+    # The status word on CUDA where no backward reads it behind its own kernels (TargetCheck):
+    # calls without gradients, and the three-product pass, whose backward has no kernels. Read
+    # from a status-only op queued ahead of the call (step.target_status), the host waits for its
+    # two small kernels, not for the call: the GPU keeps the call to run while the host goes on.
+    early = None
+    if check_targets and eager and e.is_cuda and (trades or not defer_check):
+        early = TargetCheck(step.target_status(e, c, t, b, w, o_step))
+        o_step = dataclasses.replace(o_step, check_targets=False)
     if trades:
-        early = None
-        if defer_check and e.is_cuda:
-            # the pass leaves its backward no kernels to queue before the check: read the status
-            # word here instead, from a status-only op queued ahead of it (step.target_status)
-            early = TargetCheck(step.target_status(e, c, t, b, w, o_step))
-            o_step = dataclasses.replace(o_step, check_targets=False)
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o_step.astuple())
-        if early is not None:
-            early.finish(t, v, ignore_index, "")
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
-    if check_targets and eager and not defer_check:
+    if early is not None:
+        early.finish(t, v, ignore_index, "")
+    elif check_targets and eager and not defer_check:  # the CPU's word: the call has finished
         raise_bad_input(int(status.item()), t, v, ignore_index)
     loss = per_token.reshape(lead) if reduction == "none" else scalars[0]
     loss = loss.to(out_dtype or input.dtype)
