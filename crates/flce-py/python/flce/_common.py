@@ -84,12 +84,15 @@ def raise_bad_input(bad: int, target: Tensor, v: int, ignore_index: int, where: 
 
 
 class TargetCheck:
-    """The status word of a forward, read without stalling the GPU: started in the backward before
-    its kernels are queued (a copy into pinned host memory and an event, behind the forward in
-    stream order), finished after they are queued — the host then waits for the forward's end
-    only, while the GPU has the backward to run. The forward's own check (``.item()``) would
+    """The status word of a call, read without stalling the GPU: a copy into pinned host memory
+    and an event, queued behind the kernels that write the word, and finished (the event waited
+    for) once more work is queued behind them. In the backward of the recomputing plans it is
+    started before the backward's kernels are queued — the host then waits for the forward's end
+    only, while the GPU has the backward to run; the forward's own check (``.item()``) would
     drain the stream before the backward could be queued: ~2 ms of idle GPU per call on an H200.
-    None under torch.compile and CUDA-graph capture (no host reads there)."""
+    Calls without such a backward start it on a status-only op queued ahead of their kernels
+    (step.target_status, ops.py). None under torch.compile and CUDA-graph capture (no host reads
+    there)."""
 
     def __init__(self, status: Tensor):
         self.host = torch.empty(1, dtype=torch.int32, pin_memory=True)
