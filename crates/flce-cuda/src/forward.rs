@@ -45,7 +45,8 @@ impl CudaLoss {
     /// INT_MAX: common/types.cuh), on `stream`, without a plan or workspace. For a caller that
     /// checks its input on the host without waiting for a whole call: queue this, copy `status`
     /// to the host behind an event, queue the call, then wait for the event — the GPU has the
-    /// call to run meanwhile (the Python binding's check of the three-product pass, step.py).
+    /// call to run meanwhile (the Python binding's check of calls without a recomputing
+    /// backward: flce/_common.py target_status, ops.py).
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`]: `scratch` holds N i32 and `status` one, on this device.

@@ -1,7 +1,7 @@
 """Bad input, on every device: out-of-range targets and bad class weights raise ValueError in
 eager mode (from the call, or on CUDA from the backward of the recomputing plans: ops.py), and
 where no host reads the status word (check_targets=False, torch.compile, CUDA-graph replay) the
-loss and gradient rows are NaN (kernels/shared/prep.cu); the status-only op (step.target_status)
+loss and gradient rows are NaN (kernels/shared/prep.cu); the status-only op (_common.target_status)
 gives the call's own status word."""
 
 import pytest
@@ -128,11 +128,10 @@ def test_bad_class_weights_raise(device, bad):
 @cuda_only
 @pytest.mark.parametrize("shift", [False, True])
 def test_status_only_op_gives_the_pass_status_word(shift):
-    """step.target_status (the two kernels the three-product call's check reads) writes the same
+    """target_status (the two kernels the three-product call's check reads) writes the same
     status word as the pass itself, for good input, a bad target (the first one named, also where
     shift moves targets), a bad class weight (ahead of any target) and an ignored token."""
-    from flce import step
-    from flce._common import LossOptions, _STATUS_OK
+    from flce._common import LossOptions, _STATUS_OK, target_status
 
     e, c, t, _, w = make(300, 64, 1000, torch.bfloat16, "cuda", seed=8, weights=True)
     e.requires_grad_()
@@ -142,7 +141,7 @@ def test_status_only_op_gives_the_pass_status_word(shift):
     bad_w[33] = float("nan")
     for targets, weights, expected in [(t, w, _STATUS_OK), (bad_t, w, 17), (bad_t, bad_w, -2**31 + 33),
                                        (torch.full_like(t, -100), None, _STATUS_OK)]:
-        early = step.target_status(e.detach(), c, targets, None, weights, o)
+        early = target_status(e.detach(), c, targets, None, weights, o)
         out = torch.ops.flce.forward_backward(e.detach(), c, targets, None, weights, True, True, False, *o.astuple())
         torch.cuda.synchronize()
         assert int(early) == int(out[3]) == expected, (int(early), int(out[3]), expected)

@@ -91,7 +91,7 @@ class TargetCheck:
     only, while the GPU has the backward to run; the forward's own check (``.item()``) would
     drain the stream before the backward could be queued: ~2 ms of idle GPU per call on an H200.
     Calls without such a backward start it on a status-only op queued ahead of their kernels
-    (step.target_status, ops.py). None under torch.compile and CUDA-graph capture (no host reads
+    (target_status below, ops.py). None under torch.compile and CUDA-graph capture (no host reads
     there)."""
 
     def __init__(self, status: Tensor):
@@ -173,3 +173,17 @@ def _inputs(e, c, bias, target, weight):
 
 
 _TENSORS_FWD = "Tensor e, Tensor c, Tensor target, Tensor? bias, Tensor? weight"
+
+
+def target_status(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+                  o: LossOptions) -> Tensor:
+    """The status word of a call with these inputs (int32 [1] on the device: the first bad class
+    weight or out-of-range target, or OK) from the two small kernels every call starts with
+    (``CudaLoss::target_status``), queued on torch's current stream; eager CUDA calls only. For
+    the calls whose backward cannot read the word behind kernels of its own (TargetCheck): queued
+    ahead of the call, it lets the host wait for these kernels instead of the whole call."""
+    status = torch.empty(1, dtype=torch.int32, device=e.device)
+    scratch = torch.empty(e.shape[0], dtype=torch.int32, device=e.device)
+    _problem_of(e, c, o).cuda_target_status(_cuda_of(e), _inputs(e, c, bias, target, weight), scratch.data_ptr(),
+                                            status.data_ptr())
+    return status

@@ -19,7 +19,7 @@ from torch import Tensor
 from . import distributed
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
                       _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
-                      raise_bad_input)
+                      raise_bad_input, target_status)
 
 
 @torch.library.custom_op("flce::forward", mutates_args=(),
@@ -261,12 +261,13 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         trades = step.step_plan_for(e, c, o_step, wants) is not None
     # The status word on CUDA where no backward reads it behind its own kernels (TargetCheck):
     # calls without gradients, and the three-product pass, whose backward has no kernels. Read
-    # from a status-only op queued ahead of the call (step.target_status), the host waits for its
-    # two small kernels, not for the call: the GPU keeps the call to run while the host goes on.
+    # from a status-only op queued ahead of the call (target_status), the host waits for its two
+    # small kernels, not for the call: the GPU keeps the call to run while the host goes on.
     early = None
     if check_targets and eager and e.is_cuda and (trades or not defer_check):
-        early = TargetCheck(step.target_status(e, c, t, b, w, o_step))
-        o_step = dataclasses.replace(o_step, check_targets=False)
+        early = TargetCheck(target_status(e, c, t, b, w, o_step))
+        if trades:  # the pass's backward then checks nothing more
+            o_step = dataclasses.replace(o_step, check_targets=False)
     if trades:
         per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
                                                                                    *o_step.astuple())

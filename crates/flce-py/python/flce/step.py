@@ -90,23 +90,6 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants))
 
 
-def target_status(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-                  o: LossOptions) -> Tensor:
-    """The status word of a call with these inputs (int32 [1] on the device: the first bad class
-    weight or out-of-range target, or OK), from the two small kernels every call starts with
-    (``CudaLoss::target_status``), queued on torch's current stream; eager CUDA calls only. The
-    three-product op computes the gradients in the forward, so its backward has no kernels to
-    queue before reading the word, and waiting there would wait for the whole pass with the
-    GPU's queue then empty (the host's next launches after it: ~1 ms of idle GPU a call in a loop
-    of calls). Queued ahead of the pass and read behind an event (TargetCheck), the word costs the
-    host a wait for these two kernels only, while the GPU has the pass to run."""
-    status = torch.empty(1, dtype=torch.int32, device=e.device)
-    scratch = torch.empty(e.shape[0], dtype=torch.int32, device=e.device)
-    _problem_of(e, c, o).cuda_target_status(_cuda_of(e), _inputs(e, c, bias, target, weight), scratch.data_ptr(),
-                                            status.data_ptr())
-    return status
-
-
 @torch.library.custom_op(
     "flce::forward_backward", mutates_args=(),
     schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, {LossOptions.schema()}) "
