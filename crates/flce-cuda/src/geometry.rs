@@ -88,28 +88,26 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
 /// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
-/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I,resync=R"`. `skew` S (0..=SM90_STAGES): consumer 1
-/// starts only after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the
-/// other's wgmma — at the block's first tile (`resync` 0) or at every tile (`resync` 1, where a
-/// tile has at least SM90_STAGES k-steps: kernels/sm90/mainloop.cuh); `inflight` 1: a consumer
-/// keeps its last k-step's wgmma group in flight while it waits for the next stage (the stage is
-/// released one step later). Default: skew 0, inflight 1 (H200, 2026-12-01: forward 0.977–0.981×
-/// of inflight 0 at the three model shapes, skew at the first tile no gain).
+/// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
+/// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
+/// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
+/// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
+/// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain; the skew
+/// re-set at every tile, 2026-12-03, no gain either: perf-notes v37).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
-    pub resync: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, resync: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1 }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,resync=R` over the default (a part left out keeps its default; unknown
+    /// Parses `skew=S,inflight=I` over the default (a part left out keeps its default; unknown
     /// parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
@@ -119,8 +117,7 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                "resync" if value <= 1 => m.resync = value,
-                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1 or resync=0|1")),
+                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
             }
         }
         Ok(m)
@@ -332,7 +329,6 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
-        ("SM90_SKEW_RESYNC", mainloop.resync),
     ]
 }
 
@@ -343,15 +339,14 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1, resync: 0 }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0, resync: 0 }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1, resync: 0 }));
-        assert_eq!(Sm90Mainloop::parse("skew=3,resync=1"), Ok(Sm90Mainloop { skew: 3, inflight: 1, resync: 1 }));
-        assert!(Sm90Mainloop::parse("resync=2").is_err());
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
+        assert!(Sm90Mainloop::parse("skew=3,resync=1").is_err(), "measured and removed (perf-notes v37)");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());
         assert!(Sm90Mainloop::parse("fast").is_err());
     }

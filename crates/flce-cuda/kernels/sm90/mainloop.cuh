@@ -294,14 +294,6 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
 // wgmma instead of both epilogues leaving the tensor cores idle together. Consumer 0 cannot run
 // more than the ring's stages ahead (a stage is refilled only when both released it), hence
 // S ≤ SM90_STAGES: the first SM90_STAGES stages are loaded without waiting on `empty`.
-// SM90_SKEW_RESYNC 0: the skew is set at the block's first tile only (measured v12: the shared
-// stages pull the consumers back into step within a few k-steps); 1: at every tile — consumer 1
-// starts each tile's k-loop only after consumer 0 has issued that tile's first S k-steps, so
-// consumer 0's epilogue runs while consumer 1 issues its last S k-steps of the tile, and consumer
-// 1's while consumer 0 issues the next tile's first S (one arrive and one wait a tile; every
-// consumer runs the same tiles, so they pair up). Only where a tile has at least SM90_STAGES
-// k-steps: with fewer, consumer 0 could arrive for the next tile before consumer 1 has waited for
-// this one (its lead is bounded by the ring, not by the tile), completing the barrier alone.
 // SM90_MMA_INFLIGHT 1 — a consumer waits for its previous k-step's wgmma group only (wait_group
 // 1) and releases that step's stage, so its next wait on `full` overlaps the tensor cores' work.
 #ifndef SM90_CONSUMER_SKEW
@@ -309,9 +301,6 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
 #endif
 #ifndef SM90_MMA_INFLIGHT
 #define SM90_MMA_INFLIGHT 1
-#endif
-#ifndef SM90_SKEW_RESYNC
-#define SM90_SKEW_RESYNC 0
 #endif
 static_assert(SM90_CONSUMER_SKEW <= SM90_STAGES, "consumer 0 may lead by at most the ring's stages");
 
@@ -344,13 +333,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
   // stage 0's descriptors (this consumer's half of A); a stage's and a k-step's are offsets of them
   const u32 a0 = smem_u32(pp.a + consumer * (SM90_A_STAGE_BYTES / 2)), b0 = smem_u32(pp.b);
   const SmemDescBase desc_a(TA ? smem_desc_mn(a0) : smem_desc(a0)), desc_b(TB ? smem_desc_mn(b0) : smem_desc(b0));
-#if SM90_CONSUMER_SKEW > 0 && SM90_SKEW_RESYNC
-  const bool resync = kt_count >= SM90_STAGES;  // (uniform: both consumers decide alike)
-#endif
   for (int tile = 0; tile < tiles; ++tile) {
-#if SM90_CONSUMER_SKEW > 0 && SM90_SKEW_RESYNC
-    if (consumer == 1 && resync) skew_wait();  // consumer 0 has issued this tile's first S k-steps
-#endif
 #if SM90_MMA_INFLIGHT
     int pending = -1;  // the stage of the k-step whose wgmma group may still run
 #endif
@@ -367,9 +350,6 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
         wgmma_m64nk16<TA, TB>(acc, da, db, kt | k);
       }
       wgmma_commit();
-#if SM90_CONSUMER_SKEW > 0 && SM90_SKEW_RESYNC
-      if (consumer == 0 && resync && kt + 1 == SM90_CONSUMER_SKEW) skew_arrive();
-#endif
 #if SM90_MMA_INFLIGHT
       wgmma_wait_one();
       if (pending >= 0) release_stage(pp, pending, releaser, blocks);
@@ -378,7 +358,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
       wgmma_wait_all();
       release_stage(pp, stage, releaser, blocks);
 #endif
-#if SM90_CONSUMER_SKEW > 0 && !SM90_SKEW_RESYNC
+#if SM90_CONSUMER_SKEW > 0
       if (consumer == 0 && issued < SM90_CONSUMER_SKEW && ++issued == SM90_CONSUMER_SKEW) skew_arrive();
 #endif
       ring.advance();
@@ -387,7 +367,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
     wgmma_wait_all();
     if (pending >= 0) release_stage(pp, pending, releaser, blocks);
 #endif
-#if SM90_CONSUMER_SKEW > 0 && !SM90_SKEW_RESYNC
+#if SM90_CONSUMER_SKEW > 0
     // a tile of fewer k-steps than the skew: signal before the epilogue (an epilogue may wait on
     // both consumers: grad.cu's column sums)
     if (consumer == 0 && issued < SM90_CONSUMER_SKEW) {
@@ -407,7 +387,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
   float acc[BN / 2];
   Sm90Ring ring;
   int issued = 0;
-#if SM90_CONSUMER_SKEW > 0 && !SM90_SKEW_RESYNC
+#if SM90_CONSUMER_SKEW > 0
   if (consumer == 1) skew_wait();
 #endif
   for (int x = tt.first; x < tt.end; x += tt.stride) {
@@ -419,7 +399,7 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
     sm90_consume_run<TA, TB, BN>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
     epi.end_rows(x);
   }
-#if SM90_CONSUMER_SKEW > 0 && !SM90_SKEW_RESYNC
+#if SM90_CONSUMER_SKEW > 0
   // a block without tiles: consumer 1 still waits for the signal
   if (consumer == 0 && issued < SM90_CONSUMER_SKEW) skew_arrive();
 #endif
