@@ -40,38 +40,21 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
 #pragma unroll
   for (int k = 0; k < 8; ++k) colsum[k] = 0.0f;
   const int tile = colc / SM90_TILE_N;  // the 8 columns share one 256-column tile
-  // Every pass's q and m loaded before the first G is written: G goes over q in place, so the
-  // compiler cannot move a pass's load above the previous pass's store, and one 16-byte load in
-  // flight a thread left the kernel latency-bound (3.7 TB/s, perf-notes v22). Each thread reads
-  // only the elements it writes, so the early loads see q.
-  const int passes = colc < ch.ldg ? max(0, min(TILE_M / 16, (ch.n_end - row0 - ty + 15) / 16)) : 0;
-  const bool live = colc < ch.v_end;
-  uint4 raws[TILE_M / 16];
-  float ms[TILE_M / 16];
-#pragma unroll
-  for (int pass = 0; pass < TILE_M / 16; ++pass) {
-    if (pass < passes && live) {
-      const int row = row0 + ty + pass * 16;
-      raws[pass] = *(const uint4*)(gp.q + (size_t)(row - ch.n0) * ch.ldg + colc);
-      ms[pass] = gp.m_ref[(size_t)(row - ch.n0) * gp.ld_mref + tile];
-    }
-  }
-#pragma unroll
-  for (int pass = 0; pass < TILE_M / 16; ++pass) {
-    if (pass >= passes) break;
+  for (int pass = 0; pass < TILE_M / 16 && colc < ch.ldg; ++pass) {
     const int rl = ty + pass * 16;
     const int row = row0 + rl;
+    if (row >= ch.n_end) break;
     const size_t at = (size_t)(row - ch.n0) * ch.ldg + colc;
     elem_t out[8];
-    if (!live) {
+    if (colc >= ch.v_end) {
 #pragma unroll
       for (int k = 0; k < 8; ++k) out[k] = from_f32(0.0f);
     } else {
-      const uint4 raw = raws[pass];
+      const uint4 raw = *(const uint4*)(gp.q + at);
       const u16* q = (const u16*)&raw;
       const float4 cf = s_coef[rl];
       const int tgt = s_target[rl];
-      const float m = ms[pass];
+      const float m = gp.m_ref[(size_t)(row - ch.n0) * gp.ld_mref + tile];
       const float scale = cf.x * fast_exp(m - cf.w);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
