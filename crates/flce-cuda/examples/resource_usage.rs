@@ -14,7 +14,7 @@ fn main() {
     let cubin_dir = args.get(2).map(std::path::PathBuf::from);
     let logit_opts: Option<u8> = args.get(3).map(|s| s.parse().expect("logit-opts: a number 1..=7"));
     // the files that have option modules (FLCE_LOGIT_OPTS in kernels/sm90/forward.cu and grad.cu)
-    let has_variants = |f: &KernelFile| matches!(f, KernelFile::Sm90Forward | KernelFile::Sm90Grad);
+    let has_variants = |f: &KernelFile| matches!(f, KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad);
     let files =
         KernelFile::ALL.into_iter().filter(|f| f.builds_for(&arch, dtype) && (logit_opts.is_none() || has_variants(f)));
     for file in files {

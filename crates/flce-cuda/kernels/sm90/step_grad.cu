@@ -21,21 +21,34 @@
 //   per 8 elements (and a logarithm per element with a softcap); 4 bytes of traffic per logit
 //   (plus 4 per column of class weights with smoothing).
 //
+// Modules: calls with a bias, softcap or smoothing run one compiled for their options
+// (FLCE_LOGIT_OPTS's bits, runtime/grids.rs logit_opts, as the forwards); the default module serves
+// the calls without any, so it carries no smoothing term, no softcap slope and no db sums (their
+// registers and db's 8 KB of shared memory limited it to 3 blocks an SM).
+//
 // Host side: src/step.rs; tests: tests/gpu/step.rs (both storages against the f64 oracle).
 #include "common/loss.cuh"
+
+#ifndef FLCE_LOGIT_OPTS
+#define FLCE_LOGIT_OPTS -1
+#endif
+// what this module's calls may carry (the default module: none of the three)
+constexpr bool kMayBias = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 1);
+constexpr bool kMaySoftcap = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 2);
+constexpr bool kMaySmooth = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 4);
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_compact(const CompactGradParams gp) {
   __shared__ int s_target[TILE_M];
   __shared__ float4 s_coef[TILE_M];
-  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums
+  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums (the default module: none, removed as unused)
   const GradChunk& ch = gp.chunk;
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int row0 = ch.n0 + blockIdx.y * TILE_M;
   const int colc = blockIdx.x * TILE_N + tx * 8;  // chunk column of this thread's 8 (v0 = 0)
   load_row_coeffs(gp.lp, ch, row0, s_target, s_coef);
   __syncthreads();
-  const bool smooth = gp.lp.k.label_smoothing > 0.0f;  // (uniform: the class-weight term)
-  const float cap = gp.lp.k.softcap;                    // (uniform: > 0 with a softcap)
+  const bool smooth = kMaySmooth && gp.lp.k.label_smoothing > 0.0f;  // (uniform: the class-weight term)
+  const float cap = kMaySoftcap ? gp.lp.k.softcap : 0.0f;              // (uniform: > 0 with a softcap)
   float colsum[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) colsum[k] = 0.0f;
@@ -77,5 +90,5 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
     }
     *(uint4*)(ch.g_out + at) = *(uint4*)&out[0];
   }
-  if (ch.db_partial) store_db_partial(ch, colsum, s_col, 0);  // (the chunk starts at column 0)
+  if (kMayBias && ch.db_partial) store_db_partial(ch, colsum, s_col, 0);  // (the chunk starts at column 0)
 }

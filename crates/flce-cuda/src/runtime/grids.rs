@@ -162,6 +162,11 @@ impl KernelArgs for Sm90CompactForwardParams {
 }
 impl KernelArgs for CompactGradParams {
     const KERNEL: Kernel = Kernel::CompactGrad;
+    /// Calls with a bias, softcap or smoothing run a module compiled for theirs; the default
+    /// module has none of their terms (kernels/sm90/step_grad.cu).
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         let (rows, cols) = self.chunk.tiles();
         (cols, rows, 1)
