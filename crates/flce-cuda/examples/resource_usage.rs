@@ -1,9 +1,10 @@
 //! Print ptxas's resource report (registers, shared memory, spills) for every kernel, as NVRTC
 //! compiles them, and optionally write the cubins (for cuobjdump -sass). No GPU needed:
 //!   cargo run -p flce-cuda --example resource_usage [sm_90a] [bf16] [cubin-dir] [logit-opts]
-//! `logit-opts` (bits: 1 bias, 2 softcap, 4 smoothing) compiles the sm90 forward's and G's modules
-//! specialised for those options (what a call with them loads: compile::variant_source) instead
-//! of every file's default module; their cubins are named with `-optsN`.
+//! `logit-opts` (bits: 1 bias, 2 softcap, 4 smoothing) compiles the sm90 forward's, G's and the
+//! three-product G's modules specialised for those options (what a call with them loads:
+//! compile::variant_source) instead of every file's default module; their cubins are named with
+//! `-optsN`.
 use flce_core::DType;
 use flce_cuda::compile::{compile_with_log, options, variant_source, Arch, KernelFile};
 
@@ -13,8 +14,9 @@ fn main() {
     let dtype: DType = args.get(1).map(|s| s.parse().unwrap()).unwrap_or(DType::BF16);
     let cubin_dir = args.get(2).map(std::path::PathBuf::from);
     let logit_opts: Option<u8> = args.get(3).map(|s| s.parse().expect("logit-opts: a number 1..=7"));
-    // the files that have option modules (FLCE_LOGIT_OPTS in kernels/sm90/forward.cu and grad.cu)
-    let has_variants = |f: &KernelFile| matches!(f, KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad);
+    // the files that have option modules (FLCE_LOGIT_OPTS in kernels/sm90/forward.cu, grad.cu, step_grad.cu)
+    let has_variants =
+        |f: &KernelFile| matches!(f, KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad);
     let files =
         KernelFile::ALL.into_iter().filter(|f| f.builds_for(&arch, dtype) && (logit_opts.is_none() || has_variants(f)));
     for file in files {

@@ -201,3 +201,28 @@ impl KernelArgs for Sm90ProductParams {
 fn round_up(x: u32, multiple: u32) -> u32 {
     x.div_ceil(multiple) * multiple
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The three-product G's default module has no smoothing term, softcap slope or db sums
+    /// (kernels/sm90/step_grad.cu): a call with any of bias, softcap or smoothing must load its
+    /// option module, and z-loss or class weights alone (in the rows' coefficients) the default.
+    #[test]
+    fn compact_grad_takes_the_default_module_only_without_logit_options() {
+        let mut p = CompactGradParams::default();
+        assert_eq!(p.logit_opts(), None);
+        p.lp.k.z_loss = 1e-4;
+        p.lp.class_w = 0x1000;
+        assert_eq!(p.logit_opts(), None);
+        p.lp.bias = 0x2000;
+        assert_eq!(p.logit_opts(), Some(1));
+        p.lp.k.softcap = 30.0;
+        assert_eq!(p.logit_opts(), Some(3));
+        p.lp.k.label_smoothing = 0.1;
+        assert_eq!(p.logit_opts(), Some(7));
+        p.lp.bias = 0;
+        assert_eq!(p.logit_opts(), Some(6));
+    }
+}
