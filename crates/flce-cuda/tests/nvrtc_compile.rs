@@ -104,8 +104,9 @@ fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::Cuda
     compile_uncached(&expand_includes(source, DType::BF16), name, &options(&Arch(arch.into())))
 }
 
-/// The sm90 kernels' modules — the forward's and G's default ones and those specialised for each
-/// set of logit options (FLCE_LOGIT_OPTS 1..7: bias, softcap, smoothing), the product kernel's —
+/// The sm90 kernels' modules — the forward's, G's and the three-product G's (step_grad.cu, no
+/// wgmma) default ones and those specialised for each set of logit options (FLCE_LOGIT_OPTS 1..7:
+/// bias, softcap, smoothing), the product kernel's —
 /// compile for sm_90a with every wgmma asynchronous: ptxas reports, as an info line and not an
 /// error, when it serialises a kernel's wgmma or waits for all of them before other work
 /// (C7515, C7517, C7518: a consumer loop that writes, or cannot prove retired, an accumulator a
@@ -123,7 +124,7 @@ fn the_sm90_kernels_compile_for_every_set_of_logit_options_with_async_wgmma() {
             _ => std::iter::once(None).chain((1..=7u8).map(Some)).collect(),
         }
     };
-    for file in [KernelFile::Sm90Forward, KernelFile::Sm90Grad, KernelFile::Sm90Product] {
+    for file in [KernelFile::Sm90Forward, KernelFile::Sm90Grad, KernelFile::Sm90StepGrad, KernelFile::Sm90Product] {
         for m in variants(file) {
             let mut opts = options(&arch);
             opts.push("--ptxas-options=-v".into());
