@@ -19,8 +19,9 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_db_reduce
 }
 
 // Four elements a step where both pointers allow it (a 16-byte f32 load, one store of the four
-// rounded values): one 4-byte load in flight a thread ran at ~2.6 TB/s (perf-notes v22's 0.57 ms
-// for the 16k pass's dC). The pointers decide it, uniformly for the grid; the rest element-wise.
+// rounded values): element by element, one 4-byte load in flight a thread, it ran at 2.0–2.7 TB/s,
+// now 3.3–4.1 (1.4–1.5× a launch, H200, docs/perf-notes.md v37). The pointers decide it,
+// uniformly for the grid; the rest element by element.
 struct __align__(4 * sizeof(elem_t)) Elem4 {
   elem_t v[4];
 };

@@ -23,8 +23,9 @@
 //
 // Modules: calls with a bias, softcap or smoothing run one compiled for their options
 // (FLCE_LOGIT_OPTS's bits, runtime/grids.rs logit_opts, as the forwards); the default module serves
-// the calls without any, so it carries no smoothing term, no softcap slope and no db sums (their
-// registers and db's 8 KB of shared memory limited it to 3 blocks an SM).
+// the calls without any, so it carries no smoothing term, no softcap slope and no db sums: 32
+// registers and 2.5 KB of shared memory, 8 blocks an SM, where their 70 registers and db's 8 KB
+// left 3 — 1.84× faster a launch (H200, docs/perf-notes.md v37).
 //
 // Host side: src/step.rs; tests: tests/gpu/step.rs (both storages against the f64 oracle).
 #include "common/loss.cuh"
@@ -40,7 +41,7 @@ constexpr bool kMaySmooth = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 4);
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_compact(const CompactGradParams gp) {
   __shared__ int s_target[TILE_M];
   __shared__ float4 s_coef[TILE_M];
-  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums (the default module: none, removed as unused)
+  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums (unused in the default module)
   const GradChunk& ch = gp.chunk;
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int row0 = ch.n0 + blockIdx.y * TILE_M;
