@@ -14,11 +14,9 @@ fn main() {
     let dtype: DType = args.get(1).map(|s| s.parse().unwrap()).unwrap_or(DType::BF16);
     let cubin_dir = args.get(2).map(std::path::PathBuf::from);
     let logit_opts: Option<u8> = args.get(3).map(|s| s.parse().expect("logit-opts: a number 1..=7"));
-    // the files that have option modules (FLCE_LOGIT_OPTS in kernels/sm90/forward.cu, grad.cu, step_grad.cu)
-    let has_variants =
-        |f: &KernelFile| matches!(f, KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad);
-    let files =
-        KernelFile::ALL.into_iter().filter(|f| f.builds_for(&arch, dtype) && (logit_opts.is_none() || has_variants(f)));
+    let files = KernelFile::ALL
+        .into_iter()
+        .filter(|f| f.builds_for(&arch, dtype) && (logit_opts.is_none() || f.has_logit_variants()));
     for file in files {
         let mut opts = options(&arch);
         opts.push("--ptxas-options=-v".into());

@@ -101,6 +101,13 @@ impl KernelFile {
         matches!(self, KernelFile::Prep | KernelFile::Finish | KernelFile::Phases)
     }
 
+    /// Whether the file's source reads `FLCE_LOGIT_OPTS`, so that a module compiled for a set of
+    /// logit options differs from its default one ([`variant_source`]; the launches that ask for
+    /// one: `logit_opts` in runtime/grids.rs).
+    pub fn has_logit_variants(self) -> bool {
+        matches!(self, KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad)
+    }
+
     /// Whether the file is built for this target and element type: the sm90 family's files use
     /// sm_90a-only instructions (wgmma, setmaxnreg) on 16-bit operands; every other file builds
     /// everywhere.
@@ -272,8 +279,8 @@ pub fn compile(file: KernelFile, arch: &Arch, dtype: DType) -> CudaResult<Cubin>
 }
 
 /// The source of `file` for `dtype`, specialised for the logit options `logit_opts` (bits:
-/// 1 bias, 2 softcap, 4 smoothing; `FLCE_LOGIT_OPTS` in kernels/sm90/forward.cu and grad.cu)
-/// where given.
+/// 1 bias, 2 softcap, 4 smoothing; `FLCE_LOGIT_OPTS` in the files of
+/// [`KernelFile::has_logit_variants`]) where given.
 pub fn variant_source(file: KernelFile, dtype: DType, logit_opts: Option<u8>) -> String {
     let source = expanded_source(file, dtype);
     match logit_opts {

@@ -220,6 +220,7 @@ impl Kernels {
         dtype: DType,
         logit_opts: Option<u8>,
     ) -> CudaResult<(Arc<Module>, bool)> {
+        debug_assert!(logit_opts.is_none() || file.has_logit_variants(), "{} has no option modules", file.name());
         let key = (file, if file.dtype_independent() { DType::BF16 } else { dtype }, logit_opts);
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&key) {
