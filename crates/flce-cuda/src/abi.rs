@@ -174,6 +174,9 @@ abi_structs! {
     /// z as q = exp(z − m) in f16, m the row's running max after its tile (`m_ref`).
     struct Sm90CompactForwardParams {
         fwd: Sm90ForwardParams = "Sm90ForwardParams",
+        /// q [fwd.lp.k.n, V] (pitch ldq) for the TMA stores of whole tiles: boxes of 16 rows × 32
+        /// columns, 64-byte swizzle (family/sm90.rs q_store_map).
+        map_q: TensorMap = "TensorMap",
         /// f16 bits [fwd.lp.k.n, ldq]: q of every logit of the chunk (columns < V).
         q: DevPtr = "u16*",
         ldq: i32 = "int",

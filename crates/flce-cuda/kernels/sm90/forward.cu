@@ -27,10 +27,13 @@
 //   q carries its common factor, ≤ 2⁻¹⁷ relative, far below f16's rounding, which the running
 //   sum has removed), and m to `m_ref` [n, ld_mref] (one f32 per
 //   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
-//   running sum adds anyway. A whole tile's q leaves through each consumer warp's shared-memory
-//   staging slice (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 × 16 rows of 144 bytes after the rows'
-//   state) as 16-byte row pieces, as flce_sm90_grad's G; the last, partial tile's as 4-byte
-//   f16x2 words straight from the accumulators. kernels/sm90/step_grad.cu turns q into G in place.
+//   running sum adds anyway. A whole tile's q leaves through TMA stores (`map_q`): each consumer
+//   warp writes 32 columns of its 16 rows at a time into one of its SM90_Q_STAGES 1 KB boxes
+//   (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 warps' boxes, 1024-byte aligned, after the rows' state)
+//   and one lane hands the box to the tensor-memory accelerator, so the stores drain under the
+//   next tiles' main loop instead of holding the warps (wgmma.cuh, sm90_store_warp_rows_tma); the
+//   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
+//   kernels/sm90/step_grad.cu turns q into G in place.
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
@@ -55,7 +58,7 @@ template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
-  u32* s_stage;                        // COMPACT only: this warp's q staging, 16 rows of SM90_GRAD_STAGE_ROW_BYTES
+  u32 q_boxes;                         // COMPACT only: this warp's SM90_Q_STAGES q boxes (shared address)
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
   int* s_target;    // [SM90_TILE_M]
@@ -190,7 +193,7 @@ struct Sm90ForwardEpilogue {
       if (COMPACT) {
         // q = exp(z − new_m) of every column; the sum as below (all -inf: no sum, and the q of
         // NaN that a G from an lse of -inf has anyway). A whole tile keeps q in acc for
-        // store_q_staged (the target logit taken first); a partial one stores its f16 pairs here.
+        // store_q_tma (the target logit taken first); a partial one stores its f16 pairs here.
         const int row = row0 + rl;
         if (FULL) write_target(acc, h, rl, col0);
         u16* qrow = cp->q + (size_t)row * cp->ldq + col0 + 2 * t;
@@ -244,7 +247,7 @@ struct Sm90ForwardEpilogue {
       }
       if (!(COMPACT && FULL)) write_target(acc, h, rl, col0);
     }
-    if (COMPACT && FULL) store_q_staged(acc, col0);
+    if (COMPACT && FULL) store_q_tma(acc, col0);
   }
 
   // The target logit of row rl (half h of the thread's rows): written by the one thread that
@@ -263,12 +266,11 @@ struct Sm90ForwardEpilogue {
     }
   }
 
-  // COMPACT and FULL: q (in acc) of the warp's 16 rows as f16 pairs in 16-byte row pieces through
-  // its shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged; G leaves the same way).
-  __device__ __forceinline__ void store_q_staged(const float (&acc)[128], int col0) {
+  // COMPACT and FULL: q (in acc) of the warp's 16 rows as f16 pairs through TMA stores (wgmma.cuh,
+  // sm90_store_warp_rows_tma; rows past N are the map's edge, not written).
+  __device__ __forceinline__ void store_q_tma(const float (&acc)[128], int col0) {
     const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);
-    u16* out = cp->q + (size_t)warp_row0 * cp->ldq + col0;
-    sm90_store_warp_rows_staged(acc, s_stage, out, (size_t)cp->ldq, p.k.n - warp_row0, [](float lo, float hi) {
+    sm90_store_warp_rows_tma(acc, q_boxes, &cp->map_q, col0, warp_row0, [](float lo, float hi) {
       u32 pair;
       asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
       return pair;
@@ -292,13 +294,15 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
   sm90_init_barriers(pp);
   sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    // (the compact kernel's staging slices follow the rows' statistics and targets)
-    u32* s_stage = (u32*)(s_target + SM90_TILE_M) + (consumer * 4 + warp) * 16 * (SM90_GRAD_STAGE_ROW_BYTES / 4);
-    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? s_stage : nullptr, fp.target_logit, s_state, s_target,
+    // (the compact kernel's q boxes follow the rows' statistics and targets, 1024-byte aligned)
+    const u32 boxes = ((smem_u32(s_target + SM90_TILE_M) + 1023) & ~1023u) +
+                      (consumer * 4 + warp) * SM90_Q_STAGES * SM90_Q_STAGE_BYTES;
+    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? boxes : 0u, fp.target_logit, s_state, s_target,
                                      fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
     epi.t = lane & 3;
     sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+    if (COMPACT && lane == 0) bulk_wait_all();  // its q stores done before the block's shared memory goes
   });
 }
 

@@ -132,6 +132,32 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap
 __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
 }
+// TMA stores (the compact forward's q): a 2-D box of shared memory at `src` to the tensor map's
+// coordinates (col, row), rows and columns past the map's edges not written, in the issuing
+// thread's current bulk async-group. Shared memory written by ordinary stores must be fenced
+// for the async proxy (fence_async_smem, every writing thread) before the store is issued, and
+// may be rewritten only once the group's reads are done (bulk_wait_read).
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, u32 src, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(col),
+               "r"(row), "r"(src)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Wait until at most N of this thread's bulk groups still read shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Wait until every bulk group of this thread has completed (its writes done).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Four 8 × 8 matrices of 16-bit pairs to shared memory: lanes 8i..8i+7 give the row addresses of
+// matrix i; each lane's r[i] is its (row lane / 4, columns 2·(lane % 4), +1) of matrix i.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 
 #include "sm90/wgmma.cuh"
 

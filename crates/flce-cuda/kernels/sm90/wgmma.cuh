@@ -146,7 +146,7 @@ __device__ __forceinline__ void wgmma_m64nk16(float (&d)[96], u64 desc_a, u64 de
 // hit banks 4g + t, conflict free) and reads them back as 16-byte row pieces (8 lanes per 128-byte
 // row), so each global store instruction writes 4 whole lines. `out`: the warp's row 0, column 0
 // (16-bit elements, pitch `ld` elements, 16-byte aligned rows); rows from `rows` on are not
-// written. Used for G (sm90/grad.cu) and the compact forward's q (sm90/forward.cu).
+// written. Used for G (sm90/grad.cu; the compact forward stores its q through TMA: below).
 template <typename E, typename Pack>
 __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[128], u32* s_stage, E* out, size_t ld,
                                                             int rows, Pack pack) {
@@ -169,5 +169,47 @@ __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[1
       if (r < rows) *(uint4*)(out + (size_t)r * ld + 64 * quarter + 8 * piece) = v;
     }
     __syncwarp();  // the slice is rewritten by the next quarter
+  }
+}
+
+// The same rows through TMA stores, asynchronous: per 32-column step the warp writes its 16 × 32
+// values (stmatrix, conflict free) into one of its SM90_Q_STAGES staging boxes `boxes` (shared
+// addresses SM90_Q_STAGE_BYTES apart, 1024-byte aligned) in the 64-byte swizzle of `map`'s boxes
+// (16 B chunk c of row r at r·64 + 16·(c ^ (r/2 mod 4))), and lane 0 issues the box's TMA store
+// to (col + 32·step, row); the warp goes on while the tensor-memory accelerator drains it, under
+// the next tiles' main loop. A box is rewritten only after its last store read it (lane 0 waits,
+// the warp syncs). Lane 0 must wait for its stores (bulk_wait_all) before the block exits.
+// Rows and columns past the map's edges are not written (the map's bounds).
+template <typename Pack>
+__device__ __forceinline__ void sm90_store_warp_rows_tma(const float (&acc)[128], u32 boxes, const TensorMap* map,
+                                                         int col, int row, Pack pack) {
+  const int lane = threadIdx.x & 31;
+  // this lane's row address within a box for each of the two stmatrix.x4 of a step: matrix
+  // i = lane / 8 is (8-column chunk jj = 2x + i / 2, row half i % 2)
+  const int i = lane >> 3, r = (lane & 7) + 8 * (i & 1);
+  u32 at[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) at[x] = r * 64 + (((2 * x + (i >> 1)) ^ ((r >> 1) & 3)) << 4);
+#pragma unroll
+  for (int s = 0; s < SM90_TILE_N / 32; ++s) {
+    const u32 box = boxes + (s % SM90_Q_STAGES) * SM90_Q_STAGE_BYTES;
+    if (lane == 0) bulk_wait_read<SM90_Q_STAGES - 1>();  // the box's previous store has read it
+    __syncwarp();
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      u32 v[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int j = 4 * s + 2 * x + (m >> 1), h = m & 1;
+        v[m] = pack(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      }
+      stmatrix_x4(box + at[x], v);
+    }
+    fence_async_smem();
+    __syncwarp();
+    if (lane == 0) {
+      tma_store_2d(map, box, col + 32 * s, row);
+      bulk_commit();
+    }
   }
 }

@@ -40,9 +40,33 @@ pub fn tensor_map_pitched(
         DType::F16 => cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
         DType::F32 => unreachable!("the planner never picks the sm90 family for f32"),
     };
-    let dims = [d as u64, rows as u64];
-    let strides = [(pitch * dtype.size_in_bytes()) as u64];
-    let boxes = [SM90_TILE_K as u32, box_rows as u32];
+    let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B;
+    encode_2d(ptr, data_type, [d, rows], pitch * dtype.size_in_bytes(), [SM90_TILE_K, box_rows], swizzle, what)
+}
+
+/// The compact forward's q [rows, cols] (f16 bits, rows `pitch` elements apart) as its TMA stores
+/// write it: boxes of 16 rows × 32 columns (64 bytes), 64-byte swizzle — the staging layout of
+/// kernels/sm90/wgmma.cuh's sm90_store_warp_rows_tma; nothing written past `rows` or `cols`.
+fn q_store_map(ptr: DevPtr, rows: usize, cols: usize, pitch: usize) -> Result<TensorMap> {
+    let data_type = cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B;
+    encode_2d(ptr, data_type, [cols, rows], pitch * 2, [32, 16], swizzle, "q (TMA stores)")
+}
+
+/// `cuTensorMapEncodeTiled` of a row-major 2-D tensor: `dims` = [columns, rows], rows
+/// `row_bytes` apart, boxes of `boxes` = [columns, rows]; zero-filled past its edges on loads.
+fn encode_2d(
+    ptr: DevPtr,
+    data_type: cu::CUtensorMapDataType,
+    dims: [usize; 2],
+    row_bytes: usize,
+    boxes: [usize; 2],
+    swizzle: cu::CUtensorMapSwizzle,
+    what: &str,
+) -> Result<TensorMap> {
+    let dims_u64 = [dims[0] as u64, dims[1] as u64];
+    let strides = [row_bytes as u64];
+    let boxes_u32 = [boxes[0] as u32, boxes[1] as u32];
     let element_strides = [1u32, 1];
     let mut map = cu::CUtensorMap { opaque: [0; 16] };
     // SAFETY: every array has the rank's length (strides: rank − 1); the map is written only.
@@ -52,18 +76,21 @@ pub fn tensor_map_pitched(
             data_type,
             2,
             ptr as *mut std::ffi::c_void,
-            dims.as_ptr(),
+            dims_u64.as_ptr(),
             strides.as_ptr(),
-            boxes.as_ptr(),
+            boxes_u32.as_ptr(),
             element_strides.as_ptr(),
             cu::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-            cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            swizzle,
             cu::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
             cu::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     }
     .result()
-    .check(&format!("cuTensorMapEncodeTiled({what}: {rows} × {d} {dtype} at {ptr:#x}, box {box_rows} × 64)"))?;
+    .check(&format!(
+        "cuTensorMapEncodeTiled({what}: {} × {} at {ptr:#x}, rows {row_bytes} bytes apart, box {} × {})",
+        dims[1], dims[0], boxes[1], boxes[0]
+    ))?;
     Ok(TensorMap(map.opaque))
 }
 
@@ -161,9 +188,11 @@ pub(crate) unsafe fn forward_compact(
     })?;
     let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
+    let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
+        map_q: q_store_map(q, tokens.len(), call.x.shape.v, plan.ldg)?,
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
-        q: call.ws.at(plan.logits),
+        q,
         ldq: plan.ldg as i32,
         m_ref: call.ws.at(m_ref),
         ld_mref: plan.mref_ld() as i32,
