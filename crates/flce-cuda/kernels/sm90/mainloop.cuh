@@ -137,10 +137,18 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
 // thread's current bulk async-group. Shared memory written by ordinary stores must be fenced
 // for the async proxy (fence_async_smem, every writing thread) before the store is issued, and
 // may be rewritten only once the group's reads are done (bulk_wait_read).
-__device__ __forceinline__ void tma_store_2d(const TensorMap* map, u32 src, int col, int row) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(map), "r"(col),
-               "r"(row), "r"(src)
-               : "memory");
+// `policy` (l2_evict_first): the written lines are the first L2 evicts, so a stream of stores that
+// nothing reads soon does not push the main loop's operands out of L2.
+__device__ __forceinline__ void tma_store_2d(const TensorMap* map, u32 src, int col, int row, u64 policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;" ::"l"(map),
+      "r"(col), "r"(row), "r"(src), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ u64 l2_evict_first() {
+  u64 policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Wait until at most N of this thread's bulk groups still read shared memory.

@@ -179,11 +179,15 @@ __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[1
 // to (col + 32·step, row); the warp goes on while the tensor-memory accelerator drains it, under
 // the next tiles' main loop. A box is rewritten only after its last store read it (lane 0 waits,
 // the warp syncs). Lane 0 must wait for its stores (bulk_wait_all) before the block exits.
-// Rows and columns past the map's edges are not written (the map's bounds).
+// Rows and columns past the map's edges are not written (the map's bounds). The stores go to L2
+// as evict-first: nothing reads them before the launch ends, and the compact forward's 4.2 GB
+// of q at the 16k training-step loss otherwise evicted the main loop's E and C boxes (ncu:
+// 12.5–14.2 GB read from DRAM against the plain forward's 6.0, H200 2026-12-03).
 template <typename Pack>
 __device__ __forceinline__ void sm90_store_warp_rows_tma(const float (&acc)[128], u32 boxes, const TensorMap* map,
                                                          int col, int row, Pack pack) {
   const int lane = threadIdx.x & 31;
+  const u64 policy = l2_evict_first();
   // this lane's row address within a box for each of the two stmatrix.x4 of a step: matrix
   // i = lane / 8 is (8-column chunk jj = 2x + i / 2, row half i % 2)
   const int i = lane >> 3, r = (lane & 7) + 8 * (i & 1);
@@ -208,7 +212,7 @@ __device__ __forceinline__ void sm90_store_warp_rows_tma(const float (&acc)[128]
     fence_async_smem();
     __syncwarp();
     if (lane == 0) {
-      tma_store_2d(map, box, col + 32 * s, row);
+      tma_store_2d(map, box, col + 32 * s, row, policy);
       bulk_commit();
     }
   }
