@@ -39,17 +39,20 @@ pub const SM90_PIPE_BYTES: usize = SM90_STAGES * (SM90_A_STAGE_BYTES + SM90_B_ST
 const SM90_MAINLOOP_SMEM_BYTES: usize = 1024 + SM90_PIPE_BYTES + 2 * 8 * SM90_STAGES;
 /// flce_sm90_forward: the main loop's, then each row's running statistics and target.
 pub const SM90_FORWARD_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * (16 + 4);
-/// flce_sm90_forward_compact's q store: each consumer warp stages its 16 rows × 32 columns of q
-/// (f16, 64-byte swizzle: the TMA store's layout) in one of SM90_Q_STAGES boxes of its own, so
-/// that it can fill the next box while the tensor-memory accelerator still reads the last.
-pub const SM90_Q_STAGES: usize = 2;
-pub const SM90_Q_STAGE_BYTES: usize = 16 * 32 * 2;
-/// flce_sm90_forward_compact: the forward's, then 1024 bytes to align the boxes (the swizzle
-/// pattern follows address bits), then the 8 consumer warps' q boxes.
-pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize =
-    SM90_FORWARD_SMEM_BYTES + 1024 + 8 * SM90_Q_STAGES * SM90_Q_STAGE_BYTES;
+/// The TMA stores of whole tiles (the compact forward's q): each consumer warp stages its 16
+/// rows × 32 columns of 16-bit values (64-byte swizzle: the TMA store's layout) in one of
+/// SM90_STORE_BOXES boxes of its own, so that it can fill the next box while the tensor-memory
+/// accelerator still reads the last (kernels/sm90/wgmma.cuh, sm90_store_warp_rows_tma).
+pub const SM90_STORE_BOXES: usize = 2;
+pub const SM90_STORE_BOX_BYTES: usize = 16 * 32 * 2;
+/// The 8 consumer warps' store boxes, after 1024 bytes to align them (the swizzle pattern
+/// follows address bits).
+const SM90_STORE_SMEM_BYTES: usize = 1024 + 8 * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
+/// flce_sm90_forward_compact: the forward's, then the store boxes.
+pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + SM90_STORE_SMEM_BYTES;
 /// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
-/// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways).
+/// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways). (TMA stores
+/// instead, as the compact forward's q, measured no faster: docs/perf-notes.md v38.)
 pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
 /// flce_sm90_grad: the main loop's, then the column sums of 8 warps (db), then each of the 8
 /// consumer warps' store staging.
@@ -333,8 +336,8 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
         ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
-        ("SM90_Q_STAGES", SM90_Q_STAGES),
-        ("SM90_Q_STAGE_BYTES", SM90_Q_STAGE_BYTES),
+        ("SM90_STORE_BOXES", SM90_STORE_BOXES),
+        ("SM90_STORE_BOX_BYTES", SM90_STORE_BOX_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
     ]

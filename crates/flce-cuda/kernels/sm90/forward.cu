@@ -28,7 +28,7 @@
 //   sum has removed), and m to `m_ref` [n, ld_mref] (one f32 per
 //   row and 256-column tile; written by the row's quad leader). The exponentials are the ones the
 //   running sum adds anyway. A whole tile's q leaves through TMA stores (`map_q`): each consumer
-//   warp writes 32 columns of its 16 rows at a time into one of its SM90_Q_STAGES 1 KB boxes
+//   warp writes 32 columns of its 16 rows at a time into one of its SM90_STORE_BOXES 1 KB boxes
 //   (SM90_COMPACT_FORWARD_SMEM_BYTES: 8 warps' boxes, 1024-byte aligned, after the rows' state)
 //   and one lane hands the box to the tensor-memory accelerator, so the stores drain under the
 //   next tiles' main loop instead of holding the warps (wgmma.cuh, sm90_store_warp_rows_tma); the
@@ -58,7 +58,7 @@ template <bool COMPACT>
 struct Sm90ForwardEpilogue {
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
-  u32 q_boxes;                         // COMPACT only: this warp's SM90_Q_STAGES q boxes (shared address)
+  u32 q_boxes;                         // COMPACT only: this warp's SM90_STORE_BOXES q boxes (shared address)
   float* target_logit;
   float4* s_state;  // [SM90_TILE_M] running RowStats of the block's rows
   int* s_target;    // [SM90_TILE_M]
@@ -270,7 +270,7 @@ struct Sm90ForwardEpilogue {
   // sm90_store_warp_rows_tma; rows past N are the map's edge, not written).
   __device__ __forceinline__ void store_q_tma(const float (&acc)[128], int col0) {
     const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);
-    sm90_store_warp_rows_tma(acc, q_boxes, &cp->map_q, col0, warp_row0, [](float lo, float hi) {
+    sm90_store_warp_rows_tma(acc, q_boxes, &cp->map_q, col0, warp_row0, l2_evict_first(), [](float lo, float hi) {
       u32 pair;
       asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
       return pair;
@@ -296,7 +296,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
     // (the compact kernel's q boxes follow the rows' statistics and targets, 1024-byte aligned)
     const u32 boxes = ((smem_u32(s_target + SM90_TILE_M) + 1023) & ~1023u) +
-                      (consumer * 4 + warp) * SM90_Q_STAGES * SM90_Q_STAGE_BYTES;
+                      (consumer * 4 + warp) * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
     Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? boxes : 0u, fp.target_logit, s_state, s_target,
                                      fp.partials + (size_t)blockIdx.y * fp.partials_ld};
     epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);

@@ -146,7 +146,7 @@ __device__ __forceinline__ void wgmma_m64nk16(float (&d)[96], u64 desc_a, u64 de
 // hit banks 4g + t, conflict free) and reads them back as 16-byte row pieces (8 lanes per 128-byte
 // row), so each global store instruction writes 4 whole lines. `out`: the warp's row 0, column 0
 // (16-bit elements, pitch `ld` elements, 16-byte aligned rows); rows from `rows` on are not
-// written. Used for G (sm90/grad.cu; the compact forward stores its q through TMA: below).
+// written. Used for G (sm90/grad.cu).
 template <typename E, typename Pack>
 __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[128], u32* s_stage, E* out, size_t ld,
                                                             int rows, Pack pack) {
@@ -172,22 +172,26 @@ __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[1
   }
 }
 
-// The same rows through TMA stores, asynchronous: per 32-column step the warp writes its 16 × 32
-// values (stmatrix, conflict free) into one of its SM90_Q_STAGES staging boxes `boxes` (shared
-// addresses SM90_Q_STAGE_BYTES apart, 1024-byte aligned) in the 64-byte swizzle of `map`'s boxes
-// (16 B chunk c of row r at r·64 + 16·(c ^ (r/2 mod 4))), and lane 0 issues the box's TMA store
-// to (col + 32·step, row); the warp goes on while the tensor-memory accelerator drains it, under
-// the next tiles' main loop. A box is rewritten only after its last store read it (lane 0 waits,
-// the warp syncs). Lane 0 must wait for its stores (bulk_wait_all) before the block exits.
-// Rows and columns past the map's edges are not written (the map's bounds). The stores go to L2
-// as evict-first: nothing reads them before the launch ends, and the compact forward's 4.2 GB
-// of q at the 16k training-step loss otherwise evicted the main loop's E and C boxes (ncu:
-// 12.5–14.2 GB read from DRAM against the plain forward's 6.0, H200 2026-12-03).
+// ---- TMA stores of a warp's accumulator rows -------------------------------------------------
+// A warp's 16 rows × 256 columns of a 64 × 256 f32 accumulator (wgmma's layout: lane (g, t) =
+// (lane / 4, lane % 4) holds, for j < 32, columns 8j + 2t and 8j + 2t + 1 of row g in acc[4j],
+// acc[4j + 1] and of row g + 8 in acc[4j + 2], acc[4j + 3]) stored as 16-bit pairs pack(lo, hi)
+// through TMA stores, asynchronous: per 32-column step the warp writes its 16 × 32 values
+// (stmatrix, conflict free) into one of its SM90_STORE_BOXES staging boxes `boxes` (shared
+// addresses SM90_STORE_BOX_BYTES apart, 1024-byte aligned) in the 64-byte swizzle of `map`'s
+// boxes (16 B chunk c of row r at r·64 + 16·(c ^ (r/2 mod 4))), and lane 0 issues the box's TMA
+// store to (col + 32·step, row) with the L2 `policy` (createpolicy); the warp goes on while the
+// tensor-memory accelerator drains it, under the next tiles' main loop. Per-thread global stores
+// instead (through a staging slice as 16-byte row pieces) held the warps in every tile's epilogue
+// while all SMs' stores queued at once (docs/perf-notes.md v38). A box is rewritten only after its
+// last store read it (lane 0 waits, the warp syncs); lane 0 must wait for its stores
+// (bulk_wait_all) before the block exits. Rows and columns past the map's edges are not written
+// (the map's bounds). Used for the compact forward's q (sm90/forward.cu); G through them measured
+// no faster than through the staging above (v38).
 template <typename Pack>
 __device__ __forceinline__ void sm90_store_warp_rows_tma(const float (&acc)[128], u32 boxes, const TensorMap* map,
-                                                         int col, int row, Pack pack) {
+                                                         int col, int row, u64 policy, Pack pack) {
   const int lane = threadIdx.x & 31;
-  const u64 policy = l2_evict_first();
   // this lane's row address within a box for each of the two stmatrix.x4 of a step: matrix
   // i = lane / 8 is (8-column chunk jj = 2x + i / 2, row half i % 2)
   const int i = lane >> 3, r = (lane & 7) + 8 * (i & 1);
@@ -196,8 +200,8 @@ __device__ __forceinline__ void sm90_store_warp_rows_tma(const float (&acc)[128]
   for (int x = 0; x < 2; ++x) at[x] = r * 64 + (((2 * x + (i >> 1)) ^ ((r >> 1) & 3)) << 4);
 #pragma unroll
   for (int s = 0; s < SM90_TILE_N / 32; ++s) {
-    const u32 box = boxes + (s % SM90_Q_STAGES) * SM90_Q_STAGE_BYTES;
-    if (lane == 0) bulk_wait_read<SM90_Q_STAGES - 1>();  // the box's previous store has read it
+    const u32 box = boxes + (s % SM90_STORE_BOXES) * SM90_STORE_BOX_BYTES;
+    if (lane == 0) bulk_wait_read<SM90_STORE_BOXES - 1>();  // the box's previous store has read it
     __syncwarp();
 #pragma unroll
     for (int x = 0; x < 2; ++x) {

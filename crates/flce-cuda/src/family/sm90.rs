@@ -44,13 +44,15 @@ pub fn tensor_map_pitched(
     encode_2d(ptr, data_type, [d, rows], pitch * dtype.size_in_bytes(), [SM90_TILE_K, box_rows], swizzle, what)
 }
 
-/// The compact forward's q [rows, cols] (f16 bits, rows `pitch` elements apart) as its TMA stores
-/// write it: boxes of 16 rows × 32 columns (64 bytes), 64-byte swizzle — the staging layout of
-/// kernels/sm90/wgmma.cuh's sm90_store_warp_rows_tma; nothing written past `rows` or `cols`.
-fn q_store_map(ptr: DevPtr, rows: usize, cols: usize, pitch: usize) -> Result<TensorMap> {
+/// A [rows, cols] matrix of 16-bit values (rows `pitch` elements apart) as the sm90 kernels' TMA
+/// stores write it (the compact forward's q): boxes of 16 rows × 32 columns (64 bytes),
+/// 64-byte swizzle (the staging layout of kernels/sm90/wgmma.cuh's sm90_store_warp_rows_tma);
+/// nothing written past `rows` or `cols`.
+fn store_map(ptr: DevPtr, rows: usize, cols: usize, pitch: usize, what: &str) -> Result<TensorMap> {
+    // (16-bit values: the stores copy bits, so f16 serves bf16 too)
     let data_type = cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B;
-    encode_2d(ptr, data_type, [cols, rows], pitch * 2, [32, 16], swizzle, "q (TMA stores)")
+    encode_2d(ptr, data_type, [cols, rows], pitch * 2, [32, 16], swizzle, what)
 }
 
 /// `cuTensorMapEncodeTiled` of a row-major 2-D tensor: `dims` = [columns, rows], rows
@@ -190,7 +192,7 @@ pub(crate) unsafe fn forward_compact(
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
-        map_q: q_store_map(q, tokens.len(), call.x.shape.v, plan.ldg)?,
+        map_q: store_map(q, tokens.len(), call.x.shape.v, plan.ldg, "q (TMA stores)")?,
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q,
         ldq: plan.ldg as i32,
