@@ -2,7 +2,8 @@
 # Where the compact forward (TMA q stores, evict-first: perf-notes v38) still loses to the plain
 # forward at the 16k loss shape (one chunk): ncu stall reasons of the plain forward and the
 # compact forward of main (flce-main) and of the bundle; GPU cases of the bundle; main / new at
-# Llama 3 and the 16k loss (2 GB), 2 rounds; racecheck of the TMA store path. ~3 minutes.
+# Llama 3 and the 16k loss (2 GB), 2 rounds, beside main under two L2 load policies (the
+# FLCE_SM90_MAINLOOP l2a / l2b knob); racecheck of the TMA store path. ~4 minutes.
 # Written in s29 for docs/parked/compact-mref-after-stores.patch (the rows' m written after the
 # tile's q stores, so the stores' proxy fences — MEMBAR.ALL.CTA in SASS — do not wait for those
 # global stores); the session's device time ran out before it ran. To run it:
@@ -41,8 +42,12 @@ PY2
 timeout 25 $B/gpu-tests --small "bf16 plain (" "bf16 nosoftcap (" "f16 plain (129" > "$OUT/tests.log" 2>&1
 echo "tests rc=$? at ${SECONDS}s: $(grep -c '\.\.\. ok' "$OUT/tests.log") ok"; grep -E "FAILED|\.\.\. fail" "$OUT/tests.log" | cut -c1-300 | head -4
 runs=$(mktemp -d)
-SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 60 bash scripts/gpu-variants.sh 2 \
-  "main=$B/flce-main" "mref=$B/flce" > "$OUT/variants.md" 2>&1
+# (and main's kernels with the main loop's loads under L2 policies: FLCE_SM90_MAINLOOP l2a / l2b,
+# 3 = evict_last — E's boxes are reused by every vocabulary tile of a block's run, C's by every
+# slot of its split)
+SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 110 bash scripts/gpu-variants.sh 2 \
+  "main=$B/flce-main" "mref=$B/flce" "a-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2a=3" \
+  "b-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2b=3" > "$OUT/variants.md" 2>&1
 echo "variants at ${SECONDS}s"; cat "$OUT/variants.md"
 grep -H "" $runs/var-*.jsonl | sed "s|^$runs/||" > "$OUT/variants.jsonl"
 timeout 35 compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "bf16 nosoftcap (1,64,1000)" \

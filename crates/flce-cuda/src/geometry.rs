@@ -102,22 +102,27 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
 /// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
 /// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain; the skew
-/// re-set at every tile, 2026-12-03, no gain either: perf-notes v37).
+/// re-set at every tile, 2026-12-03, no gain either: perf-notes v37). `l2a` / `l2b` P: the L2
+/// policy of the TMA loads of the A boxes (E; G in the product kernel) / the B boxes (C; C or E):
+/// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
+/// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
+    pub l2_a: usize,
+    pub l2_b: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0 }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I` over the default (a part left out keeps its default; unknown
-    /// parts are an error).
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P` over the default (a part left out keeps its
+    /// default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -126,7 +131,13 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "inflight" if value <= 1 => m.inflight = value,
-                _ => return Err(format!("{part:?}: expected skew=0..={SM90_STAGES} or inflight=0|1")),
+                "l2a" if value <= 3 => m.l2_a = value,
+                "l2b" if value <= 3 => m.l2_b = value,
+                _ => {
+                    return Err(format!(
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3 or l2b=0..=3"
+                    ))
+                }
             }
         }
         Ok(m)
@@ -340,6 +351,8 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_STORE_BOX_BYTES", SM90_STORE_BOX_BYTES),
         ("SM90_CONSUMER_SKEW", mainloop.skew),
         ("SM90_MMA_INFLIGHT", mainloop.inflight),
+        ("SM90_L2_A", mainloop.l2_a),
+        ("SM90_L2_B", mainloop.l2_b),
     ]
 }
 
@@ -350,9 +363,12 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(Sm90Mainloop { skew: 2, inflight: 1 }));
-        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(Sm90Mainloop { skew: 0, inflight: 0 }));
-        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(Sm90Mainloop { skew: 1, inflight: 1 }));
+        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b };
+        assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
+        assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
+        assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(m(1, 1, 0, 0)));
+        assert_eq!(Sm90Mainloop::parse("l2a=3,l2b=2"), Ok(m(0, 1, 3, 2)));
+        assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
         assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");

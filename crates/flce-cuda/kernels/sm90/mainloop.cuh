@@ -111,23 +111,60 @@ __device__ __forceinline__ void cluster_sync() {
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
-// A 2-D box of the tensor map at coordinates (k, row) into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int k, int row) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
-          "r"(smem_u32(dst)),
-      "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar))
-      : "memory");
+// The main loop's loads may carry an L2 policy: P (SM90_L2_A for the A boxes — E, or G in the
+// product kernel —, SM90_L2_B for the B boxes; FLCE_SM90_MAINLOOP's l2a / l2b, a profiling knob)
+// 0 none (the default: the instructions without a cache hint), 1 evict_normal, 2 evict_first,
+// 3 evict_last (l2_policy makes the operand once per producer).
+#ifndef SM90_L2_A
+#define SM90_L2_A 0
+#endif
+#ifndef SM90_L2_B
+#define SM90_L2_B 0
+#endif
+template <int P>
+__device__ __forceinline__ u64 l2_policy() {
+  u64 policy = 0;
+  if constexpr (P == 1) asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+  if constexpr (P == 2) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  if constexpr (P == 3) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+// A 2-D box of the tensor map at coordinates (k, row) into shared memory, completing on `bar`
+// (P > 0: with the L2 policy `policy`).
+template <int P = 0>
+__device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, u64* bar, int k, int row, u64 policy = 0) {
+  if constexpr (P == 0) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::
+            "r"(smem_u32(dst)),
+        "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar))
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar)), "l"(policy)
+        : "memory");
+  }
 }
 // The same box written into the ring of every block of the cluster in `mask`, each block's
 // barrier at the same offset receiving the bytes.
+template <int P = 0>
 __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const TensorMap* map, u64* bar, int k, int row,
-                                                      unsigned short mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
-      "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(mask)
-      : "memory");
+                                                      unsigned short mask, u64 policy = 0) {
+  if constexpr (P == 0) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(mask)
+        : "memory");
+  } else {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+        ".L2::cache_hint [%0], [%1, {%2, %3}], [%4], %5, %6;" ::"r"(smem_u32(dst)),
+        "l"(map), "r"(k), "r"(row), "r"(smem_u32(bar)), "h"(mask), "l"(policy)
+        : "memory");
+  }
 }
 __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
@@ -273,6 +310,7 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
   const u32 blocks = cluster_size(), rank = cluster_rank();
   const int c_rows = BN / (int)blocks;
   const unsigned short all = (unsigned short)((1u << blocks) - 1);
+  const u64 pa = l2_policy<SM90_L2_A>(), pb = l2_policy<SM90_L2_B>();
   for (int tile = 0; tile < tiles; ++tile) {
     const int col0 = col_first + tile * BN;
     for (int kt = 0; kt < kt_count; ++kt) {
@@ -287,25 +325,27 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
         // tiles): each loads A's half at its rank — 64 rows, one consumer's — into both rings
         unsigned char* half = a + rank * (SM90_A_STAGE_BYTES / 2);
         if (TA)
-          tma_load_2d_multicast(half, map_e, &pp.full[stage], row0 + 64 * (int)rank, kt * SM90_TILE_K, all);
+          tma_load_2d_multicast<SM90_L2_A>(half, map_e, &pp.full[stage], row0 + 64 * (int)rank, kt * SM90_TILE_K, all,
+                                           pa);
         else
-          tma_load_2d_multicast(half, map_e, &pp.full[stage], kt * SM90_TILE_K, row0 + 64 * (int)rank, all);
+          tma_load_2d_multicast<SM90_L2_A>(half, map_e, &pp.full[stage], kt * SM90_TILE_K, row0 + 64 * (int)rank, all,
+                                           pa);
       } else if (TA) {
-        tma_load_2d(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K);
-        tma_load_2d(a + SM90_MN_BOX_BYTES, map_e, &pp.full[stage], row0 + 64, kt * SM90_TILE_K);
+        tma_load_2d<SM90_L2_A>(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K, pa);
+        tma_load_2d<SM90_L2_A>(a + SM90_MN_BOX_BYTES, map_e, &pp.full[stage], row0 + 64, kt * SM90_TILE_K, pa);
       } else {
-        tma_load_2d(a, map_e, &pp.full[stage], kt * SM90_TILE_K, row0);
+        tma_load_2d<SM90_L2_A>(a, map_e, &pp.full[stage], kt * SM90_TILE_K, row0, pa);
       }
       unsigned char* b = pp.b + stage * SM90_B_STAGE_BYTES;
       if (TB) {
 #pragma unroll
         for (int j = 0; j < BN / 64; ++j)
-          tma_load_2d(b + j * SM90_MN_BOX_BYTES, map_c, &pp.full[stage], col0 + 64 * j, kt * SM90_TILE_K);
+          tma_load_2d<SM90_L2_B>(b + j * SM90_MN_BOX_BYTES, map_c, &pp.full[stage], col0 + 64 * j, kt * SM90_TILE_K, pb);
       } else if (blocks == 1) {
-        tma_load_2d(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0);
+        tma_load_2d<SM90_L2_B>(b, map_c, &pp.full[stage], kt * SM90_TILE_K, col0, pb);
       } else {
-        tma_load_2d_multicast(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage], kt * SM90_TILE_K,
-                              col0 + (int)rank * c_rows, all);
+        tma_load_2d_multicast<SM90_L2_B>(b + rank * (SM90_B_STAGE_BYTES / 2), map_c, &pp.full[stage],
+                                         kt * SM90_TILE_K, col0 + (int)rank * c_rows, all, pb);
       }
       ring.advance();
     }
