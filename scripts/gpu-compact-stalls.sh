@@ -44,10 +44,11 @@ echo "tests rc=$? at ${SECONDS}s: $(grep -c '\.\.\. ok' "$OUT/tests.log") ok"; g
 runs=$(mktemp -d)
 # (and main's kernels with the main loop's loads under L2 policies: FLCE_SM90_MAINLOOP l2a / l2b,
 # 3 = evict_last — E's boxes are reused by every vocabulary tile of a block's run, C's by every
-# slot of its split)
-SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 110 bash scripts/gpu-variants.sh 2 \
+# slot of its split; and main with the 16k pass's 3 chunks balanced — 5504 / 5504 / 5376 tokens
+# instead of 6144 / 6144 / 4096 — through the FLCE_STEP_MAX_TOKENS knob)
+SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 140 bash scripts/gpu-variants.sh 2 \
   "main=$B/flce-main" "mref=$B/flce" "a-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2a=3" \
-  "b-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2b=3" > "$OUT/variants.md" 2>&1
+  "b-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2b=3" "bal=$B/flce-main:FLCE_STEP_MAX_TOKENS=5504" > "$OUT/variants.md" 2>&1
 echo "variants at ${SECONDS}s"; cat "$OUT/variants.md"
 grep -H "" $runs/var-*.jsonl | sed "s|^$runs/||" > "$OUT/variants.jsonl"
 timeout 35 compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "bf16 nosoftcap (1,64,1000)" \
