@@ -49,8 +49,12 @@ runs=$(mktemp -d)
 SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 140 bash scripts/gpu-variants.sh 2 \
   "main=$B/flce-main" "mref=$B/flce" "a-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2a=3" \
   "b-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2b=3" "bal=$B/flce-main:FLCE_STEP_MAX_TOKENS=5504" > "$OUT/variants.md" 2>&1
+# (the 16k pass at 1792 MB — about what workspace_budget="peak" gives in the 16k training step — plans
+# 5120 × 3 + 1024 tokens; balanced, 4 × 4096)
+SHAPES="16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 1792" OUT=$runs/peak timeout 40 bash scripts/gpu-variants.sh 2 \
+  "main=$B/flce-main" "bal4=$B/flce-main:FLCE_STEP_MAX_TOKENS=4096" >> "$OUT/variants.md" 2>&1
 echo "variants at ${SECONDS}s"; cat "$OUT/variants.md"
-grep -H "" $runs/var-*.jsonl | sed "s|^$runs/||" > "$OUT/variants.jsonl"
+grep -H "" $runs/var-*.jsonl $runs/peak/var-*.jsonl | sed "s|^$runs/||" > "$OUT/variants.jsonl"
 timeout 35 compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu-tests --small "bf16 nosoftcap (1,64,1000)" \
   > "$OUT/racecheck.log" 2>&1
 echo "racecheck rc=$? at ${SECONDS}s"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|gpu:" "$OUT/racecheck.log" | tail -n 2
