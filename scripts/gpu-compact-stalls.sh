@@ -10,10 +10,6 @@
 #   cp gpu-bundle/flce /tmp/flce-main    # a bundle of main (scripts/gpu-prepare.sh)
 #   git apply docs/parked/compact-mref-after-stores.patch && bash scripts/gpu-prepare.sh
 #   cp /tmp/flce-main gpu-bundle/flce-main
-#   git stash   # (main again) then main's kernels with a 3-stage ring (perf-notes v38: the f16-staged fold's smem):
-#   sed -i 's/SM90_STAGES: usize = 4/SM90_STAGES: usize = 3/' crates/flce-cuda/src/geometry.rs
-#   cargo build --release -p flce-cli && cp target/release/flce gpu-bundle/flce-stages3 && strip gpu-bundle/flce-stages3
-#   git checkout crates/flce-cuda/src/geometry.rs && git stash pop
 # then through the device tool, carrying gpu-bundle: OUT=$OUT bash scripts/gpu-compact-stalls.sh
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
@@ -50,11 +46,12 @@ runs=$(mktemp -d)
 # 3 = evict_last — E's boxes are reused by every vocabulary tile of a block's run, C's by every
 # slot of its split; and main with the 16k pass's 3 chunks balanced — 5504 / 5504 / 5376 tokens
 # instead of 6144 / 6144 / 4096 — through the FLCE_STEP_MAX_TOKENS knob; and main's kernels with a
-# 3-stage ring, what a 64 KB staging of each tile for an off-loaded fold would leave: v38)
+# 3-stage ring (FLCE_SM90_MAINLOOP stages=3), what a 64 KB staging of each tile for an off-loaded
+# fold would leave: v38)
 SHAPES="llama3 16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 2048" OUT=$runs timeout 170 bash scripts/gpu-variants.sh 2 \
   "main=$B/flce-main" "mref=$B/flce" "a-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2a=3" \
   "b-last=$B/flce-main:FLCE_SM90_MAINLOOP=l2b=3" "bal=$B/flce-main:FLCE_STEP_MAX_TOKENS=5504" \
-  "stages3=$B/flce-stages3" > "$OUT/variants.md" 2>&1
+  "stages3=$B/flce-main:FLCE_SM90_MAINLOOP=stages=3" > "$OUT/variants.md" 2>&1
 # (the 16k pass at 1792 MB — about what workspace_budget="peak" gives in the 16k training step — plans
 # 5120 × 3 + 1024 tokens; balanced, 4 × 4096)
 SHAPES="16384,2048,128256" BENCH_ARGS="--iters 5 --step-budget-mb 1792" OUT=$runs/peak timeout 40 bash scripts/gpu-variants.sh 2 \

@@ -106,23 +106,27 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// policy of the TMA loads of the A boxes (E; G in the product kernel) / the B boxes (C; C or E):
 /// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
+/// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
+/// memory one stage (48 KB) smaller at 3 — what staging a 64 KB f16 tile for a fold off the MMA
+/// warpgroups would leave (perf-notes v38).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
     pub inflight: usize,
     pub l2_a: usize,
     pub l2_b: usize,
+    pub stages: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,l2a=P,l2b=P` over the default (a part left out keeps its
-    /// default; unknown parts are an error).
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R` over the default (a part left out keeps
+    /// its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -130,17 +134,27 @@ impl Sm90Mainloop {
             let value: usize = value.trim().parse().map_err(|_| format!("{part:?}: not a number"))?;
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
+                "stages" if (3..=SM90_STAGES).contains(&value) => m.stages = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3 or l2b=0..=3"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3 or stages=3..={SM90_STAGES}"
                     ))
                 }
             }
         }
+        if m.skew > m.stages {
+            return Err(format!("skew={} exceeds the ring's {} stages", m.skew, m.stages));
+        }
         Ok(m)
+    }
+
+    /// Shared memory the ring saves below its default size (every sm90 kernel's dynamic shared
+    /// memory is its SM90_*_SMEM_BYTES less this).
+    pub fn ring_saving(&self) -> usize {
+        (SM90_STAGES - self.stages) * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 2 * 8)
     }
 
     /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:
@@ -341,7 +355,7 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_TILE_M", SM90_TILE_M),
         ("SM90_TILE_N", SM90_TILE_N),
         ("SM90_TILE_K", SM90_TILE_K),
-        ("SM90_STAGES", SM90_STAGES),
+        ("SM90_STAGES", mainloop.stages),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
@@ -363,11 +377,14 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b };
+        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(m(1, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("l2a=3,l2b=2"), Ok(m(0, 1, 3, 2)));
+        assert_eq!(Sm90Mainloop::parse("stages=3").map(|x| (x.stages, x.ring_saving())), Ok((3, 48 * 1024 + 16)));
+        assert!(Sm90Mainloop::parse("stages=3,skew=4").is_err(), "a lead past the ring deadlocks");
+        assert!(Sm90Mainloop::parse("stages=2").is_err());
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
