@@ -131,6 +131,7 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
         "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
         "sm90/wgmma.cuh" => include_str!("../kernels/sm90/wgmma.cuh").into(),
+        "sm90/forward_staged.cuh" => include_str!("../kernels/sm90/forward_staged.cuh").into(),
         _ => return None,
     })
 }

@@ -50,6 +50,12 @@ pub const SM90_STORE_BOX_BYTES: usize = 16 * 32 * 2;
 const SM90_STORE_SMEM_BYTES: usize = 1024 + 8 * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
 /// flce_sm90_forward_compact: the forward's, then the store boxes.
 pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + SM90_STORE_SMEM_BYTES;
+/// Both forwards with their fold off the MMA warpgroups (`FLCE_SM90_MAINLOOP` fold=1 with
+/// stages=3, kernels/sm90/forward_staged.cuh): the forward's, then each row's tile max and Σw·z,
+/// two barriers, 1024 bytes to align the staging, and the staged f16 tile (64 KB); less the
+/// ring's saving at launch ([`Sm90Mainloop::ring_saving`]).
+pub const SM90_STAGED_FORWARD_SMEM_BYTES: usize =
+    SM90_FORWARD_SMEM_BYTES + SM90_TILE_M * 8 + 16 + 1024 + SM90_TILE_M * SM90_TILE_N * 2;
 /// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
 /// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways). (TMA stores
 /// instead, as the compact forward's q, measured no faster: docs/perf-notes.md v38.)
@@ -116,11 +122,12 @@ pub struct Sm90Mainloop {
     pub l2_a: usize,
     pub l2_b: usize,
     pub stages: usize,
+    pub fold: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 0 }
     }
 }
 
@@ -135,18 +142,22 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "stages" if (3..=SM90_STAGES).contains(&value) => m.stages = value,
+                "fold" if value <= 1 => m.fold = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3 or stages=3..={SM90_STAGES}"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES} or fold=0|1"
                     ))
                 }
             }
         }
         if m.skew > m.stages {
             return Err(format!("skew={} exceeds the ring's {} stages", m.skew, m.stages));
+        }
+        if m.fold == 1 && m.stages == SM90_STAGES {
+            return Err(format!("fold=1 needs stages=3: its 64 KB staging does not fit beside {SM90_STAGES} stages"));
         }
         Ok(m)
     }
@@ -356,6 +367,7 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_TILE_N", SM90_TILE_N),
         ("SM90_TILE_K", SM90_TILE_K),
         ("SM90_STAGES", mainloop.stages),
+        ("SM90_STAGED_FOLD", mainloop.fold),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
@@ -377,7 +389,7 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES };
+        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES, fold: 0 };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(m(1, 1, 0, 0)));
@@ -385,6 +397,8 @@ mod tests {
         assert_eq!(Sm90Mainloop::parse("stages=3").map(|x| (x.stages, x.ring_saving())), Ok((3, 48 * 1024 + 16)));
         assert!(Sm90Mainloop::parse("stages=3,skew=4").is_err(), "a lead past the ring deadlocks");
         assert!(Sm90Mainloop::parse("stages=2").is_err());
+        assert_eq!(Sm90Mainloop::parse("stages=3,fold=1").map(|x| x.fold), Ok(1));
+        assert!(Sm90Mainloop::parse("fold=1").is_err(), "the staging needs the 3-stage ring");
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");

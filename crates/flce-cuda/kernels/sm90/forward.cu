@@ -35,6 +35,9 @@
 //   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
 //   kernels/sm90/step_grad.cu turns q into G in place.
 //
+// With FLCE_SM90_MAINLOOP's fold=1 (and stages=3) both kernels fold off the MMA warpgroups
+// instead: sm90/forward_staged.cuh (a measurement variant, not yet the default).
+//
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
 #include "sm90/mainloop.cuh"
@@ -47,6 +50,39 @@
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
 #endif
+
+// The logit options OPTS (FLCE_LOGIT_OPTS's bits) applied to the whole tile before the row folds,
+// column by column (one bias and one class weight load per column serve thread t's two rows),
+// with Σ w·z of each row (smoothing) in the same loop. Folding them into each row's loop instead
+// had the compiler hold a row's 64 bias or weight values across both rows: 540–2548 spill bytes
+// per module (v29). Columns past the vocabulary (!FULL) become -inf and add no w·z. The values
+// and the order of every sum are the row loop's: the results are bitwise the same. (Also the
+// staged fold's consumers', forward_staged.cuh.)
+template <int OPTS, bool FULL>
+__device__ __forceinline__ void apply_logit_options(const LogitParams& p, int t, float (&acc)[128], int col0,
+                                                  float (&wsum)[2]) {
+  const int v = p.k.v;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int col = col0 + 8 * j + 2 * t + q;
+      const bool in = FULL || col < v;
+      const int cc = in ? col : 0;
+      const float b = (OPTS & 1) ? to_f32(p.bias[cc]) : 0.0f;
+      const float w = (OPTS & 4) ? class_weight(p.class_w, cc) : 0.0f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float z = acc[4 * j + 2 * h + q];
+        if (OPTS & 1) z += b;
+        if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
+        if (!FULL) z = in ? z : FLCE_NEG_INF;
+        acc[4 * j + 2 * h + q] = z;
+        if (OPTS & 4) wsum[h] += in ? w * z : 0.0f;
+      }
+    }
+  }
+}
 
 // The running statistics of each row live in shared memory (one packed RowStats per row, read
 // and written by the row's quad leader only; the quad gets the running max by shuffle): 10
@@ -110,37 +146,6 @@ struct Sm90ForwardEpilogue {
 #endif
   }
 
-  // OPTS >= 0: the options applied to the whole tile before the row folds, column by column (one
-  // bias and one class weight load per column serve the thread's two rows), with Σ w·z of each row
-  // (smoothing) in the same loop. Folding them into each row's loop instead had the compiler hold
-  // a row's 64 bias or weight values across both rows: 540–2548 spill bytes per module (v29).
-  // Columns past the vocabulary (!FULL) become -inf and add no w·z. The values and the order of
-  // every sum are the row loop's: the results are bitwise the same.
-  template <int OPTS, bool FULL>
-  __device__ __forceinline__ void apply_options(float (&acc)[128], int col0, float (&wsum)[2]) {
-    const int v = p.k.v;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-#pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int col = col0 + 8 * j + 2 * t + q;
-        const bool in = FULL || col < v;
-        const int cc = in ? col : 0;
-        const float b = (OPTS & 1) ? to_f32(p.bias[cc]) : 0.0f;
-        const float w = (OPTS & 4) ? class_weight(p.class_w, cc) : 0.0f;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          float z = acc[4 * j + 2 * h + q];
-          if (OPTS & 1) z += b;
-          if (OPTS & 2) z = softcap_logit(z, p.k.softcap);
-          if (!FULL) z = in ? z : FLCE_NEG_INF;
-          acc[4 * j + 2 * h + q] = z;
-          if (OPTS & 4) wsum[h] += in ? w * z : 0.0f;
-        }
-      }
-    }
-  }
-
   // FAST: every column of the tile is valid and z = x. OPTS >= 0: the logit options are OPTS
   // (FLCE_LOGIT_OPTS's bits), applied by apply_options before the rows fold; -1: the options and
   // the column tested per element unless FAST. FULL: every column is valid (FAST implies it).
@@ -149,7 +154,7 @@ struct Sm90ForwardEpilogue {
     const int v = p.k.v;
     float wsum[2] = {0.0f, 0.0f};
     // (the clamp only keeps the -1 instantiation well-formed: it never calls apply_options)
-    if (OPTS >= 0) apply_options<(OPTS < 0 ? 0 : OPTS), FULL>(acc, col0, wsum);
+    if (OPTS >= 0) apply_logit_options<(OPTS < 0 ? 0 : OPTS), FULL>(p, t, acc, col0, wsum);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int rl = rl0 + 8 * h;
@@ -278,6 +283,13 @@ struct Sm90ForwardEpilogue {
   }
 };
 
+#ifndef SM90_STAGED_FOLD
+#define SM90_STAGED_FOLD 0
+#endif
+#if SM90_STAGED_FOLD
+#include "sm90/forward_staged.cuh"
+#endif
+
 template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -291,6 +303,29 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
 
   float4* s_state = (float4*)pp.scratch;
   int* s_target = (int*)(s_state + SM90_TILE_M);
+#if SM90_STAGED_FOLD
+  // the fold off the MMA warpgroups (forward_staged.cuh): the consumers stage, the producer
+  // warpgroup's other warps fold
+  const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
+  if (threadIdx.x == 0) {
+    mbar_init(ss.staged, 2 * 128);
+    mbar_init(ss.freed, 1);
+  }
+  sm90_init_barriers(pp);  // (its fence covers these barriers too)
+  const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blockIdx.y * fp.partials_ld, tt,
+                                    tile_begin * SM90_TILE_N, tiles};
+  sm90_run(
+      pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count,
+      [&](int consumer) {
+        const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+        Sm90StagedEpilogue<COMPACT> epi{p, fp.target_logit, s_target, ss};
+        epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+        epi.t = lane & 3;
+        sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+      },
+      fold);
+  return;
+#endif
   sm90_init_barriers(pp);
   sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;

@@ -496,16 +496,27 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // its thread 0 issues every TMA load; each consumer warpgroup takes its registers and runs
 // `consume(consumer)` (0 or 1: the main loop with the kernel's epilogue, and whatever follows it).
 // SHARE_A 1: the blocks of a cluster share A's box (each multicasts its half) and load their own
-// B; 0: they share B's (the forward's and G's C box), each loading its own A.
-template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles, class Consume>
+// B; 0: they share B's (the forward's and G's C box), each loading its own A. `helpers(w)`, where
+// given, runs on the producer warpgroup's other three warps (w = 0..2, at the producer's register
+// budget): the forward's fold off the MMA warpgroups (SM90_STAGED_FOLD, forward_staged.cuh).
+// (a helper type says kActive: without one the kernels compile to the code they had before it)
+struct Sm90NoHelpers {
+  static constexpr bool kActive = false;
+  __device__ __forceinline__ void operator()(int) const {}
+};
+template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, int SHARE_A = 0, class Tiles, class Consume,
+          class Helpers = Sm90NoHelpers>
 __device__ __forceinline__ void sm90_run(const Sm90Pipe& pp, const TensorMap* map_e, const TensorMap* map_c,
                                          const Tiles& tt, int col_first, int tiles, int kt_count,
-                                         Consume&& consume) {
+                                         Consume&& consume, const Helpers& helpers = Helpers{}) {
   sm90_start_sync();
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     producer_registers();
     if (threadIdx.x == 0) sm90_produce<TA, TB, BN, SHARE_A>(pp, map_e, map_c, tt, col_first, tiles, kt_count);
+    if constexpr (Helpers::kActive) {
+      if (threadIdx.x >= 32) helpers(threadIdx.x / 32 - 1);
+    }
   } else {
     consumer_registers();
     consume(wg - 1);

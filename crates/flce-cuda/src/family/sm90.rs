@@ -192,7 +192,15 @@ pub(crate) unsafe fn forward_compact(
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
-        map_q: store_map(q, tokens.len(), call.x.shape.v, plan.ldg, "q (TMA stores)")?,
+        map_q: if crate::geometry::Sm90Mainloop::current().fold == 1 {
+            // the staged fold stores each tile's four 64-column boxes of 128 rows from its staging
+            let data_type = cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+            let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B;
+            let dims = [call.x.shape.v, tokens.len()];
+            encode_2d(q, data_type, dims, plan.ldg * 2, [64, SM90_TILE_M], swizzle, "q (staged TMA stores)")?
+        } else {
+            store_map(q, tokens.len(), call.x.shape.v, plan.ldg, "q (TMA stores)")?
+        },
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q,
         ldq: plan.ldg as i32,

@@ -1,0 +1,260 @@
+// flce sm90 family, forward with its fold off the MMA warpgroups (SM90_STAGED_FOLD, the
+// FLCE_SM90_MAINLOOP knob `fold=1`; a measurement variant, not the default: docs/perf-notes.md v38).
+//
+// Today's forward folds each 128 × 256 logit tile into the rows' statistics in the consumer
+// warpgroups, from their f32 accumulators, while the tensor cores idle (~6% of a tile at D 2048).
+// Here the consumers keep only what must come from f32 — each row's tile max and the target
+// logit — and stage d = f16(z − tile max) ≤ 0 of the whole tile in shared memory (64 KB: four
+// 128-row × 64-column boxes, 128-byte swizzle, stmatrix); the producer warpgroup's three idle
+// warps fold d into the running (max, Σexp, Σw·z, argmax) while the consumers run the next tile
+// (Liger's SM90 scaled-CE forward stages f16 logits for a third warpgroup the same way). d's one
+// rounding, |error| ≤ 2⁻¹¹·|z − tile max|, is small where p is large: the CPU model
+// (scripts/model_f16_fold.py) gives loss 1e-9–3e-8 relative, lse ≤ 3.2e-5 absolute, dE / dC as
+// today's. The argmax is the first column with d = 0 (exactly the columns equal to the tile max,
+// except near-ties closer than 3e-8 in rows whose max is below 0.5 in magnitude).
+//
+// The compact kernel's fold warps write q = f16(exp(d + tile max − m)) back over d and store the
+// four boxes with TMA (map_q, boxes of 64 columns × 128 rows; rows past N and columns past V
+// clipped), then m_ref. Shared memory: the ring is 3 stages here (SM90_STAGES, the knob's
+// `stages=3`), so that the staging fits.
+//
+// Synchronisation, per tile k of the block: the consumers wait on `freed` (parity (k & 1) ^ 1:
+// the buffer's previous tile folded and, compact, stored) before staging, then all 256 arrive on
+// `staged`; the fold warps wait on `staged` (parity k & 1), fold, meet at named barrier 3 (96
+// threads), and one of them (after the compact TMA stores have read the buffer) arrives on
+// `freed`. Rows: fold warp w takes rows w, w + 3, …; each row by a whole warp (8 columns a lane).
+#pragma once
+
+// Scratch after the forward's rows' statistics and targets: the tile maxima and Σw·z of the
+// block's rows, the two barriers, then the staging (1024-byte aligned).
+struct Sm90StagedScratch {
+  float* tmax;   // [SM90_TILE_M]
+  float* wsum;   // [SM90_TILE_M] (label smoothing)
+  u64* staged;   // count 256: the consumers
+  u64* freed;    // count 1: the fold warps' last
+  u32 staging;   // shared address of the four boxes
+};
+__device__ __forceinline__ Sm90StagedScratch sm90_staged_scratch(int* s_target) {
+  Sm90StagedScratch s;
+  s.tmax = (float*)(s_target + SM90_TILE_M);
+  s.wsum = s.tmax + SM90_TILE_M;
+  s.staged = (u64*)(s.wsum + SM90_TILE_M);  // 8-byte aligned: 2 × 128 floats after a 16-byte aligned start
+  s.freed = s.staged + 1;
+  s.staging = (smem_u32(s.freed + 1) + 1023) & ~1023u;
+  return s;
+}
+// Byte offset of the 16-byte chunk `chunk` (8 columns) of row r in the staging: box chunk / 8
+// (64 columns), its 128-byte rows swizzled as TMA's 128B pattern (chunk ^ row % 8).
+__device__ __forceinline__ u32 staged_offset(int r, int chunk) {
+  return (chunk >> 3) * (SM90_TILE_M * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
+}
+__device__ __forceinline__ void fold_warps_sync() { asm volatile("bar.sync 3, 96;" ::: "memory"); }
+
+// The consumers' side: per tile, the options' transform (as the forward's fold), each row's tile
+// max, the target logit, and d staged for the fold warps.
+template <bool COMPACT>
+struct Sm90StagedEpilogue {
+  const LogitParams& p;
+  float* target_logit;
+  int* s_target;  // [SM90_TILE_M]
+  Sm90StagedScratch ss;
+  int row0, rl0, t;  // the token tile's first token, the thread's first row in the block, lane % 4
+  u32 k = 0;         // tiles staged so far (the barriers' phases)
+
+  __device__ __forceinline__ void begin_rows(int token_tile) {
+    row0 = token_tile * SM90_TILE_M;
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int rl = rl0 + 8 * h;
+        s_target[rl] = row0 + rl < p.k.n ? p.targets[row0 + rl] : -1;
+      }
+    }
+    __syncwarp();
+  }
+  __device__ __forceinline__ void end_rows(int) {}
+
+  __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
+#if FLCE_LOGIT_OPTS >= 0
+    if (col0 + SM90_TILE_N <= p.k.v)
+      stage<false, FLCE_LOGIT_OPTS, true>(acc, col0);
+    else
+      stage<false, FLCE_LOGIT_OPTS, false>(acc, col0);
+#else
+    if (plain_logits(p) && col0 + SM90_TILE_N <= p.k.v)
+      stage<true, -1, true>(acc, col0);
+    else
+      stage<false, -1, false>(acc, col0);
+#endif
+  }
+
+  template <bool FAST, int OPTS, bool FULL>
+  __device__ __forceinline__ void stage(float (&acc)[128], int col0) {
+    const int v = p.k.v;
+    float wsum[2] = {0.0f, 0.0f};
+    // (the same transform as Sm90ForwardEpilogue::fold: the options, columns past V as -inf)
+    if (OPTS >= 0) apply_logit_options<(OPTS < 0 ? 0 : OPTS), FULL>(p, t, acc, col0, wsum);
+    float tmax[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = FLCE_NEG_INF;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int col = col0 + 8 * j + 2 * t + q;
+          float z = acc[4 * j + 2 * h + q];
+          if (!FAST && OPTS < 0) {
+            z = col < v ? logit_transform(p, z, col) : FLCE_NEG_INF;
+            acc[4 * j + 2 * h + q] = z;
+            if (p.k.label_smoothing > 0.0f && col < v) wsum[h] += class_weight(p.class_w, col) * z;
+          }
+          m = fmaxf(m, z);
+        }
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      tmax[h] = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      write_target(acc, h, rl0 + 8 * h, col0);
+      if (!FAST && (OPTS < 0 ? p.k.label_smoothing > 0.0f : (OPTS & 4) != 0)) {
+        wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 1);
+        wsum[h] += __shfl_xor_sync(0xffffffffu, wsum[h], 2);
+      }
+    }
+    // the buffer's previous tile folded (a fresh barrier's phase before the first counts as done)
+    mbar_wait(ss.freed, (k & 1) ^ 1);
+    // d of the warp's 16 rows: for each pair of 8-column chunks, 4 matrices (chunk, row half)
+    const int lane = threadIdx.x & 31;
+    const int wrow0 = rl0 - (lane >> 2);  // the warp's first row in the block
+    const int mi = lane >> 3, rr = (lane & 7) + 8 * (mi & 1);
+#pragma unroll
+    for (int j = 0; j < 32; j += 2) {
+      u32 v4[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int jj = j + (m >> 1), h = m & 1;
+        const float lo = acc[4 * jj + 2 * h] - tmax[h], hi = acc[4 * jj + 2 * h + 1] - tmax[h];
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v4[m]) : "f"(hi), "f"(lo));
+      }
+      stmatrix_x4(ss.staging + staged_offset(wrow0 + rr, j + (mi >> 1)), v4);
+    }
+    if (t == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        ss.tmax[rl0 + 8 * h] = tmax[h];
+        ss.wsum[rl0 + 8 * h] = wsum[h];
+      }
+    }
+    mbar_arrive(ss.staged);  // (release: the staging and the maxima are visible to the fold warps)
+    ++k;
+  }
+
+  // As Sm90ForwardEpilogue::write_target: the target logit of row rl from the f32 tile.
+  __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
+    const int tgt = s_target[rl];
+    const unsigned rel = (unsigned)(tgt - col0);
+    if (tgt >= 0 && rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
+      float z = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+#pragma unroll
+        for (int q = 0; q < 2; ++q)
+          if (rel == (unsigned)(8 * j + 2 * t + q)) z = acc[4 * j + 2 * h + q];
+      target_logit[row0 + rl] = z;
+    }
+  }
+};
+
+// The fold warps (the producer warpgroup's warps 1–3, `w` = 0..2): the consumers' tiles in their
+// order, each row's running statistics in s_state, the partials at each token tile's end.
+template <bool COMPACT>
+struct Sm90FoldWarps {
+  static constexpr bool kActive = true;
+  const LogitParams& p;
+  const Sm90CompactForwardParams* cp;  // COMPACT only
+  float4* s_state;                     // [SM90_TILE_M]
+  Sm90StagedScratch ss;
+  float4* partials;  // this split's row of the partials: [N]
+  Sm90TokenTiles tt;
+  int col_first, tiles;
+
+  __device__ __forceinline__ void operator()(int w) const {
+    const int lane = threadIdx.x & 31;
+    u32 k = 0;
+    for (int x = tt.first; x < tt.end; x += tt.stride) {
+      const int row0 = tt.row0(x);
+      if (lane == 0)
+        for (int r = w; r < SM90_TILE_M; r += 3) s_state[r] = row_stats_pack(row_stats_empty());
+      __syncwarp();
+      for (int tile = 0; tile < tiles; ++tile) {
+        const int col0 = col_first + tile * SM90_TILE_N;
+        mbar_wait(ss.staged, k & 1);
+        for (int r = w; r < SM90_TILE_M; r += 3) fold_row(r, row0, col0, lane);
+        if (COMPACT) fence_async_smem();  // q written over d, for the TMA stores
+        fold_warps_sync();
+        if (w == 0 && lane == 0) {
+          if (COMPACT) {
+            for (int b = 0; b < SM90_TILE_N / 64; ++b)
+              tma_store_2d(&cp->map_q, ss.staging + b * (SM90_TILE_M * 128), col0 + 64 * b, row0, l2_evict_first());
+            bulk_commit();
+            bulk_wait_read<0>();
+          }
+          mbar_arrive(ss.freed);
+        }
+        ++k;
+      }
+      __syncwarp();
+      if (lane == 0)
+        for (int r = w; r < SM90_TILE_M; r += 3)
+          if (row0 + r < p.k.n) partials[row0 + r] = s_state[r];
+    }
+    if (COMPACT && w == 0 && lane == 0) bulk_wait_all();
+  }
+
+  // One row of the staged tile: lane l folds columns 8l..8l+7.
+  __device__ __forceinline__ void fold_row(int r, int row0, int col0, int lane) const {
+    const float tmax = ss.tmax[r];
+    float4 st = s_state[r];
+    const float m_run = st.x, new_m = fmaxf(m_run, tmax);
+    const bool none = new_m == FLCE_NEG_INF;
+    const float c = none ? 0.0f : (tmax - new_m) * FLCE_LOG2E;
+    const u32 at = ss.staging + staged_offset(r, lane);
+    uint4 raw;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
+                 : "r"(at));
+    const u16* d = (const u16*)&raw;
+    float part = 0.0f;
+    int first = 8;
+    uint4 q;
+    u32* qw = (u32*)&q;
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+      const float d0 = f16_to_f32(d[i]), d1 = f16_to_f32(d[i + 1]);
+      const float e0 = exp2_mufu(fmaf(d0, FLCE_LOG2E, c)), e1 = exp2_mufu(fmaf(d1, FLCE_LOG2E, c));
+      part += e0;
+      part += e1;
+      if (first == 8 && d0 == 0.0f) first = i;
+      if (first == 8 && d1 == 0.0f) first = i + 1;
+      if (COMPACT) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(qw[i / 2]) : "f"(e1), "f"(e0));
+    }
+    if (COMPACT)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
+                   : "memory");
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
+    int am = 0;
+    if (tmax > m_run) {  // a new running max: its first column (warp-uniform)
+      const unsigned hits = __ballot_sync(0xffffffffu, first < 8);
+      const int leader = hits ? __ffs(hits) - 1 : 0;
+      am = col0 + 8 * leader + __shfl_sync(0xffffffffu, first, leader);
+    }
+    if (lane == 0) {
+      if (!none) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
+      st.z += ss.wsum[r];
+      if (tmax > m_run) st.w = __int_as_float(am);
+      st.x = new_m;
+      s_state[r] = st;
+      if (COMPACT && row0 + r < p.k.n) cp->m_ref[(size_t)(row0 + r) * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
+    }
+    __syncwarp();
+  }
+};
