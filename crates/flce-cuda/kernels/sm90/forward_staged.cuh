@@ -143,6 +143,7 @@ struct Sm90StagedEpilogue {
         ss.wsum[rl0 + 8 * h] = wsum[h];
       }
     }
+    __syncwarp();            // (the warp's stmatrix, whose rows other lanes' registers fill, complete)
     mbar_arrive(ss.staged);  // (release: the staging and the maxima are visible to the fold warps)
     ++k;
   }
