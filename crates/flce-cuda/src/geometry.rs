@@ -114,7 +114,8 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
 /// memory one stage (48 KB) smaller at 3 — what staging a 64 KB f16 tile for a fold off the MMA
-/// warpgroups would leave (perf-notes v38).
+/// warpgroups would leave (perf-notes v38). `fold` 1 (with stages=3): the forwards fold off the
+/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -132,8 +133,8 @@ impl Default for Sm90Mainloop {
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R` over the default (a part left out keeps
-    /// its default; unknown parts are an error).
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F` over the default (a part left out
+    /// keeps its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -346,7 +347,11 @@ pub fn sm90_product_cluster_knob() -> usize {
 
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
-    let mainloop = Sm90Mainloop::current();
+    defines_for(dtype, Sm90Mainloop::current())
+}
+
+/// [`defines`] for a given main-loop variant.
+fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize)> {
     vec![
         ("TILE_M", TILE_M),
         ("TILE_N", TILE_N),
@@ -371,7 +376,8 @@ pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
-        ("SM90_PIPE_BYTES", SM90_PIPE_BYTES),
+        // (the ring of this process's stages: the barriers and the epilogues' scratch follow it)
+        ("SM90_PIPE_BYTES", mainloop.stages * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES)),
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_STORE_BOXES", SM90_STORE_BOXES),
         ("SM90_STORE_BOX_BYTES", SM90_STORE_BOX_BYTES),
@@ -399,6 +405,17 @@ mod tests {
         assert!(Sm90Mainloop::parse("stages=2").is_err());
         assert_eq!(Sm90Mainloop::parse("stages=3,fold=1").map(|x| x.fold), Ok(1));
         assert!(Sm90Mainloop::parse("fold=1").is_err(), "the staging needs the 3-stage ring");
+        // the kernels place the barriers and their scratch after SM90_PIPE_BYTES: the defines of a
+        // shorter ring must say its own size, or the scratch runs past the smaller allocation
+        let three = defines_for(DType::BF16, Sm90Mainloop::parse("stages=3,fold=1").unwrap());
+        let get = |name: &str| three.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
+        assert_eq!(get("SM90_STAGES"), Some(3));
+        assert_eq!(get("SM90_PIPE_BYTES"), Some(3 * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES)));
+        assert_eq!(get("SM90_STAGED_FOLD"), Some(1));
+        let default = defines_for(DType::BF16, Sm90Mainloop::default());
+        assert!(
+            default.contains(&("SM90_PIPE_BYTES", SM90_PIPE_BYTES)) && default.contains(&("SM90_STAGES", SM90_STAGES))
+        );
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
