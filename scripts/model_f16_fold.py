@@ -18,31 +18,13 @@ four-product default (G recomputed from the exact logits with the staged fold's 
 
     python3 scripts/model_f16_fold.py        # ~1 min on 2 cores
 """
+import os
+import sys
+
 import torch
 
-
-def rel(a, b):
-    return ((a.double() - b).norm() / b.norm()).item()
-
-
-def bf(x):
-    return x.to(torch.bfloat16).double()
-
-
-def f16(x):
-    return x.to(torch.float16).double()
-
-
-def case(n, d, v, peaky, seed):
-    g = torch.Generator().manual_seed(seed)
-    e = bf(torch.randn(n, d, generator=g, dtype=torch.float64) / d ** 0.25)
-    c = bf(torch.randn(v, d, generator=g, dtype=torch.float64) / d ** 0.25)
-    t = torch.randint(0, v, (n,), generator=g)
-    if peaky:  # planted outliers: classifier rows aligned with a quarter of the tokens, half of them targets
-        idx = torch.randint(0, v, (n // 4,), generator=g)
-        c[idx] = bf(c[idx] + 2.0 * e[: n // 4] / e[: n // 4].norm(dim=1, keepdim=True) * d ** 0.25)
-        t[: n // 8] = idx[: n // 8]
-    return e, c, t
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_g_fold import bf, case, f16, rel  # noqa: E402  (the same data and rounding as its sibling)
 
 
 def grads(p_like, lse, z, t, c, e, exact_target):

@@ -324,8 +324,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
         sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
       },
       fold);
-  return;
-#endif
+#else
   sm90_init_barriers(pp);
   sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
     const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
@@ -339,6 +338,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
     sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
     if (COMPACT && lane == 0) bulk_wait_all();  // its q stores done before the block's shared memory goes
   });
+#endif
 }
 
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)

@@ -152,7 +152,9 @@ struct Sm90StagedEpilogue {
     ++k;
   }
 
-  // As Sm90ForwardEpilogue::write_target: the target logit of row rl from the f32 tile.
+  // Sm90ForwardEpilogue::write_target's body: the target logit of row rl from the f32 tile. (One
+  // free function for both changed the default forward's SASS throughout — ptxas scheduled it
+  // anew —, so the measured kernel keeps its own copy until this variant replaces it.)
   __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
     const int tgt = s_target[rl];
     const unsigned rel = (unsigned)(tgt - col0);

@@ -184,11 +184,7 @@ __device__ __forceinline__ void tma_store_2d(const TensorMap* map, u32 src, int 
       "r"(col), "r"(row), "r"(src), "l"(policy)
       : "memory");
 }
-__device__ __forceinline__ u64 l2_evict_first() {
-  u64 policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
+__device__ __forceinline__ u64 l2_evict_first() { return l2_policy<2>(); }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Wait until at most N of this thread's bulk groups still read shared memory.
 template <int N>

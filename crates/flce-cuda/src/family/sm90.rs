@@ -45,14 +45,19 @@ pub fn tensor_map_pitched(
 }
 
 /// A [rows, cols] matrix of 16-bit values (rows `pitch` elements apart) as the sm90 kernels' TMA
-/// stores write it (the compact forward's q): boxes of 16 rows × 32 columns (64 bytes),
-/// 64-byte swizzle (the staging layout of kernels/sm90/wgmma.cuh's sm90_store_warp_rows_tma);
-/// nothing written past `rows` or `cols`.
-fn store_map(ptr: DevPtr, rows: usize, cols: usize, pitch: usize, what: &str) -> Result<TensorMap> {
+/// stores write it (the compact forward's q), in boxes of `boxes` = [columns, rows] swizzled by
+/// their row's bytes (32 columns: 64-byte, the staging of kernels/sm90/wgmma.cuh's
+/// sm90_store_warp_rows_tma; 64 columns: 128-byte, forward_staged.cuh's); nothing written past
+/// `rows` or `cols`.
+fn store_map(ptr: DevPtr, rows: usize, cols: usize, pitch: usize, boxes: [usize; 2], what: &str) -> Result<TensorMap> {
     // (16-bit values: the stores copy bits, so f16 serves bf16 too)
     let data_type = cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-    let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B;
-    encode_2d(ptr, data_type, [cols, rows], pitch * 2, [32, 16], swizzle, what)
+    let swizzle = match boxes[0] {
+        32 => cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
+        64 => cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        w => unreachable!("no store staging of {w}-column boxes"),
+    };
+    encode_2d(ptr, data_type, [cols, rows], pitch * 2, boxes, swizzle, what)
 }
 
 /// `cuTensorMapEncodeTiled` of a row-major 2-D tensor: `dims` = [columns, rows], rows
@@ -192,15 +197,15 @@ pub(crate) unsafe fn forward_compact(
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
-        map_q: if crate::geometry::Sm90Mainloop::current().fold == 1 {
-            // the staged fold stores each tile's four 64-column boxes of 128 rows from its staging
-            let data_type = cu::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-            let swizzle = cu::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B;
-            let dims = [call.x.shape.v, tokens.len()];
-            encode_2d(q, data_type, dims, plan.ldg * 2, [64, SM90_TILE_M], swizzle, "q (staged TMA stores)")?
-        } else {
-            store_map(q, tokens.len(), call.x.shape.v, plan.ldg, "q (TMA stores)")?
-        },
+        // (the staged fold stores each tile's four 64-column boxes of 128 rows from its staging)
+        map_q: store_map(
+            q,
+            tokens.len(),
+            call.x.shape.v,
+            plan.ldg,
+            if crate::geometry::Sm90Mainloop::current().fold == 1 { [64, SM90_TILE_M] } else { [32, 16] },
+            "q (TMA stores)",
+        )?,
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q,
         ldq: plan.ldg as i32,
