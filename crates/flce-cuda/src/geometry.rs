@@ -113,9 +113,9 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
-/// memory one stage (48 KB) smaller at 3 — what staging a 64 KB f16 tile for a fold off the MMA
-/// warpgroups would leave (perf-notes v38). `fold` 1 (with stages=3): the forwards fold off the
-/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD).
+/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 1: the forwards fold off the
+/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD), their ring 3 stages so
+/// that the 64 KB staging fits (SM90_FORWARD_STAGES), G's and the product kernel's `stages`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -154,19 +154,31 @@ impl Sm90Mainloop {
                 }
             }
         }
-        if m.skew > m.stages {
-            return Err(format!("skew={} exceeds the ring's {} stages", m.skew, m.stages));
-        }
-        if m.fold == 1 && m.stages == SM90_STAGES {
-            return Err(format!("fold=1 needs stages=3: its 64 KB staging does not fit beside {SM90_STAGES} stages"));
+        if m.skew > m.stages.min(m.forward_stages()) {
+            return Err(format!("skew={} exceeds the ring's {} stages", m.skew, m.stages.min(m.forward_stages())));
         }
         Ok(m)
     }
 
-    /// Shared memory the ring saves below its default size (every sm90 kernel's dynamic shared
-    /// memory is its SM90_*_SMEM_BYTES less this).
+    /// Shared memory the ring saves below its default size (G's and the product kernel's dynamic
+    /// shared memory is its SM90_*_SMEM_BYTES less this).
     pub fn ring_saving(&self) -> usize {
         (SM90_STAGES - self.stages) * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 2 * 8)
+    }
+
+    /// The forwards' ring: 3 stages with the fold staged (its 64 KB does not fit beside 4), else
+    /// `stages`.
+    pub fn forward_stages(&self) -> usize {
+        if self.fold == 1 {
+            3
+        } else {
+            self.stages
+        }
+    }
+
+    /// [`Self::ring_saving`] of the forwards' ring.
+    pub fn forward_ring_saving(&self) -> usize {
+        (SM90_STAGES - self.forward_stages()) * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 2 * 8)
     }
 
     /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:
@@ -372,12 +384,11 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("SM90_TILE_N", SM90_TILE_N),
         ("SM90_TILE_K", SM90_TILE_K),
         ("SM90_STAGES", mainloop.stages),
+        ("SM90_FORWARD_STAGES", mainloop.forward_stages()),
         ("SM90_STAGED_FOLD", mainloop.fold),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
-        // (the ring of this process's stages: the barriers and the epilogues' scratch follow it)
-        ("SM90_PIPE_BYTES", mainloop.stages * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES)),
         ("SM90_GRAD_STAGE_ROW_BYTES", SM90_GRAD_STAGE_ROW_BYTES),
         ("SM90_STORE_BOXES", SM90_STORE_BOXES),
         ("SM90_STORE_BOX_BYTES", SM90_STORE_BOX_BYTES),
@@ -404,18 +415,22 @@ mod tests {
         assert!(Sm90Mainloop::parse("stages=3,skew=4").is_err(), "a lead past the ring deadlocks");
         assert!(Sm90Mainloop::parse("stages=2").is_err());
         assert_eq!(Sm90Mainloop::parse("stages=3,fold=1").map(|x| x.fold), Ok(1));
-        assert!(Sm90Mainloop::parse("fold=1").is_err(), "the staging needs the 3-stage ring");
-        // the kernels place the barriers and their scratch after SM90_PIPE_BYTES: the defines of a
-        // shorter ring must say its own size, or the scratch runs past the smaller allocation
-        let three = defines_for(DType::BF16, Sm90Mainloop::parse("stages=3,fold=1").unwrap());
-        let get = |name: &str| three.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
-        assert_eq!(get("SM90_STAGES"), Some(3));
-        assert_eq!(get("SM90_PIPE_BYTES"), Some(3 * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES)));
-        assert_eq!(get("SM90_STAGED_FOLD"), Some(1));
-        let default = defines_for(DType::BF16, Sm90Mainloop::default());
-        assert!(
-            default.contains(&("SM90_PIPE_BYTES", SM90_PIPE_BYTES)) && default.contains(&("SM90_STAGES", SM90_STAGES))
-        );
+        assert!(Sm90Mainloop::parse("fold=1,skew=4").is_err(), "the folded forward's ring has 3 stages");
+        // the kernels place the barriers and their scratch after their ring (mainloop.cuh,
+        // SM90_RING_STAGES): the stages a kernel compiles with must be those its launch's shared
+        // memory was sized for (runtime/mod.rs, dynamic_smem)
+        let defines = |knob: &str| defines_for(DType::BF16, Sm90Mainloop::parse(knob).unwrap());
+        let get = |d: &[(&str, usize)], name: &str| d.iter().find(|(n, _)| *n == name).map(|&(_, v)| v);
+        let fold = defines("fold=1");
+        assert_eq!((get(&fold, "SM90_STAGES"), get(&fold, "SM90_FORWARD_STAGES")), (Some(4), Some(3)));
+        assert_eq!(get(&fold, "SM90_STAGED_FOLD"), Some(1));
+        let m = Sm90Mainloop::parse("fold=1").unwrap();
+        assert_eq!((m.ring_saving(), m.forward_ring_saving()), (0, 48 * 1024 + 16));
+        let three = defines("stages=3");
+        assert_eq!((get(&three, "SM90_STAGES"), get(&three, "SM90_FORWARD_STAGES")), (Some(3), Some(3)));
+        let default = defines("");
+        assert_eq!((get(&default, "SM90_STAGES"), get(&default, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
+        assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(0));
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");

@@ -35,11 +35,12 @@
 //   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
 //   kernels/sm90/step_grad.cu turns q into G in place.
 //
-// With FLCE_SM90_MAINLOOP's fold=1 (and stages=3) both kernels fold off the MMA warpgroups
+// With FLCE_SM90_MAINLOOP's fold=1 both kernels fold off the MMA warpgroups
 // instead: sm90/forward_staged.cuh (a measurement variant, not yet the default).
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
+#define SM90_RING_STAGES SM90_FORWARD_STAGES  // 3 with the fold staged (its 64 KB), else SM90_STAGES
 #include "sm90/mainloop.cuh"
 
 // The logit options this module's forward is specialised for, set by the host (compile.rs,

@@ -15,8 +15,8 @@
 //
 // The compact kernel's fold warps write q = f16(exp(d + tile max − m)) back over d and store the
 // four boxes with TMA (map_q, boxes of 64 columns × 128 rows; rows past N and columns past V
-// clipped), then m_ref. Shared memory: the ring is 3 stages here (SM90_STAGES, the knob's
-// `stages=3`), so that the staging fits.
+// clipped), then m_ref. Shared memory: the ring is 3 stages here (SM90_FORWARD_STAGES), so
+// that the staging fits; the other sm90 kernels keep SM90_STAGES.
 //
 // Synchronisation, per tile k of the block: the consumers wait on `freed` (parity (k & 1) ^ 1:
 // the buffer's previous tile folded and, compact, stored) before staging, then all 256 arrive on

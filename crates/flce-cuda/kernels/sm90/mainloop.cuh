@@ -10,7 +10,7 @@
 //
 // - warpgroup 0, the producer: registers cut to 40 (setmaxnreg); one thread walks the block's
 //   (tile, k-step) sequence and issues two TMA loads per step — E's 128 × 64 box and C's 256 × 64
-//   box, 128-byte swizzled — into a ring of SM90_STAGES stages (48 KB each), each stage guarded
+//   box, 128-byte swizzled — into a ring of SM90_RING_STAGES stages (48 KB each), each stage guarded
 //   by a `full` mbarrier (TMA transaction bytes) and an `empty` one (both consumers released it).
 // - warpgroups 1 and 2, the consumers: registers raised to 232; consumer c owns rows 64c..64c+63
 //   of the token tile and all 256 columns: per k-step four wgmma.m64n256k16 (f32 accumulation)
@@ -44,8 +44,16 @@
 #pragma once
 #include "common/loss.cuh"
 
-// SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_THREADS,
-// SM90_A_STAGE_BYTES, SM90_B_STAGE_BYTES and SM90_PIPE_BYTES come from src/geometry.rs.
+// SM90_TILE_M (128), SM90_TILE_N (256), SM90_TILE_K (64), SM90_STAGES, SM90_FORWARD_STAGES,
+// SM90_THREADS, SM90_A_STAGE_BYTES and SM90_B_STAGE_BYTES come from src/geometry.rs.
+//
+// The ring's stages: SM90_STAGES, unless the kernel file sets SM90_RING_STAGES before including
+// this (forward.cu: SM90_FORWARD_STAGES, 3 where its fold is staged so that the staging fits,
+// while G and the product kernel keep their 4).
+#ifndef SM90_RING_STAGES
+#define SM90_RING_STAGES SM90_STAGES
+#endif
+#define SM90_PIPE_BYTES (SM90_RING_STAGES * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES))
 
 __device__ __forceinline__ u32 smem_u32(const void* p) {
   u32 r;
@@ -206,10 +214,10 @@ __device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
 
 // ---- the pipeline ------------------------------------------------------------------------------
 struct Sm90Pipe {
-  unsigned char* a;  // SM90_STAGES boxes of E, SM90_A_STAGE_BYTES each
-  unsigned char* b;  // SM90_STAGES boxes of C, SM90_B_STAGE_BYTES each
-  u64* full;         // [SM90_STAGES]: TMA bytes landed
-  u64* empty;        // [SM90_STAGES]: both consumers done with the stage
+  unsigned char* a;  // SM90_RING_STAGES boxes of E, SM90_A_STAGE_BYTES each
+  unsigned char* b;  // SM90_RING_STAGES boxes of C, SM90_B_STAGE_BYTES each
+  u64* full;         // [SM90_RING_STAGES]: TMA bytes landed
+  u64* empty;        // [SM90_RING_STAGES]: both consumers done with the stage
   unsigned char* scratch;  // the epilogue's shared memory, after the barriers (16-byte aligned)
 };
 
@@ -221,10 +229,10 @@ __device__ __forceinline__ Sm90Pipe sm90_pipe(unsigned char* smem_raw) {
   unsigned char* p = smem_raw + (((base + 1023) & ~1023u) - base);
   Sm90Pipe pp;
   pp.a = p;
-  pp.b = p + SM90_STAGES * SM90_A_STAGE_BYTES;
+  pp.b = p + SM90_RING_STAGES * SM90_A_STAGE_BYTES;
   pp.full = (u64*)(p + SM90_PIPE_BYTES);
-  pp.empty = pp.full + SM90_STAGES;
-  pp.scratch = (unsigned char*)(pp.empty + SM90_STAGES);
+  pp.empty = pp.full + SM90_RING_STAGES;
+  pp.scratch = (unsigned char*)(pp.empty + SM90_RING_STAGES);
   return pp;
 }
 
@@ -232,7 +240,7 @@ __device__ __forceinline__ Sm90Pipe sm90_pipe(unsigned char* smem_raw) {
 __device__ __forceinline__ void sm90_init_barriers(const Sm90Pipe& pp) {
   if (threadIdx.x == 0) {
     const u32 blocks = cluster_size();
-    for (int s = 0; s < SM90_STAGES; ++s) {
+    for (int s = 0; s < SM90_RING_STAGES; ++s) {
       mbar_init(&pp.full[s], 1);            // the producer's arrive.expect_tx (+ the TMA bytes)
       mbar_init(&pp.empty[s], 2 * blocks);  // one arrive per consumer warpgroup of the cluster
     }
@@ -278,7 +286,7 @@ struct Sm90Ring {
   int stage = 0;
   u32 phase = 0;
   __device__ __forceinline__ void advance() {
-    if (++stage == SM90_STAGES) {
+    if (++stage == SM90_RING_STAGES) {
       stage = 0;
       phase ^= 1;
     }
@@ -365,7 +373,7 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
 // (named barrier 2), so that later one consumer's epilogue runs while the other still issues
 // wgmma instead of both epilogues leaving the tensor cores idle together. Consumer 0 cannot run
 // more than the ring's stages ahead (a stage is refilled only when both released it), hence
-// S ≤ SM90_STAGES: the first SM90_STAGES stages are loaded without waiting on `empty`.
+// S ≤ SM90_RING_STAGES: the first SM90_RING_STAGES stages are loaded without waiting on `empty`.
 // SM90_MMA_INFLIGHT 1 — a consumer waits for its previous k-step's wgmma group only (wait_group
 // 1) and releases that step's stage, so its next wait on `full` overlaps the tensor cores' work.
 #ifndef SM90_CONSUMER_SKEW
@@ -374,7 +382,7 @@ __device__ __forceinline__ void sm90_produce(const Sm90Pipe& pp, const TensorMap
 #ifndef SM90_MMA_INFLIGHT
 #define SM90_MMA_INFLIGHT 1
 #endif
-static_assert(SM90_CONSUMER_SKEW <= SM90_STAGES, "consumer 0 may lead by at most the ring's stages");
+static_assert(SM90_CONSUMER_SKEW <= SM90_RING_STAGES, "consumer 0 may lead by at most the ring's stages");
 
 __device__ __forceinline__ void wgmma_wait_one() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 

@@ -132,7 +132,7 @@ impl Kernel {
     }
 
     /// Dynamic shared memory bytes (the sm90 kernels' less what a shorter ring saves:
-    /// `FLCE_SM90_MAINLOOP`'s `stages`, geometry::Sm90Mainloop).
+    /// `FLCE_SM90_MAINLOOP`'s `stages`, and the forwards' 3 with `fold`: geometry::Sm90Mainloop).
     pub fn dynamic_smem(self, dtype: DType) -> usize {
         let mainloop = geometry::Sm90Mainloop::current();
         let ring = || mainloop.ring_saving();
@@ -140,10 +140,10 @@ impl Kernel {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
             Kernel::Sm90Forward | Kernel::Sm90ForwardCompact if mainloop.fold == 1 => {
-                geometry::SM90_STAGED_FORWARD_SMEM_BYTES - ring()
+                geometry::SM90_STAGED_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving()
             }
-            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - ring(),
-            Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES - ring(),
+            Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
+            Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - ring(),
             Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES - ring(),
             _ => 0,
