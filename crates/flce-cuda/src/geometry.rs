@@ -72,6 +72,8 @@ const _: () = assert!(
     SM90_GRAD_SMEM_BYTES <= 227 * 1024
         && SM90_FORWARD_SMEM_BYTES <= 227 * 1024
         && SM90_COMPACT_FORWARD_SMEM_BYTES <= 227 * 1024
+        // (the staged fold's on a 3-stage ring)
+        && SM90_STAGED_FORWARD_SMEM_BYTES - (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 16) <= 227 * 1024
 );
 const _: () = assert!(SM90_A_STAGE_BYTES % 1024 == 0 && SM90_B_STAGE_BYTES % 1024 == 0);
 
@@ -113,9 +115,11 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
-/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 1: the forwards fold off the
-/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD), their ring 3 stages so
-/// that the 64 KB staging fits (SM90_FORWARD_STAGES), G's and the product kernel's `stages`.
+/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 1: both forwards fold off the
+/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD), 2: the plain forward only
+/// (the compact one staged measured 7–10% slower a launch at D 2048: perf-notes v39); with
+/// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
+/// G's and the product kernel's `stages`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -143,13 +147,13 @@ impl Sm90Mainloop {
             match key.trim() {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "stages" if (3..=SM90_STAGES).contains(&value) => m.stages = value,
-                "fold" if value <= 1 => m.fold = value,
+                "fold" if value <= 2 => m.fold = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES} or fold=0|1"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES} or fold=0..=2"
                     ))
                 }
             }
@@ -166,10 +170,20 @@ impl Sm90Mainloop {
         (SM90_STAGES - self.stages) * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 2 * 8)
     }
 
-    /// The forwards' ring: 3 stages with the fold staged (its 64 KB does not fit beside 4), else
-    /// `stages`.
+    /// Whether the plain forward (flce_sm90_forward) folds off its MMA warpgroups: fold 1 or 2.
+    pub fn plain_staged(&self) -> bool {
+        self.fold >= 1
+    }
+
+    /// Whether the compact forward (flce_sm90_forward_compact) folds off its MMA warpgroups: fold 1.
+    pub fn compact_staged(&self) -> bool {
+        self.fold == 1
+    }
+
+    /// The forwards' ring (one module: both kernels): 3 stages where either stages its fold (the
+    /// 64 KB does not fit beside 4), else `stages`.
     pub fn forward_stages(&self) -> usize {
-        if self.fold == 1 {
+        if self.fold >= 1 {
             3
         } else {
             self.stages
@@ -416,6 +430,9 @@ mod tests {
         assert!(Sm90Mainloop::parse("stages=2").is_err());
         assert_eq!(Sm90Mainloop::parse("stages=3,fold=1").map(|x| x.fold), Ok(1));
         assert!(Sm90Mainloop::parse("fold=1,skew=4").is_err(), "the folded forward's ring has 3 stages");
+        let two = Sm90Mainloop::parse("fold=2").unwrap();
+        assert_eq!((two.plain_staged(), two.compact_staged(), two.forward_stages()), (true, false, 3));
+        assert!(Sm90Mainloop::parse("fold=3").is_err());
         // the kernels place the barriers and their scratch after their ring (mainloop.cuh,
         // SM90_RING_STAGES): the stages a kernel compiles with must be those its launch's shared
         // memory was sized for (runtime/mod.rs, dynamic_smem)

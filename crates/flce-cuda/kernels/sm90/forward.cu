@@ -284,12 +284,13 @@ struct Sm90ForwardEpilogue {
   }
 };
 
+// SM90_STAGED_FOLD (src/geometry.rs, FLCE_SM90_MAINLOOP's fold): 0 both forwards fold in their
+// MMA warpgroups; 1 both fold off them (forward_staged.cuh); 2 the plain forward only (the compact
+// one's q stores then keep their per-warp boxes).
 #ifndef SM90_STAGED_FOLD
 #define SM90_STAGED_FOLD 0
 #endif
-#if SM90_STAGED_FOLD
 #include "sm90/forward_staged.cuh"
-#endif
 
 template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
@@ -304,42 +305,43 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
 
   float4* s_state = (float4*)pp.scratch;
   int* s_target = (int*)(s_state + SM90_TILE_M);
-#if SM90_STAGED_FOLD
-  // the fold off the MMA warpgroups (forward_staged.cuh): the consumers stage, the producer
-  // warpgroup's other warps fold
-  const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
-  if (threadIdx.x == 0) {
-    mbar_init(ss.staged, 2 * 128);
-    mbar_init(ss.freed, 1);
+  constexpr bool kStaged = SM90_STAGED_FOLD == 1 || (SM90_STAGED_FOLD == 2 && !COMPACT);
+  if constexpr (kStaged) {
+    // the fold off the MMA warpgroups (forward_staged.cuh): the consumers stage, the producer
+    // warpgroup's other warps fold
+    const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
+    if (threadIdx.x == 0) {
+      mbar_init(ss.staged, 2 * 128);
+      mbar_init(ss.freed, 1);
+    }
+    sm90_init_barriers(pp);  // (its fence covers these barriers too)
+    const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blockIdx.y * fp.partials_ld, tt,
+                                      tile_begin * SM90_TILE_N, tiles};
+    sm90_run(
+        pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count,
+        [&](int consumer) {
+          const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+          Sm90StagedEpilogue<COMPACT> epi{p, fp.target_logit, s_target, ss};
+          epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+          epi.t = lane & 3;
+          sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+        },
+        fold);
+  } else {
+    sm90_init_barriers(pp);
+    sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
+      const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+      // (the compact kernel's q boxes follow the rows' statistics and targets, 1024-byte aligned)
+      const u32 boxes = ((smem_u32(s_target + SM90_TILE_M) + 1023) & ~1023u) +
+                        (consumer * 4 + warp) * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
+      Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? boxes : 0u, fp.target_logit, s_state, s_target,
+                                       fp.partials + (size_t)blockIdx.y * fp.partials_ld};
+      epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+      epi.t = lane & 3;
+      sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+      if (COMPACT && lane == 0) bulk_wait_all();  // its q stores done before the block's shared memory goes
+    });
   }
-  sm90_init_barriers(pp);  // (its fence covers these barriers too)
-  const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blockIdx.y * fp.partials_ld, tt,
-                                    tile_begin * SM90_TILE_N, tiles};
-  sm90_run(
-      pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count,
-      [&](int consumer) {
-        const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-        Sm90StagedEpilogue<COMPACT> epi{p, fp.target_logit, s_target, ss};
-        epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
-        epi.t = lane & 3;
-        sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
-      },
-      fold);
-#else
-  sm90_init_barriers(pp);
-  sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    // (the compact kernel's q boxes follow the rows' statistics and targets, 1024-byte aligned)
-    const u32 boxes = ((smem_u32(s_target + SM90_TILE_M) + 1023) & ~1023u) +
-                      (consumer * 4 + warp) * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
-    Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? boxes : 0u, fp.target_logit, s_state, s_target,
-                                     fp.partials + (size_t)blockIdx.y * fp.partials_ld};
-    epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
-    epi.t = lane & 3;
-    sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
-    if (COMPACT && lane == 0) bulk_wait_all();  // its q stores done before the block's shared memory goes
-  });
-#endif
 }
 
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)

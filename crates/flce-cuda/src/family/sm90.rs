@@ -203,7 +203,7 @@ pub(crate) unsafe fn forward_compact(
             tokens.len(),
             call.x.shape.v,
             plan.ldg,
-            if crate::geometry::Sm90Mainloop::current().fold == 1 { [64, SM90_TILE_M] } else { [32, 16] },
+            if crate::geometry::Sm90Mainloop::current().compact_staged() { [64, SM90_TILE_M] } else { [32, 16] },
             "q (TMA stores)",
         )?,
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,

@@ -139,7 +139,10 @@ impl Kernel {
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
-            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact if mainloop.fold == 1 => {
+            Kernel::Sm90Forward if mainloop.plain_staged() => {
+                geometry::SM90_STAGED_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving()
+            }
+            Kernel::Sm90ForwardCompact if mainloop.compact_staged() => {
                 geometry::SM90_STAGED_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving()
             }
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
