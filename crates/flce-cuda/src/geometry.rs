@@ -50,10 +50,10 @@ pub const SM90_STORE_BOX_BYTES: usize = 16 * 32 * 2;
 const SM90_STORE_SMEM_BYTES: usize = 1024 + 8 * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
 /// flce_sm90_forward_compact: the forward's, then the store boxes.
 pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + SM90_STORE_SMEM_BYTES;
-/// Both forwards with their fold off the MMA warpgroups (`FLCE_SM90_MAINLOOP` fold=1 with
-/// stages=3, kernels/sm90/forward_staged.cuh): the forward's, then each row's tile max and Σw·z,
+/// A forward with its fold off the MMA warpgroups (the plain one by default, both with
+/// `FLCE_SM90_MAINLOOP` fold=1: kernels/sm90/forward_staged.cuh): the forward's, then each row's tile max and Σw·z,
 /// two barriers, 1024 bytes to align the staging, and the staged f16 tile (64 KB); less the
-/// ring's saving at launch ([`Sm90Mainloop::ring_saving`]).
+/// ring's saving at launch ([`Sm90Mainloop::forward_ring_saving`]).
 pub const SM90_STAGED_FORWARD_SMEM_BYTES: usize =
     SM90_FORWARD_SMEM_BYTES + SM90_TILE_M * 8 + 16 + 1024 + SM90_TILE_M * SM90_TILE_N * 2;
 /// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
@@ -115,9 +115,10 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
-/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 1: both forwards fold off the
-/// MMA warpgroups (kernels/sm90/forward_staged.cuh, SM90_STAGED_FOLD), 2: the plain forward only
-/// (the compact one staged measured 7–10% slower a launch at D 2048: perf-notes v39); with
+/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 0: both forwards fold in their
+/// MMA warpgroups (the default until s30); 1: both off them (kernels/sm90/forward_staged.cuh,
+/// SM90_STAGED_FOLD); 2 (the default): the plain forward only — its forward 0.952–0.983× of 0,
+/// the compact one staged 7–10% slower a launch at D 2048 (H200, perf-notes v39); with
 /// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
 /// G's and the product kernel's `stages`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,7 +133,7 @@ pub struct Sm90Mainloop {
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 2 }
     }
 }
 
@@ -420,7 +421,7 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES, fold: 0 };
+        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES, fold: 2 };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(m(1, 1, 0, 0)));
@@ -446,8 +447,10 @@ mod tests {
         let three = defines("stages=3");
         assert_eq!((get(&three, "SM90_STAGES"), get(&three, "SM90_FORWARD_STAGES")), (Some(3), Some(3)));
         let default = defines("");
-        assert_eq!((get(&default, "SM90_STAGES"), get(&default, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
-        assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(0));
+        assert_eq!((get(&default, "SM90_STAGES"), get(&default, "SM90_FORWARD_STAGES")), (Some(4), Some(3)));
+        assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(2));
+        let unstaged = defines("fold=0");
+        assert_eq!((get(&unstaged, "SM90_STAGES"), get(&unstaged, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
         assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
         assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");

@@ -35,8 +35,10 @@
 //   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
 //   kernels/sm90/step_grad.cu turns q into G in place.
 //
-// With FLCE_SM90_MAINLOOP's fold=1 both kernels fold off the MMA warpgroups
-// instead: sm90/forward_staged.cuh (a measurement variant, not yet the default).
+// The plain kernel folds off the MMA warpgroups by default (SM90_STAGED_FOLD 2:
+// sm90/forward_staged.cuh; the module's ring is then 3 stages, the compact kernel's too); the
+// compact kernel too with FLCE_SM90_MAINLOOP=fold=1, both in registers with fold=0
+// (perf-notes v39).
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).

@@ -1,5 +1,7 @@
-// flce sm90 family, forward with its fold off the MMA warpgroups (SM90_STAGED_FOLD, the
-// FLCE_SM90_MAINLOOP knob `fold=1`; a measurement variant, not the default: docs/perf-notes.md v38).
+// flce sm90 family, forward with its fold off the MMA warpgroups (SM90_STAGED_FOLD: the plain
+// forward's by default since 2026-12-03 — fold=2, forward 0.952–0.983× of the in-register fold,
+// H200 —; the compact forward's with FLCE_SM90_MAINLOOP=fold=1, 7–10% slower a launch at D 2048,
+// so not the default: docs/perf-notes.md v38, v39).
 //
 // Today's forward folds each 128 × 256 logit tile into the rows' statistics in the consumer
 // warpgroups, from their f32 accumulators, while the tensor cores idle (~6% of a tile at D 2048).
