@@ -6,13 +6,39 @@
 //   128-row tile. Grid (ceil(Vc/128), ceil(Nc/128)), ELEMENTWISE_THREADS (256) threads: 16
 //   threads × 8 columns per row, 16 rows per pass, 8 passes. Columns past V are written as 0.
 //
-// Host side: src/family/cublas.rs; tests: tests/gpu/ (BackwardMode::CublasLogits, the default).
+// Modules: calls with a bias, softcap or smoothing run one compiled for their options
+// (FLCE_LOGIT_OPTS's bits, runtime/grids.rs logit_opts, as the sm90 kernels and the three-product
+// G, sm90/step_grad.cu); the default module serves calls without any, so it carries no bias or
+// softcap transform, no smoothing term (with class weights alone, no weight load per element) and
+// no db sums: fewer registers and 8 KB less shared memory, more blocks an SM. Plain calls get the
+// same values bitwise (the terms it drops are + 0 there).
+//
+// Host side: src/family/cublas.rs, src/step.rs (the three-product pass's f32 logits); tests:
+// tests/gpu/ (BackwardMode::CublasLogits, the default off Hopper; the three-product f32 runs).
 #include "common/loss.cuh"
+
+#ifndef FLCE_LOGIT_OPTS
+#define FLCE_LOGIT_OPTS -1
+#endif
+// what this module's calls may carry (the default module: none of the three)
+constexpr bool kMayBias = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 1);
+constexpr bool kMaySoftcap = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 2);
+constexpr bool kMaySmooth = FLCE_LOGIT_OPTS >= 0 && (FLCE_LOGIT_OPTS & 4);
+
+// logit_grad (common/loss.cuh) with the terms this module's calls cannot carry left out.
+__device__ __forceinline__ float module_logit_grad(const LogitParams& p, float x, int col, int tgt, float4 cf) {
+  const float z = kMayBias || kMaySoftcap ? logit_transform(p, x, col) : x;
+  float gx = cf.x * fast_exp(z - cf.w);
+  if (kMaySmooth) gx -= cf.z * class_weight(p.class_w, col);
+  if (col == tgt) gx -= cf.y;
+  if (kMaySoftcap && p.k.softcap > 0.0f) gx *= softcap_slope(z, p.k.softcap);
+  return gx;
+}
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from_logits(const GradLogitsParams gp) {
   __shared__ int s_target[TILE_M];
   __shared__ float4 s_coef[TILE_M];
-  __shared__ float s_col[16][TILE_N];
+  __shared__ float s_col[16][TILE_N];  // db: the 16 row groups' column sums (unused in the default module)
   const GradChunk& ch = gp.chunk;
   const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
   const int row0 = ch.n0 + blockIdx.y * TILE_M;
@@ -36,7 +62,7 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       const int col = ch.v0 + colc + k;
-      const float gx = col < ch.v_end ? logit_grad(gp.lp, x[k], col, tgt, cf) : 0.0f;
+      const float gx = col < ch.v_end ? module_logit_grad(gp.lp, x[k], col, tgt, cf) : 0.0f;
       colsum[k] += gx;
       out[k] = from_f32(gx);
     }
@@ -48,5 +74,5 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_grad_from
     *(uint4*)dst = *(uint4*)&out[0];
 #endif
   }
-  if (ch.db_partial) store_db_partial(ch, colsum, s_col, ch.v0);
+  if (kMayBias && ch.db_partial) store_db_partial(ch, colsum, s_col, ch.v0);
 }

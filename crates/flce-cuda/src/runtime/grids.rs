@@ -112,6 +112,11 @@ impl GradChunk {
 }
 impl KernelArgs for GradLogitsParams {
     const KERNEL: Kernel = Kernel::GradFromLogits;
+    /// Calls with a bias, softcap or smoothing run a module compiled for theirs; the default
+    /// module has none of their terms (kernels/cublas/grad_from_logits.cu).
+    fn logit_opts(&self) -> Option<u8> {
+        logit_opts_of(&self.lp)
+    }
     fn grid(&self) -> (u32, u32, u32) {
         let (rows, cols) = self.chunk.tiles();
         (cols, rows, 1)
@@ -224,5 +229,22 @@ mod tests {
         assert_eq!(p.logit_opts(), Some(7));
         p.lp.bias = 0;
         assert_eq!(p.logit_opts(), Some(6));
+    }
+
+    /// The same for the cuBLAS family's G (kernels/cublas/grad_from_logits.cu, whose default module
+    /// has no bias or softcap transform, smoothing term or db sums).
+    #[test]
+    fn cublas_grad_takes_the_default_module_only_without_logit_options() {
+        let mut p = GradLogitsParams::default();
+        assert_eq!(p.logit_opts(), None);
+        p.lp.k.z_loss = 1e-4;
+        p.lp.class_w = 0x1000;
+        assert_eq!(p.logit_opts(), None);
+        p.lp.k.label_smoothing = 0.1;
+        assert_eq!(p.logit_opts(), Some(4));
+        p.lp.bias = 0x2000;
+        assert_eq!(p.logit_opts(), Some(5));
+        p.lp.k.softcap = 30.0;
+        assert_eq!(p.logit_opts(), Some(7));
     }
 }
