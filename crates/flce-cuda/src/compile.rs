@@ -105,7 +105,10 @@ impl KernelFile {
     /// logit options differs from its default one ([`variant_source`]; the launches that ask for
     /// one: `logit_opts` in runtime/grids.rs).
     pub fn has_logit_variants(self) -> bool {
-        matches!(self, KernelFile::CublasGrad | KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad)
+        matches!(
+            self,
+            KernelFile::CublasGrad | KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad
+        )
     }
 
     /// Whether the file is built for this target and element type: the sm90 family's files use
