@@ -219,6 +219,14 @@ pub fn sm90_l2_budget() -> usize {
     *BUDGET.get_or_init(|| count_from_env("FLCE_SM90_L2_MB", "MB").map_or(crate::plan::SM90_L2_BUDGET, |mb| mb << 20))
 }
 
+/// The L2 budget of the three-product pass's compact forward grid
+/// ([`crate::plan::Sm90Tuning::compact_l2_budget`]): `FLCE_SM90_COMPACT_L2_MB` (read once; a
+/// measurement knob), else [`sm90_l2_budget`].
+pub fn sm90_compact_l2_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| count_from_env("FLCE_SM90_COMPACT_L2_MB", "MB").map_or_else(sm90_l2_budget, |mb| mb << 20))
+}
+
 /// A count knob's value: the variable `name` as a number of `unit`s, or None where it is unset or
 /// not a number (said on stderr).
 fn count_from_env(name: &str, unit: &str) -> Option<usize> {
@@ -263,6 +271,7 @@ fn cluster_from_env(name: &str, default: usize) -> usize {
 pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
     crate::plan::Sm90Tuning {
         l2_budget: sm90_l2_budget(),
+        compact_l2_budget: sm90_compact_l2_budget(),
         cluster: sm90_cluster_knob(),
         grad_cluster: sm90_grad_cluster_knob(),
         forward_band: sm90_forward_band_knob(),

@@ -27,6 +27,11 @@ pub const SM90_L2_BUDGET: usize = 32 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tuning {
     pub l2_budget: usize,
+    /// The L2 budget of the three-product pass's compact forward grid (its q stores stream past E
+    /// and C: at the 16k training-step loss it reads 2.5× the plain forward's DRAM bytes, and a
+    /// 16 MB grid ran its pass 0.981× in one 3-round call, perf-notes v39); a measurement knob,
+    /// `FLCE_SM90_COMPACT_L2_MB` (unset: `l2_budget`).
+    pub compact_l2_budget: usize,
     /// Blocks per cluster of the forwards.
     pub cluster: usize,
     /// Blocks per cluster of the G kernel.
@@ -55,7 +60,13 @@ impl Default for Sm90Tuning {
 impl Sm90Tuning {
     /// [`Default`]'s tuning, as a constant.
     pub const DEFAULT: Sm90Tuning =
-        Sm90Tuning { l2_budget: SM90_L2_BUDGET, cluster: 2, grad_cluster: 1, forward_band: None };
+        Sm90Tuning {
+            l2_budget: SM90_L2_BUDGET,
+            compact_l2_budget: SM90_L2_BUDGET,
+            cluster: 2,
+            grad_cluster: 1,
+            forward_band: None,
+        };
 
     /// Both kernels unpaired (the grids before clusters).
     pub const UNPAIRED: Sm90Tuning = Sm90Tuning { cluster: 1, ..Self::DEFAULT };

@@ -164,6 +164,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
             let cap = MAX_STATS_SPLITS.min(sm_count.max(1));
             let row_bytes = d * dtype.size_in_bytes();
             let token_tiles = rows.div_ceil(SM90_TILE_M);
+            let tuning = super::Sm90Tuning { l2_budget: tuning.compact_l2_budget, ..tuning };
             let (g, cluster) =
                 super::sm90_grid_tuned(token_tiles, v.div_ceil(SM90_TILE_N), sm_count, cap, row_bytes, tuning);
             (Some(g), cluster)

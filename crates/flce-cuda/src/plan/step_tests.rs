@@ -126,6 +126,24 @@ fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
 }
 
 #[test]
+fn the_compact_forward_grid_follows_its_own_l2_budget() {
+    // the 16k training-step loss at 2 GB: 6144-token chunks (48 token tiles, 501 vocabulary tiles)
+    let train16k = Shape::new(16384, 2048, 128_256);
+    let plan = |compact_mb: usize| {
+        let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, ..Sm90Tuning::DEFAULT };
+        step_plan(train16k, DType::BF16, BOTH, 2 << 30, StepLogits::Compact { sm_count: 132, tuning }).unwrap()
+    };
+    let (wide, narrow) = (plan(32), plan(16));
+    assert_eq!(wide.token_chunk, 6144);
+    let (w, n) = (wide.forward_grid.unwrap(), narrow.forward_grid.unwrap());
+    assert_eq!((w.slots, w.splits), (12, 11), "{w:?}");
+    assert_eq!((n.slots, n.splits), (16, 8), "{n:?}");
+    // the statistics follow the grid: one partial per split
+    assert_eq!(narrow.stats_splits, 8);
+    assert!(n.footprint(2 * 2048) <= 16 << 20);
+}
+
+#[test]
 fn a_given_chunk_is_rounded_to_whole_token_tiles() {
     let s = Shape::new(300, 64, 1000);
     let p = step_plan_with_chunk(s, DType::BF16, BOTH, 100, COMPACT);
