@@ -59,14 +59,13 @@ impl Default for Sm90Tuning {
 
 impl Sm90Tuning {
     /// [`Default`]'s tuning, as a constant.
-    pub const DEFAULT: Sm90Tuning =
-        Sm90Tuning {
-            l2_budget: SM90_L2_BUDGET,
-            compact_l2_budget: SM90_L2_BUDGET,
-            cluster: 2,
-            grad_cluster: 1,
-            forward_band: None,
-        };
+    pub const DEFAULT: Sm90Tuning = Sm90Tuning {
+        l2_budget: SM90_L2_BUDGET,
+        compact_l2_budget: SM90_L2_BUDGET,
+        cluster: 2,
+        grad_cluster: 1,
+        forward_band: None,
+    };
 
     /// Both kernels unpaired (the grids before clusters).
     pub const UNPAIRED: Sm90Tuning = Sm90Tuning { cluster: 1, ..Self::DEFAULT };
