@@ -133,6 +133,7 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "common/loss.cuh" => include_str!("../kernels/common/loss.cuh").into(),
         "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
         "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
+        "sm90/async.cuh" => include_str!("../kernels/sm90/async.cuh").into(),
         "sm90/wgmma.cuh" => include_str!("../kernels/sm90/wgmma.cuh").into(),
         "sm90/forward_staged.cuh" => include_str!("../kernels/sm90/forward_staged.cuh").into(),
         _ => return None,
