@@ -116,7 +116,7 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
 /// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 0: both forwards fold in their
-/// MMA warpgroups (the default until s30); 1: both off them (kernels/sm90/forward_staged.cuh,
+/// MMA warpgroups (the default until 2026-12-03); 1: both off them (kernels/sm90/forward_staged.cuh,
 /// SM90_STAGED_FOLD); 2 (the default): the plain forward only — its forward 0.952–0.983× of 0,
 /// the compact one staged 7–10% slower a launch at D 2048 (H200, perf-notes v39); with
 /// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),

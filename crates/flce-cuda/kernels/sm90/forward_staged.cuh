@@ -155,8 +155,9 @@ struct Sm90StagedEpilogue {
   }
 
   // Sm90ForwardEpilogue::write_target's body: the target logit of row rl from the f32 tile. (One
-  // free function for both changed the default forward's SASS throughout — ptxas scheduled it
-  // anew —, so the measured kernel keeps its own copy until this variant replaces it.)
+  // free function for both changed the in-register forward's SASS throughout — ptxas scheduled it
+  // anew —, so each epilogue keeps its own copy while both run: the compact forward's is the
+  // in-register one.)
   __device__ __forceinline__ void write_target(const float (&acc)[128], int h, int rl, int col0) {
     const int tgt = s_target[rl];
     const unsigned rel = (unsigned)(tgt - col0);
