@@ -14,7 +14,8 @@ So the only new rounding is d's: |error| ≤ 2⁻¹¹·|z − tile_max|, small w
 Measured against f64 on flat and planted-outlier ("peaky") data, beside today's fold (exact f32
 statistics; q rounded to f16 once): the loss, lse, and dE / dC of the three-product pass (G from
 q and lse, the target's G exact, bf16 output rounding as the GPU tests measure) and of the
-four-product default (G recomputed from the exact logits with the staged fold's lse).
+four-product default (G recomputed from the exact logits with the staged fold's lse). A second
+table: the four-product backward's G kernel staged the same way (g_variants).
 
     python3 scripts/model_f16_fold.py        # ~1 min on 2 cores
 """
@@ -74,6 +75,37 @@ def variants(e, c, t):
     return out
 
 
+def g_variants(e, c, t):
+    """The four-product backward's G kernel (flce_sm90_grad) with its epilogue off the MMA
+    warpgroups the same way: the consumers stage a 16-bit d per logit, other warps form
+    G = exp(d + shift − lse) − y from it (the target's G from its exact logit, as today) and store
+    it in bf16. dE / dC relative errors against f64 of: today (G from the f32 logits), d =
+    f16(z − lse) (one FADD a logit on the MMA side), d = f16(z − tile max) (the forward's staging:
+    an FMNMX pass more, d = 0 exactly at each tile's largest logit), and d = bf16(z − lse)."""
+    n, v = e.shape[0], c.shape[0]
+    z = e @ c.T
+    lse = torch.logsumexp(z, 1)
+    p = torch.exp(z - lse[:, None])
+    ar = torch.arange(n)
+    y = torch.zeros_like(p)
+    y[ar, t] = 1
+    g_exact = (p - y) / n
+    de_ref, dc_ref = g_exact @ c, g_exact.T @ e
+    zt = z.view(n, v // 256, 256)
+    tile_max = zt.max(2).values[:, :, None]
+    staged = {
+        "today (f32 logits)": p,
+        "f16(z − lse)": torch.exp(f16(z - lse[:, None])),
+        "f16(z − tile max)": torch.exp(f16(zt - tile_max) + tile_max - lse[:, None, None]).view(n, v),
+        "bf16(z − lse)": torch.exp(bf(z - lse[:, None])),
+    }
+    out = {}
+    for name, p_like in staged.items():
+        de, dc = grads(p_like, lse, z, t, c, e, True)
+        out[name] = (rel(de, de_ref), rel(dc, dc_ref))
+    return out
+
+
 def main():
     print("| data | (N, D, V) | variant | loss rel | lse max abs | 3-product dE / dC | 4-product dE / dC |")
     print("|---|---|---|---|---|---|---|")
@@ -82,6 +114,17 @@ def main():
             for name, r in variants(*case(n, d, v, peaky, 1)).items():
                 print(f"| {'peaky' if peaky else 'flat'} | ({n}, {d}, {v}) | {name} | {r[0]:.1e} | {r[1]:.1e} | "
                       f"{r[2]:.2e} / {r[3]:.2e} | {r[4]:.2e} / {r[5]:.2e} |")
+    print("\nThe four-product backward's G staged (g_variants): dE / dC relative error against f64\n")
+    names = None
+    for peaky in (False, True):
+        for n, d, v in [(512, 256, 8192), (256, 1024, 16384), (1024, 128, 4096)]:
+            r = g_variants(*case(n, d, v, peaky, 1))
+            if names is None:
+                names = list(r)
+                print("| data | (N, D, V) | " + " | ".join(names) + " |")
+                print("|---|---|" + "---|" * len(names))
+            cells = " | ".join(f"{r[k][0]:.2e} / {r[k][1]:.2e}" for k in names)
+            print(f"| {'peaky' if peaky else 'flat'} | ({n}, {d}, {v}) | {cells} |")
 
 
 if __name__ == "__main__":
