@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whether the three-product pass's compact forward should plan its grid within 16 MB of L2 instead
 # of the forward's 32 (Sm90Tuning::compact_l2_budget, knob FLCE_SM90_COMPACT_L2_MB; perf-notes v39:
-# FLCE_SM90_L2_MB=16 ran the 16k pass 0.981× in one 3-round call, s30 call 5). At the 16k
+# FLCE_SM90_L2_MB=16 ran the 16k pass 0.981× in one 3-round call, s30 call 5; v22 tried 24 / 16 MB
+# once before the q stores became TMA evict-first: 0.979–1.023×, run spread). At the 16k
 # training-step loss with 2 GB the chunks are 6144 / 6144 / 4096 tokens: 32 MB plans 12 slots ×
 # 11 splits (and 32 × 4 for the last), 16 MB 16 × 8 for all three — each C tile shared by 16 token
 # tiles instead of 12 (3 passes over C a chunk instead of 4) at a 2.7% longer longest block. The

@@ -2,7 +2,7 @@
 # The default sm90 forward against cuBLAS's logits GEMM under ncu, one launch each, at the model
 # shapes (issue 10's forward target: ≤ 1.0× the logits GEMM) and the 16k training-step loss:
 # time, SM clock, tensor-pipe activity, DRAM reads, local-memory loads (the staged fold's fold
-# warps run at 40 registers and reload a few spilled values). s30 measured 1.002× at the 16k
+# warps run at 40 registers and reload a few spilled values). s30 measured 1.001× at the 16k
 # shape (benchmarks/h200-2026-12-03-s30/forward-ncu-cublas-grad/forward-ncu.md); the model shapes
 # were 1.04–1.05× before the staged fold (s20's suite) and have not been measured since.
 # ~3 minutes, 2 files. Build with scripts/gpu-prepare.sh; through the device tool, carrying
