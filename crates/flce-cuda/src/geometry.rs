@@ -184,7 +184,7 @@ impl Sm90Mainloop {
     /// The forwards' ring (one module: both kernels): 3 stages where either stages its fold (the
     /// 64 KB does not fit beside 4), else `stages`.
     pub fn forward_stages(&self) -> usize {
-        if self.fold >= 1 {
+        if self.plain_staged() {
             3
         } else {
             self.stages
@@ -193,7 +193,7 @@ impl Sm90Mainloop {
 
     /// [`Self::ring_saving`] of the forwards' ring.
     pub fn forward_ring_saving(&self) -> usize {
-        (SM90_STAGES - self.forward_stages()) * (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 2 * 8)
+        Self { stages: self.forward_stages(), ..*self }.ring_saving()
     }
 
     /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:

@@ -135,7 +135,6 @@ impl Kernel {
     /// `FLCE_SM90_MAINLOOP`'s `stages`, and the forwards' 3 with `fold`: geometry::Sm90Mainloop).
     pub fn dynamic_smem(self, dtype: DType) -> usize {
         let mainloop = geometry::Sm90Mainloop::current();
-        let ring = || mainloop.ring_saving();
         match self {
             Kernel::ForwardTiles => geometry::forward_smem_bytes(dtype),
             Kernel::GradTiles => geometry::grad_smem_bytes(dtype),
@@ -147,8 +146,8 @@ impl Kernel {
             }
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
             Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
-            Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - ring(),
-            Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES - ring(),
+            Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - mainloop.ring_saving(),
+            Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES - mainloop.ring_saving(),
             _ => 0,
         }
     }
