@@ -177,7 +177,10 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             fplan.splits,
             fplan.token_slots,
             if fplan.cluster > 1 { format!(" in clusters of {}", fplan.cluster) } else { String::new() }
-                + &if fplan.band_tiles > 0 { format!(", launches of {} token tiles", fplan.band_tiles) } else { String::new() },
+                + &if fplan.band_tiles > 0 { format!(", launches of {} token tiles", fplan.band_tiles) } else { String::new() }
+                + &fplan.sm90_grid.and_then(|g| g.rest).map_or(String::new(), |r| {
+                    format!(", rest {} slots x {} splits of {} tiles", r.slots, r.splits, r.tiles_per_split)
+                }),
             fplan.vocab_chunk,
             bplan.family,
             bplan.token_chunk,

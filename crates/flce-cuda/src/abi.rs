@@ -155,16 +155,23 @@ abi_structs! {
         lp: LogitParams = "LogitParams",
         /// Blocks per cluster along the token tiles (1 or 2: C's box multicast to both).
         cluster: i32 = "int",
-        /// Token-tile slots: grid x, rounded up to the cluster by the launch (plan::sm90_grid).
+        /// Token-tile slots of the main grid (a multiple of the cluster; plan::sm90_grid).
         slots: i32 = "int",
-        /// Partials per token: grid y (a split left without tiles writes empty statistics).
+        /// The main grid's splits (a split left without tiles writes empty statistics). The
+        /// launch is one-dimensional: blocks [0, slots · splits) the main grid (block b: slot
+        /// b % slots, split b / slots), then the rest's (plan::Sm90Rest).
         splits: i32 = "int",
-        /// 256-column vocabulary tiles per split.
+        /// 256-column vocabulary tiles per main split.
         tiles_per_split: i32 = "int",
+        /// The rest's token-tile slots (0: no rest; a multiple of the cluster). Its splits cover
+        /// the tiles from splits · tiles_per_split on, `rest_tiles_per_split` each; their
+        /// partials follow the main grid's.
+        rest_slots: i32 = "int",
+        rest_tiles_per_split: i32 = "int",
         /// Distance between two splits' partials, in tokens (N; the three-product pass's N of the
         /// whole call while a launch covers one token chunk).
         partials_ld: i32 = "int",
-        /// [splits, partials_ld] packed RowStats.
+        /// [splits (+ the rest's), partials_ld] packed RowStats.
         partials: DevPtr = "float4*",
         target_logit: DevPtr = "float*",
     }

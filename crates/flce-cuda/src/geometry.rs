@@ -267,7 +267,7 @@ fn cluster_from_env(name: &str, default: usize) -> usize {
 }
 
 /// The sm90 grids' tuning from the knobs: [`sm90_l2_budget`], [`sm90_cluster_knob`],
-/// [`sm90_grad_cluster_knob`] and `FLCE_SM90_FORWARD_BAND`.
+/// [`sm90_grad_cluster_knob`], `FLCE_SM90_FORWARD_BAND` and `FLCE_SM90_REST`.
 pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
     crate::plan::Sm90Tuning {
         l2_budget: sm90_l2_budget(),
@@ -275,7 +275,15 @@ pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
         cluster: sm90_cluster_knob(),
         grad_cluster: sm90_grad_cluster_knob(),
         forward_band: sm90_forward_band_knob(),
+        rest: sm90_rest_knob(),
     }
+}
+
+/// Whether the forwards' grids may run a rest on the SMs their main grid leaves idle
+/// ([`crate::plan::Sm90Rest`]): yes, unless `FLCE_SM90_REST=0` (read once; a measurement knob).
+fn sm90_rest_knob() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_SM90_REST").map_or(true, |v| v.trim() != "0"))
 }
 
 /// Token tiles per sm90 forward launch (`FLCE_SM90_FORWARD_BAND`, read once; a measurement knob,

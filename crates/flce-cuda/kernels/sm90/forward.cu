@@ -294,15 +294,45 @@ struct Sm90ForwardEpilogue {
 #endif
 #include "sm90/forward_staged.cuh"
 
+// A block's share of the one-dimensional grid (abi.rs Sm90ForwardParams): block b < slots ·
+// splits of the main grid runs split b / slots (tiles_per_split tiles from (b / slots) ·
+// tiles_per_split) for the token tiles b % slots, b % slots + slots, …; a block of the rest
+// (plan::Sm90Rest, the SMs the main grid leaves idle) the same over the tiles past the main
+// grid's, rest_tiles_per_split a split, its partials after the main grid's. Neighbouring blocks
+// are neighbouring slots of one split (both parts' slots are whole clusters): a pair walks the
+// same vocabulary tiles.
+struct Sm90ForwardBlock {
+  Sm90TokenTiles tt;
+  int tile_begin, tiles, split;
+};
+__device__ __forceinline__ Sm90ForwardBlock sm90_forward_block(const Sm90ForwardParams& fp) {
+  const int tile_count = (fp.lp.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
+  const int cluster = (int)cluster_size();
+  const int token_tiles = (fp.lp.k.n + SM90_TILE_M - 1) / SM90_TILE_M;
+  const int main_blocks = fp.slots * fp.splits;
+  const int b = blockIdx.x;
+  const bool rest = b >= main_blocks;
+  const int slots = rest ? fp.rest_slots : fp.slots;
+  const int local = rest ? b - main_blocks : b;
+  const int split = local / slots;
+  const int per_split = rest ? fp.rest_tiles_per_split : fp.tiles_per_split;
+  const int first_tile = rest ? fp.splits * fp.tiles_per_split : 0;
+  Sm90ForwardBlock blk;
+  blk.tt = Sm90TokenTiles{local % slots, slots, (token_tiles + cluster - 1) / cluster * cluster, 0};
+  blk.tile_begin = first_tile + split * per_split;
+  blk.tiles = max(0, min(blk.tile_begin + per_split, tile_count) - blk.tile_begin);
+  blk.split = rest ? fp.splits + split : split;
+  return blk;
+}
+
 template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   const LogitParams& p = fp.lp;
-  const Sm90TokenTiles tt = sm90_token_tiles(0, p.k.n);
-  const int tile_count = (p.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
-  const int tile_begin = blockIdx.y * fp.tiles_per_split;
-  const int tiles = max(0, min(tile_begin + fp.tiles_per_split, tile_count) - tile_begin);
+  const Sm90ForwardBlock blk = sm90_forward_block(fp);
+  const Sm90TokenTiles& tt = blk.tt;
+  const int tile_begin = blk.tile_begin, tiles = blk.tiles;
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
 
   float4* s_state = (float4*)pp.scratch;
@@ -317,7 +347,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
       mbar_init(ss.freed, 1);
     }
     sm90_init_barriers(pp);  // (its fence covers these barriers too)
-    const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blockIdx.y * fp.partials_ld, tt,
+    const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blk.split * fp.partials_ld, tt,
                                       tile_begin * SM90_TILE_N, tiles};
     sm90_run(
         pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count,
@@ -337,7 +367,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
       const u32 boxes = ((smem_u32(s_target + SM90_TILE_M) + 1023) & ~1023u) +
                         (consumer * 4 + warp) * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
       Sm90ForwardEpilogue<COMPACT> epi{p, cp, COMPACT ? boxes : 0u, fp.target_logit, s_state, s_target,
-                                       fp.partials + (size_t)blockIdx.y * fp.partials_ld};
+                                       fp.partials + (size_t)blk.split * fp.partials_ld};
       epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
       epi.t = lane & 3;
       sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);

@@ -126,8 +126,9 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
     let s = call.x.shape;
-    let tiles_per_split = s.v.div_ceil(SM90_TILE_N).div_ceil(plan.splits);
-    let grid = Sm90Grid { slots: plan.token_slots, splits: plan.splits, tiles_per_split };
+    let grid: Sm90Grid = plan
+        .sm90_grid
+        .ok_or_else(|| flce_core::Error::Unsupported("forward_partials: the forward plan has no sm90 grid".into()))?;
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let band_rows = if plan.band_tiles > 0 { plan.band_tiles * SM90_TILE_M } else { s.n };
     for n0 in (0..s.n).step_by(band_rows) {
@@ -160,15 +161,19 @@ fn forward_params_over(
     let cluster = crate::plan::cluster_for_tiles(cluster, token_tiles);
     let e_rows = x.e + (n0 * s.d * x.dtype.size_in_bytes()) as u64;
     let (partials, target_logit) = outputs;
+    // (slots cut to the tokens' tiles, rounded up to the cluster: a shorter band or chunk)
+    let slots_for = |slots: usize| slots.min(token_tiles.div_ceil(cluster) * cluster);
     Ok(Sm90ForwardParams {
         map_e: tensor_map(e_rows, nlen, s.d, x.dtype, SM90_TILE_M, "E (a token range)")?,
         // each block of a pair loads half of C's box and multicasts it to both
         map_c: tensor_map(x.c, s.v, s.d, x.dtype, SM90_TILE_N / cluster, "C")?,
         lp: LogitParams { e: e_rows, ..view },
         cluster: cluster as i32,
-        slots: grid.slots.min(token_tiles.div_ceil(cluster) * cluster) as i32,
+        slots: slots_for(grid.slots) as i32,
         splits: grid.splits as i32,
         tiles_per_split: grid.tiles_per_split as i32,
+        rest_slots: grid.rest.map_or(0, |r| slots_for(r.slots)) as i32,
+        rest_tiles_per_split: grid.rest.map_or(0, |r| r.tiles_per_split) as i32,
         partials_ld: s.n as i32,
         partials: partials + 16 * n0 as u64,
         target_logit: target_logit + 4 * n0 as u64,

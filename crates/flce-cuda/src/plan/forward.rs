@@ -76,8 +76,10 @@ pub struct ForwardPlan {
     pub token_tiles: usize,
     pub vocab_tiles: usize,
     /// Partials per token (vocabulary splits of the fused family; 1 for cuBLAS chunks, which
-    /// merge into one partial as they go).
+    /// merge into one partial as they go; sm90: its grid's and its rest's).
     pub splits: usize,
+    /// Vocabulary tiles per split: 128-column tiles (`vocab_tiles`), the sm90 main grid's
+    /// 256-column ones.
     pub tiles_per_split: usize,
     /// Token-tile slots of the sm90 grid (grid x; [`super::sm90_grid`]): each block runs every
     /// `token_slots`-th token tile of its split (a multiple of `cluster`). The token tiles for the
@@ -88,6 +90,9 @@ pub struct ForwardPlan {
     /// sm90: token tiles per launch (0: one launch; [`super::Sm90Tuning::forward_band`]). Each
     /// launch is a grid of `token_slots` (the band's token tiles) × `splits` blocks over its band.
     pub band_tiles: usize,
+    /// sm90: the grid of each launch (256-column tiles; `splits` counts its rest's partials
+    /// too, [`super::Sm90Grid::partial_rows`]).
+    pub sm90_grid: Option<super::Sm90Grid>,
     pub targets: Region,
     pub target_logit: Region,
     pub partials: Region,
@@ -141,35 +146,50 @@ pub fn forward_plan_tuned(
     let family = if mode == ForwardMode::CublasChunks && chunk >= TILE_N { Family::Cublas } else { mode.fused(fused) };
     // never more partials than the memory target allows
     let by_memory = ((1 << 20) + (FORWARD_BYTES_PER_TOKEN - 8) * n) / (16 * n);
-    // (splits, token-tile slots, blocks per cluster, sm90 token tiles per launch: 0 for one launch)
-    let (splits, token_slots, cluster, band_tiles) = match family {
+    // (splits, token-tile slots, blocks per cluster, sm90 token tiles per launch: 0 for one
+    // launch, the sm90 grid)
+    let (splits, token_slots, cluster, band_tiles, sm90_grid) = match family {
         // two blocks per SM: aim for two waves of blocks
         Family::Sm80 => {
             let s = (2 * sm_count.max(1)).div_ceil(token_tiles).min(MAX_SPLITS).min(by_memory).min(vocab_tiles).max(1);
-            (s, token_tiles, 1, 0)
+            (s, token_tiles, 1, 0, None)
         }
         Family::Sm90 => {
             let (by_memory, tuning, band) = sm90_large_n(n, by_memory, tuning);
             let tiles = shape.v.div_ceil(crate::geometry::SM90_TILE_N);
             let token_tiles = n.div_ceil(crate::geometry::SM90_TILE_M);
-            if band > 0 && token_tiles > band {
+            let (g, cluster, band) = if band > 0 && token_tiles > band {
                 // launches over bands of token tiles, one block per (token tile, split) of a band
                 let band = band.min(sm_count.max(1));
                 let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
                 let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
-                (splits, band, cluster, band)
+                let per_split = tiles.div_ceil(splits);
+                let g = super::Sm90Grid {
+                    slots: band,
+                    splits: tiles.div_ceil(per_split),
+                    tiles_per_split: per_split,
+                    rest: None,
+                };
+                (g, cluster, band)
             } else {
                 // one block per SM, running start to end, every token tile of its split in turn
                 let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);
                 let row_bytes = shape.d * dtype.size_in_bytes();
                 let (g, cluster) = super::sm90_grid_tuned(token_tiles, tiles, sm_count, cap, row_bytes, tuning);
-                (g.splits, g.slots, cluster, 0)
-            }
+                (g, cluster, 0)
+            };
+            (g.partial_rows(), g.slots, cluster, band, Some(g))
         }
-        Family::Cublas => (1, token_tiles, 1, 0),
+        Family::Cublas => (1, token_tiles, 1, 0, None),
     };
-    let tiles_per_split = vocab_tiles.div_ceil(splits);
-    let splits = vocab_tiles.div_ceil(tiles_per_split);
+    // (sm80 and cuBLAS: 128-column tiles; sm90: the grid's 256-column ones)
+    let (splits, tiles_per_split) = match sm90_grid {
+        Some(g) => (splits, g.tiles_per_split),
+        None => {
+            let per_split = vocab_tiles.div_ceil(splits);
+            (vocab_tiles.div_ceil(per_split), per_split)
+        }
+    };
     let mut l = Layout::default();
     let targets = l.take(4 * n);
     let target_logit = l.take(4 * n);
@@ -192,6 +212,7 @@ pub fn forward_plan_tuned(
         token_slots,
         cluster,
         band_tiles,
+        sm90_grid,
         targets,
         target_logit,
         partials,

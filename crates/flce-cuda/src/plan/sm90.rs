@@ -44,6 +44,9 @@ pub struct Sm90Tuning {
     /// sharing of C's boxes through L2 at large N: docs/perf-notes.md v25); a measurement knob,
     /// `FLCE_SM90_FORWARD_BAND`.
     pub forward_band: Option<usize>,
+    /// Whether the forwards' grids may add a [`Sm90Rest`] on the SMs their main grid leaves idle
+    /// (default yes; `FLCE_SM90_REST=0`, a measurement knob, turns it off).
+    pub rest: bool,
 }
 
 impl Default for Sm90Tuning {
@@ -65,6 +68,7 @@ impl Sm90Tuning {
         cluster: 2,
         grad_cluster: 1,
         forward_band: None,
+        rest: true,
     };
 
     /// Both kernels unpaired (the grids before clusters).
@@ -101,26 +105,99 @@ pub struct Sm90Grid {
     /// Vocabulary splits: grid y; every split has at least one tile.
     pub splits: usize,
     pub tiles_per_split: usize,
+    /// The vocabulary's last tiles on the SMs the grid above leaves idle (the forwards' grids:
+    /// [`sm90_grid`]); the grid above then covers exactly `splits · tiles_per_split` tiles.
+    pub rest: Option<Sm90Rest>,
+}
+
+/// A forward grid's rest: `slots` × `splits` more blocks over the vocabulary tiles past the main
+/// grid's, `tiles_per_split` each (the last split may have fewer), every block running the token
+/// tiles g, g + slots, … of its split as the main grid's do; its partials follow the main grid's.
+/// A grid of whole token tiles on every block leaves SMs idle or some slots a token tile longer:
+/// Llama 3's 64 × 501 tiles on 132 SMs take 252 tile steps on 16 × 8 blocks (243 would be
+/// even); 16 × 8 blocks over 488 tiles and 4 blocks over the last 13 take 244.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sm90Rest {
+    /// Token-tile slots (a multiple of the cluster size).
+    pub slots: usize,
+    pub splits: usize,
+    pub tiles_per_split: usize,
 }
 
 impl Sm90Grid {
     /// Tiles of the longest block for `token_tiles` token tiles.
     pub fn longest(&self, token_tiles: usize) -> usize {
-        token_tiles.div_ceil(self.slots.max(1)) * self.tiles_per_split
+        let main = token_tiles.div_ceil(self.slots.max(1)) * self.tiles_per_split;
+        self.rest.map_or(main, |r| main.max(token_tiles.div_ceil(r.slots.max(1)) * r.tiles_per_split))
     }
 
-    /// Bytes of E and C the blocks that run together read, with `row_bytes` bytes per row (D·2).
+    /// Bytes of E and C the main grid's blocks, which run together, read, with `row_bytes` bytes
+    /// per row (D·2). (A rest's few blocks are not counted: at most [`REST_MAX_SMS`] of the SMs.)
     pub fn footprint(&self, row_bytes: usize) -> usize {
         (self.slots * SM90_TILE_M + self.splits * SM90_TILE_N) * row_bytes
     }
+
+    /// Partials per token: the main grid's splits, then the rest's.
+    pub fn partial_rows(&self) -> usize {
+        self.splits + self.rest.map_or(0, |r| r.splits)
+    }
+
+    /// Blocks of the launch (slots already a multiple of the cluster).
+    pub fn blocks(&self) -> usize {
+        self.slots * self.splits + self.rest.map_or(0, |r| r.slots * r.splits)
+    }
+}
+
+/// A rest runs only where the main grid leaves at most one SM in this many idle.
+pub const REST_MAX_SMS: usize = 8;
+/// At most this many partials per token more for a rest.
+pub const REST_MAX_SPLITS: usize = 2;
+
+/// The best rest for the main grid `main` (its tiles per split as planned without a rest) over
+/// `rows` token tiles (rounded up to the cluster) × `cols` vocabulary tiles on `sm` SMs: the main
+/// grid shortened to `p` tiles a split and the SMs it leaves idle (between `cluster` and
+/// sm / [`REST_MAX_SMS`]) running the rest; per (rest slots, rest splits) the `p` that balances
+/// the two, `A·p ≈ B·(cols − splits·p) / q` (A, B the token tiles a main and a rest block run).
+/// The grid with the fewest tiles in its longest block, then the fewest rest splits and rest
+/// rows; None where no rest shortens the longest block.
+fn with_rest(main: Sm90Grid, rows: usize, cols: usize, sm: usize, cluster: usize) -> Option<Sm90Grid> {
+    let idle = sm.checked_sub(main.slots * main.splits)?;
+    if idle < cluster || idle > sm / REST_MAX_SMS {
+        return None;
+    }
+    let a = rows.div_ceil(main.slots);
+    let mut best: Option<((usize, usize, usize), Sm90Grid)> = None;
+    for r in (cluster..=idle.min(rows)).step_by(cluster) {
+        let b = rows.div_ceil(r);
+        for q in 1..=(idle / r).min(REST_MAX_SPLITS) {
+            let balanced = b * cols / (q * a + b * main.splits);
+            for p in [balanced, balanced + 1] {
+                if p == 0 || p >= main.tiles_per_split || main.splits * p >= cols {
+                    continue;
+                }
+                let rest_tiles = cols - main.splits * p;
+                let per_split = rest_tiles.div_ceil(q);
+                let rest = Sm90Rest { slots: r, splits: rest_tiles.div_ceil(per_split), tiles_per_split: per_split };
+                let grid = Sm90Grid { tiles_per_split: p, rest: Some(rest), ..main };
+                let key = (grid.longest(rows), rest.splits, rest.slots * SM90_TILE_M + rest.splits * SM90_TILE_N);
+                if best.as_ref().map_or(true, |(k, _)| key < *k) {
+                    best = Some((key, grid));
+                }
+            }
+        }
+    }
+    best.filter(|(_, g)| g.longest(rows) < main.longest(rows)).map(|(_, g)| g)
 }
 
 /// The grid for `token_tiles` × `vocab_tiles` tiles on `sm_count` SMs, at most `cap` splits,
 /// slots a multiple of `cluster`: the fewest tiles in the longest block among the grids whose
 /// footprint fits `l2_budget` (within [`BALANCE_SLACK`] of the best balance of any grid), then the
 /// fewest splits (fewer partials), then the smallest footprint; when none fits, the smallest
-/// footprint among the grids within that balance. `l2_budget` 0: every token tile its own slot, the split count
-/// that fills the SMs' waves best ([`super::best_split`]), the grid before budgets.
+/// footprint among the grids within that balance. `rest`: each candidate also with its best
+/// [`Sm90Rest`] ([`with_rest`]; up to [`REST_MAX_SPLITS`] partials beyond `cap`). `l2_budget` 0:
+/// every token tile its own slot, the split count that fills the SMs' waves best
+/// ([`super::best_split`]), the grid before budgets, without a rest.
+#[allow(clippy::too_many_arguments)]
 pub fn sm90_grid(
     token_tiles: usize,
     vocab_tiles: usize,
@@ -129,6 +206,7 @@ pub fn sm90_grid(
     row_bytes: usize,
     l2_budget: usize,
     cluster: usize,
+    rest: bool,
 ) -> Sm90Grid {
     let cluster = cluster.max(1);
     let rows = token_tiles.max(1).div_ceil(cluster) * cluster;
@@ -136,7 +214,7 @@ pub fn sm90_grid(
     let sm = sm_count.max(1);
     let grid = |splits: usize, slots: usize| {
         let tiles_per_split = cols.div_ceil(splits);
-        Sm90Grid { slots, splits: cols.div_ceil(tiles_per_split), tiles_per_split }
+        Sm90Grid { slots, splits: cols.div_ceil(tiles_per_split), tiles_per_split, rest: None }
     };
     if l2_budget == 0 {
         return grid(super::best_split(rows, cols, sm, cap), rows);
@@ -153,7 +231,11 @@ pub fn sm90_grid(
         }
         let mut slots = cluster;
         while slots <= most.max(cluster) {
-            candidates.push(grid(s, slots));
+            let main = grid(s, slots);
+            candidates.push(main);
+            if rest {
+                candidates.extend(with_rest(main, rows, cols, sm, cluster));
+            }
             slots += cluster;
         }
     }
@@ -164,18 +246,27 @@ pub fn sm90_grid(
         .iter()
         .filter(balanced)
         .filter(fits)
-        .min_by_key(|g| (g.longest(rows), g.splits, g.footprint(row_bytes)))
+        .min_by_key(|g| (g.longest(rows), g.partial_rows(), g.footprint(row_bytes)))
         .or_else(|| {
-            candidates.iter().filter(balanced).min_by_key(|g| (g.footprint(row_bytes), g.longest(rows), g.splits))
+            candidates
+                .iter()
+                .filter(balanced)
+                .min_by_key(|g| (g.footprint(row_bytes), g.longest(rows), g.partial_rows()))
         });
     *pick.expect("at least one candidate grid")
 }
 
+/// A paired grid whose longest block is at most this much longer than the unpaired one's is
+/// still taken: pairs ran the forward 0.957–0.996× the unpaired at equal grids (perf-notes v24),
+/// and a rest balances the unpaired grids better at some tile counts (43 token tiles at Llama 3's
+/// vocabulary: 164 tile steps unpaired, 167 paired).
+const PAIR_SLACK: f64 = 1.02;
+
 /// The sm90 forward's grid under `tuning` (as [`sm90_grid`] within its L2 budget) and its blocks
 /// per cluster: pairs where the tuning asks for them and they keep the balance of the unpaired
-/// grid (a paired grid rounds the token tiles up to even and its slots to pairs, which at some
-/// tile counts lengthens the longest block by up to ~10%: 33 token tiles at Llama 3's vocabulary
-/// take 138 tile steps paired against 126), the unpaired grid otherwise.
+/// grid within [`PAIR_SLACK`] (a paired grid rounds the token tiles up to even and its slots to
+/// pairs, which at some tile counts lengthens the longest block by up to ~10%: 33 token tiles at
+/// Llama 3's vocabulary take 138 tile steps paired against 126), the unpaired grid otherwise.
 pub fn sm90_grid_tuned(
     token_tiles: usize,
     vocab_tiles: usize,
@@ -184,8 +275,9 @@ pub fn sm90_grid_tuned(
     row_bytes: usize,
     tuning: Sm90Tuning,
 ) -> (Sm90Grid, usize) {
-    let grid =
-        |cluster: usize| sm90_grid(token_tiles, vocab_tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster);
+    let grid = |cluster: usize| {
+        sm90_grid(token_tiles, vocab_tiles, sm_count, cap, row_bytes, tuning.l2_budget, cluster, tuning.rest)
+    };
     let unpaired = grid(1);
     let cluster = tuning.cluster_for(token_tiles);
     if cluster == 1 {
@@ -193,7 +285,7 @@ pub fn sm90_grid_tuned(
     }
     let paired = grid(cluster);
     let rows = token_tiles.div_ceil(cluster) * cluster;
-    if paired.longest(rows) <= unpaired.longest(token_tiles) {
+    if paired.longest(rows) as f64 <= unpaired.longest(token_tiles) as f64 * PAIR_SLACK {
         (paired, cluster)
     } else {
         (unpaired, 1)
@@ -203,7 +295,7 @@ pub fn sm90_grid_tuned(
 /// The grid of one G launch (`family::sm90::grad_chunk`) over `token_tiles` × `vocab_tiles`:
 /// every token tile its own slot (no L2 budget), the split count of [`super::best_split`].
 pub fn grad_grid(token_tiles: usize, vocab_tiles: usize, sm_count: usize, cluster: usize) -> Sm90Grid {
-    sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, 0, 0, cluster)
+    sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, 0, 0, cluster, false)
 }
 
 /// Tile steps of one G launch over `token_tiles` × `vocab_tiles` ([`grad_grid`], no cluster):
@@ -356,23 +448,53 @@ mod tests {
 
     #[test]
     fn model_shapes_keep_e_and_c_within_the_budget() {
-        // 8k tokens (64 token tiles) on 132 SMs, at most 8 partials per token
-        let llama = sm90_grid(64, 501, 132, 8, 4096 * 2, 32 * MB, 1);
-        assert_eq!(llama, Sm90Grid { slots: 16, splits: 8, tiles_per_split: 63 });
+        // 8k tokens (64 token tiles) on 132 SMs, at most 8 partials per token (without a rest)
+        let llama = sm90_grid(64, 501, 132, 8, 4096 * 2, 32 * MB, 1, false);
+        assert_eq!(llama, Sm90Grid { slots: 16, splits: 8, tiles_per_split: 63, rest: None });
         assert_eq!(llama.longest(64), 252); // against 251 for 64 × 2 blocks
         assert!(llama.footprint(8192) <= 32 * MB);
-        let gemma = sm90_grid(64, 1000, 132, 8, 2304 * 2, 32 * MB, 1);
+        let gemma = sm90_grid(64, 1000, 132, 8, 2304 * 2, 32 * MB, 1, false);
         assert_eq!((gemma.slots, gemma.splits, gemma.longest(64)), (32, 4, 500));
-        // the grid before budgets: all 64 token tiles × 2 splits
-        assert_eq!(sm90_grid(64, 501, 132, 8, 8192, 0, 1), Sm90Grid { slots: 64, splits: 2, tiles_per_split: 251 });
+        // the grid before budgets: all 64 token tiles × 2 splits (never a rest)
+        let every = Sm90Grid { slots: 64, splits: 2, tiles_per_split: 251, rest: None };
+        assert_eq!(sm90_grid(64, 501, 132, 8, 8192, 0, 1, true), every);
         // a backward chunk of Llama 3 (27 tiles): no grid fits 32 MB at the best balance, so the
         // best balance with the smallest footprint
-        let chunk = sm90_grid(64, 27, 132, 27, 8192, 32 * MB, 1);
+        let chunk = sm90_grid(64, 27, 132, 27, 8192, 32 * MB, 1, false);
         assert_eq!((chunk.slots, chunk.splits, chunk.longest(64)), (32, 4, 14));
         // 32k tokens, 2 partials per token at most: nothing fits 32 MB; 64 slots × 2 splits (68 MB,
         // 1004 tiles) rather than 128 × 1 (136 MB, 1002 tiles)
-        let long = sm90_grid(256, 501, 132, 2, 8192, 32 * MB, 1);
+        let long = sm90_grid(256, 501, 132, 2, 8192, 32 * MB, 1, false);
         assert_eq!((long.slots, long.splits, long.longest(256)), (64, 2, 1004));
+    }
+
+    #[test]
+    fn a_rest_runs_the_last_tiles_on_the_idle_sms() {
+        let rest = |slots, splits, tiles_per_split| Some(Sm90Rest { slots, splits, tiles_per_split });
+        // Llama 3 at 8k tokens, pairs: 16 × 8 blocks over 8 × 61 tiles, 4 more over the last 13
+        // (16 token tiles each): 244 tile steps against 252 (243 would be even)
+        let llama = sm90_grid(64, 501, 132, 8, 8192, 32 * MB, 2, true);
+        assert_eq!(llama, Sm90Grid { slots: 16, splits: 8, tiles_per_split: 61, rest: rest(4, 1, 13) });
+        assert_eq!((llama.longest(64), llama.blocks(), llama.partial_rows()), (244, 132, 9));
+        assert!(llama.footprint(8192) <= 32 * MB);
+        // Gemma 2: 486 against 500 (484.8 even); Qwen 2.5: 288 against 297 (288 even)
+        let gemma = sm90_grid(64, 1000, 132, 8, 4608, 32 * MB, 2, true);
+        assert_eq!(gemma, Sm90Grid { slots: 32, splits: 4, tiles_per_split: 243, rest: rest(4, 1, 28) });
+        assert_eq!(gemma.longest(64), 486);
+        let qwen = sm90_grid(64, 594, 132, 8, 7168, 32 * MB, 2, true);
+        assert_eq!(qwen, Sm90Grid { slots: 16, splits: 8, tiles_per_split: 72, rest: rest(4, 1, 18) });
+        assert_eq!(qwen.longest(64), 288);
+        // the 16k training step's loss in one launch (128 token tiles, D 2048): 488 against 501
+        let step = sm90_grid(128, 501, 132, 8, 4096, 32 * MB, 2, true);
+        assert_eq!((step.longest(128), step.blocks()), (488, 132));
+        // no rest where the main grid leaves more than one SM in 8 idle (1k tokens: 8 × 8 blocks)
+        assert_eq!(sm90_grid(8, 501, 132, 8, 8192, 32 * MB, 2, true).rest, None);
+        // the rest covers the last tiles, the partial one among them: 8 token tiles × 9 on 18 SMs
+        let small = sm90_grid(8, 9, 18, 8, 512, 32 * MB, 2, true);
+        assert_eq!(small, Sm90Grid { slots: 8, splits: 2, tiles_per_split: 4, rest: rest(2, 1, 1) });
+        // two rest splits where one would be longer: 6 token tiles × 17 on 34 SMs
+        let two = sm90_grid(6, 17, 34, 8, 512, 32 * MB, 2, true);
+        assert_eq!((two.rest.map(|r| r.splits), two.longest(6)), (Some(2), 3));
     }
 
     #[test]
@@ -385,13 +507,33 @@ mod tests {
             (65, 1000, 132, 8, 32 * MB, 2),
             (64, 27, 132, 27, 0, 2),
             (1000, 3, 16, 3, 4 * MB, 1),
+            (64, 501, 132, 8, 32 * MB, 2),
+            (64, 1000, 132, 8, 32 * MB, 1),
+            (128, 501, 132, 16, 16 * MB, 2),
+            (8, 9, 18, 8, 32 * MB, 2),
+            (6, 17, 34, 8, 32 * MB, 2),
+            (33, 501, 132, 16, 32 * MB, 1),
         ] {
-            let g = sm90_grid(t, v, sm, cap, 8192, budget, cluster);
-            assert!(g.splits >= 1 && g.splits <= cap.max(1) && g.slots >= 1, "{g:?}");
-            assert!(g.splits * g.tiles_per_split >= v && (g.splits - 1) * g.tiles_per_split < v, "{g:?}: empty split");
-            assert_eq!(g.slots % cluster, 0, "{g:?}");
-            if budget > 0 {
-                assert!(g.slots * g.splits <= sm.max(cluster * g.splits), "{g:?}: more blocks than SMs");
+            for rest in [false, true] {
+                let g = sm90_grid(t, v, sm, cap, 8192, budget, cluster, rest);
+                assert!(g.splits >= 1 && g.splits <= cap.max(1) && g.slots >= 1, "{g:?}");
+                assert_eq!(g.slots % cluster, 0, "{g:?}");
+                match g.rest {
+                    None => {
+                        assert!(g.splits * g.tiles_per_split >= v && (g.splits - 1) * g.tiles_per_split < v, "{g:?}")
+                    }
+                    Some(r) => {
+                        // the main grid's splits full, the rest's covering the others, none empty
+                        assert!(rest && g.splits * g.tiles_per_split < v, "{g:?}");
+                        let left = v - g.splits * g.tiles_per_split;
+                        assert!(r.splits * r.tiles_per_split >= left && (r.splits - 1) * r.tiles_per_split < left);
+                        assert!(r.slots % cluster == 0 && r.slots >= 1 && r.splits <= REST_MAX_SPLITS, "{g:?}");
+                        assert!(g.blocks() <= sm && sm - g.slots * g.splits <= sm / REST_MAX_SMS, "{g:?}");
+                    }
+                }
+                if budget > 0 {
+                    assert!(g.blocks() <= sm.max(cluster * g.splits), "{g:?}: more blocks than SMs");
+                }
             }
         }
     }

@@ -95,7 +95,8 @@ pub struct StepPlan {
     pub ldg: usize,
     /// The statistics of a chunk are folded over this many vocabulary segments in parallel
     /// (enough blocks to fill the GPU when the chunk has few tokens) of `stats_seg_cols` columns,
-    /// then merged in order by the finish step.
+    /// then merged in order by the finish step (compact: the forward grid's partials per token,
+    /// [`super::Sm90Grid::partial_rows`], and its main splits' columns).
     pub stats_splits: usize,
     pub stats_seg_cols: usize,
     pub targets: Region,
@@ -171,7 +172,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         }
     };
     let (stats_splits, stats_seg_cols) = match forward_grid {
-        Some(g) => (g.splits, g.tiles_per_split * SM90_TILE_N),
+        Some(g) => (g.partial_rows(), g.tiles_per_split * SM90_TILE_N),
         None => {
             // about 2048 blocks of 8 tokens for the statistics, at most 16 segments of at least 1024 columns
             let stats_blocks = rows.div_ceil(crate::geometry::STATS_TOKENS_PER_BLOCK as usize);

@@ -101,9 +101,10 @@ fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
     assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
     // the statistics are the forward's partials: one per split of its grid
     let grid = compact.forward_grid.unwrap();
-    assert_eq!(compact.stats_splits, grid.splits);
-    assert_eq!(compact.partials.bytes, 16 * shape.n * grid.splits);
-    assert!(grid.splits * grid.tiles_per_split >= compact.mref_ld());
+    assert_eq!(compact.stats_splits, grid.partial_rows());
+    assert_eq!(compact.partials.bytes, 16 * shape.n * grid.partial_rows());
+    let rest_tiles = grid.rest.map_or(0, |r| r.splits * r.tiles_per_split);
+    assert!(grid.splits * grid.tiles_per_split + rest_tiles >= compact.mref_ld());
     assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
 }
 
@@ -115,7 +116,7 @@ fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
         let p = step_plan(shape, DType::BF16, BOTH, budget, paired).unwrap();
         let g = p.forward_grid.unwrap();
         assert_eq!(g.slots % p.forward_cluster, 0, "{shape:?}: {g:?}");
-        assert!(g.slots * g.splits <= 132, "{shape:?}: a second wave {g:?}");
+        assert!(g.blocks() <= 132, "{shape:?}: a second wave {g:?}");
         // Llama 3 in one chunk of 64 token tiles and the 16k loss in chunks of 43 pair
         if shape.n >= 8192 {
             assert_eq!(p.forward_cluster, 2, "{shape:?}: {p:?}");
@@ -130,7 +131,7 @@ fn the_compact_forward_grid_follows_its_own_l2_budget() {
     // the 16k training-step loss at 2 GB: 6144-token chunks (48 token tiles, 501 vocabulary tiles)
     let train16k = Shape::new(16384, 2048, 128_256);
     let plan = |compact_mb: usize| {
-        let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, ..Sm90Tuning::DEFAULT };
+        let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, rest: false, ..Sm90Tuning::DEFAULT };
         step_plan(train16k, DType::BF16, BOTH, 2 << 30, StepLogits::Compact { sm_count: 132, tuning }).unwrap()
     };
     let (wide, narrow) = (plan(32), plan(16));
@@ -141,6 +142,18 @@ fn the_compact_forward_grid_follows_its_own_l2_budget() {
     // the statistics follow the grid: one partial per split
     assert_eq!(narrow.stats_splits, 8);
     assert!(n.footprint(2 * 2048) <= 16 << 20);
+    // with a rest (the default) both budgets plan 16 × 8 blocks over 8 × 61 tiles and 4 over the
+    // last 13: 183 tile steps (184 for 12 × 11)
+    let with_rest = |compact_mb: usize| {
+        let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, ..Sm90Tuning::DEFAULT };
+        let p = step_plan(train16k, DType::BF16, BOTH, 2 << 30, StepLogits::Compact { sm_count: 132, tuning });
+        p.unwrap().forward_grid.unwrap()
+    };
+    let rest = Some(crate::plan::Sm90Rest { slots: 4, splits: 1, tiles_per_split: 13 });
+    for mb in [16, 32] {
+        let g = with_rest(mb);
+        assert_eq!((g.slots, g.splits, g.tiles_per_split, g.rest, g.longest(48)), (16, 8, 61, rest, 183), "{mb} MB");
+    }
 }
 
 #[test]

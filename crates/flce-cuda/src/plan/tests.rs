@@ -146,11 +146,14 @@ fn regions_do_not_overlap() {
 #[test]
 fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
     // Gemma 2 at 8k tokens: 64 token tiles; before L2 budgets, 2 splits made 128 blocks on 132
-    // SMs (one wave); within 32 MB of E and C, 32 slots × 4 splits, two token tiles each
+    // SMs (one wave); within 32 MB of E and C, 32 slots × 4 splits, two token tiles each, and a
+    // rest of 4 blocks over the last 28 vocabulary tiles (a fifth partial a token)
     let p = forward_plan_tuned(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 2, 64));
     let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-    assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 4, 32));
+    assert_eq!((p.family, p.splits, p.token_slots), (Family::Sm90, 5, 32));
+    let rest = p.sm90_grid.and_then(|g| g.rest).unwrap();
+    assert_eq!((rest.slots, rest.splits, rest.tiles_per_split, p.tiles_per_split), (4, 1, 28, 243));
     // one token: the 1000 vocabulary tiles shared out over (almost) every SM, 8 tiles each
     let one = forward_plan(Shape::new(1, 2304, 256_000), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
     assert_eq!(one.splits, 125);
@@ -159,8 +162,9 @@ fn sm90_forward_splits_fill_the_last_wave_and_respect_memory() {
     assert_eq!(portable.family, Family::Sm80);
     for n in [1usize, 100, 128, 1000, 8192, 16_384, 16_512, 32_768, 131_072] {
         let p = forward_plan(Shape::new(n, 4096, 128_256), DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
-        // past 16k tokens up to 16 partials a token
-        let target = if n > SM90_LARGE_N_TOKENS { 16 * MAX_SM90_SPLITS * n } else { (1 << 20) + 16 * n };
+        // past 16k tokens up to 16 partials a token; a rest's (at most REST_MAX_SPLITS) on top
+        let target = if n > SM90_LARGE_N_TOKENS { 16 * MAX_SM90_SPLITS * n } else { (1 << 20) + 16 * n }
+            + 16 * REST_MAX_SPLITS * n;
         assert!(p.partials.bytes <= target, "n {n}: {} bytes of partials", p.partials.bytes);
     }
 }
@@ -219,8 +223,11 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
 
 /// The grid before L2 budgets: every token tile its own slot.
 const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, ..Sm90Tuning::UNPAIRED };
-/// The sm90 forward in one launch at every N (`FLCE_SM90_FORWARD_BAND=0`).
-const ONE_LAUNCH: Sm90Tuning = Sm90Tuning { forward_band: Some(0), ..Sm90Tuning::DEFAULT };
+/// The sm90 forward in one launch at every N (`FLCE_SM90_FORWARD_BAND=0`), without a rest (the
+/// grids its measurements chose: perf-notes v25, v26).
+const ONE_LAUNCH: Sm90Tuning = Sm90Tuning { forward_band: Some(0), rest: false, ..Sm90Tuning::DEFAULT };
+/// The default tuning without a rest (`FLCE_SM90_REST=0`).
+const NO_REST: Sm90Tuning = Sm90Tuning { rest: false, ..Sm90Tuning::DEFAULT };
 
 #[test]
 fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
@@ -236,7 +243,7 @@ fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
             // one token tile cannot pair; pairs only where they keep the unpaired grid's balance
             assert!(p.cluster == 1 || tiles >= 2, "{s:?}");
             assert_eq!(p.token_slots % p.cluster, 0, "{s:?}: {p:?}");
-            assert!(p.token_slots * p.splits <= 132, "{s:?}: a second wave {p:?}");
+            assert!(p.sm90_grid.unwrap().blocks() <= 132, "{s:?}: a second wave {p:?}");
             // the model shapes at 8k tokens (64 token tiles) pair
             if n == 8192 {
                 assert_eq!(p.cluster, 2, "{s:?}");
@@ -244,7 +251,8 @@ fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
         }
     }
     // 33 token tiles over Llama 3's vocabulary: paired, the longest block would walk 138 tiles
-    // against 126 unpaired — so no pairs; 43 tiles lose nothing paired
+    // against 126 unpaired — so no pairs; 43 tiles paired 167, unpaired with a rest 164: within
+    // the pairs' slack
     let (grid, cluster) = sm90_grid_tuned(33, 501, 132, 16, 4096, pairs);
     assert_eq!((cluster, grid.longest(33)), (1, 126));
     let (grid, cluster) = sm90_grid_tuned(43, 501, 132, 16, 4096, pairs);
@@ -264,15 +272,19 @@ fn sm90_forward_pairs_keep_even_slots_within_one_wave() {
 fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
     let llama = Shape::new(8192, 4096, 128256);
     let p = forward_plan(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90);
-    assert_eq!((p.family, p.token_slots, p.splits), (Family::Sm90, 16, 8));
-    // 8 partials per token: within 1 MB + 16 bytes per token of partials
-    assert!(p.partials.bytes <= (1 << 20) + 16 * 8192);
+    assert_eq!((p.family, p.token_slots, p.splits), (Family::Sm90, 16, 9));
+    // 8 partials per token (within 1 MB + 16 bytes per token of partials) and the rest's one
+    assert!(p.partials.bytes <= (1 << 20) + 16 * 8192 + 16 * 8192);
+    assert_eq!(p.sm90_grid.unwrap().rest.map(|r| (r.slots, r.splits)), Some((4, 1)));
+    let no_rest = forward_plan_tuned(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, NO_REST);
+    assert_eq!((no_rest.token_slots, no_rest.splits, no_rest.tiles_per_split), (16, 8, 63));
     // the grid before budgets: every token tile its own block, 2 splits
     let p0 = forward_plan_tuned(llama, DType::BF16, 132, ForwardMode::Auto, None, Family::Sm90, NO_L2_BUDGET);
     assert_eq!((p0.token_slots, p0.splits), (64, 2));
     // past 16k tokens up to 16 splits, within 40 MB of L2: 32 slots × 4 at 32k tokens (the
-    // partials target alone: 64 × 2, 68 MB), 11 × 12 unpaired at 65k (128 × 1, 130 MB), 22 × 6 at
-    // 128k, in one launch (by default these run in bands: sm90_forward_bands_take_one_token_tile_a_block)
+    // partials target alone: 64 × 2, 68 MB), 12 × 11 paired at 65k (1978 tile steps, within the
+    // pairs' slack of 11 × 12 unpaired, 1974; the partials target alone: 128 × 1, 130 MB), 22 × 6
+    // at 128k, in one launch (by default these run in bands: sm90_forward_bands_take_one_token_tile_a_block)
     let at = |n: usize| {
         forward_plan_tuned(
             Shape::new(n, 4096, 128256),
@@ -284,7 +296,7 @@ fn sm90_forward_plans_its_grid_within_the_l2_budget_and_the_partials_target() {
             ONE_LAUNCH,
         )
     };
-    for (n, slots, splits, cluster) in [(32_768, 32, 4, 2), (65_536, 11, 12, 1), (131_072, 22, 6, 2)] {
+    for (n, slots, splits, cluster) in [(32_768, 32, 4, 2), (65_536, 12, 11, 2), (131_072, 22, 6, 2)] {
         let p = at(n);
         assert_eq!((p.token_slots, p.splits, p.cluster), (slots, splits, cluster), "n {n}");
         assert!(p.token_slots * p.splits <= 132);

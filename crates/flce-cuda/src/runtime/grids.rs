@@ -144,9 +144,18 @@ impl KernelArgs for Sm90ForwardParams {
     fn logit_opts(&self) -> Option<u8> {
         logit_opts_of(&self.lp)
     }
+    /// One-dimensional (abi.rs): the main grid's slots × splits blocks, then the rest's. (Every
+    /// split writes its partial, even one left without tiles.) The planner's slots are multiples
+    /// of the cluster, so both parts are whole clusters.
     fn grid(&self) -> (u32, u32, u32) {
-        // every split writes its partial, even one left without tiles
-        (round_up(self.slots.max(1) as u32, self.cluster()), self.splits as u32, 1)
+        let main = self.slots.max(1) as u32 * self.splits.max(1) as u32;
+        let vocab_tiles = blocks(self.lp.k.v as usize, SM90_TILE_N);
+        let rest_tiles = vocab_tiles.saturating_sub(self.splits.max(1) as u32 * self.tiles_per_split.max(1) as u32);
+        let rest_blocks = match self.rest_slots {
+            slots if slots > 0 => slots as u32 * blocks(rest_tiles as usize, self.rest_tiles_per_split.max(1) as usize),
+            _ => 0,
+        };
+        (main + rest_blocks, 1, 1)
     }
     fn cluster(&self) -> u32 {
         self.cluster.max(1) as u32

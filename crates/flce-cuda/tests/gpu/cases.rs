@@ -246,12 +246,34 @@ pub(crate) fn cases() -> Vec<Case> {
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, 2, None),
         (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false, 3, None),
         (DType::BF16, "all", Shape::new(1024, 64, 8000), all.clone(), true, 3, None),
-        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss, false, 2, None),
+        (DType::F16, "zloss", Shape::new(640, 520, 3000), zloss.clone(), false, 2, None),
         (DType::BF16, "plain", Shape::new(1024, 64, 8000), base.clone(), false, 2, Some(2)),
     ] {
         let suffix = if sms.is_some() { format!("band {band} 2 SMs") } else { format!("band {band}") };
         let case = Case::planted(dtype, what, shape, opts, extras, &suffix);
         out.push(Case { sms, band: Some(band), ..case });
+    }
+    // a forward grid with a rest (plan::Sm90Rest): the main grid's blocks over the first tiles,
+    // the SMs it leaves idle over the last — the partial last tile among them —, its partials
+    // after the main grid's; two rest splits; paired and unpaired; options; f16 (each case's
+    // three-product checks run the compact forward on the same kind of grid)
+    for (dtype, what, shape, opts, extras, sms, cluster) in [
+        (DType::BF16, "plain", Shape::new(1000, 64, 2200), base.clone(), false, 18, 2),
+        (DType::BF16, "plain", Shape::new(1000, 64, 2200), base.clone(), false, 18, 1),
+        (DType::BF16, "all", Shape::new(1000, 64, 2200), all.clone(), true, 18, 2),
+        (DType::F16, "zloss", Shape::new(700, 520, 4300), zloss.clone(), false, 34, 2),
+        (
+            DType::BF16,
+            "none",
+            Shape::new(700, 520, 4300),
+            Options { reduction: Reduction::None, ..base.clone() },
+            false,
+            34,
+            1,
+        ),
+    ] {
+        let case = Case::planted(dtype, what, shape, opts, extras, &format!("rest {sms} SMs cluster {cluster}"));
+        out.push(Case { sms: Some(sms), cluster: Some(cluster), ..case });
     }
     // N between V/6 and V/3: dE's accumulator half in dE's own buffer, half in dC's tail
     // (plan::DcTail::rows_in_de; its rows rounded in place)
@@ -411,6 +433,17 @@ pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), S
     let p = be.forward_plan(c.shape, c.dtype, config);
     if p.family == Family::Sm90 && (p.band_tiles != band || p.token_slots != band) {
         return Err(format!("not bands of {band} token tiles: {p:?}"));
+    }
+    Ok(())
+}
+
+/// The rest cases must plan the sm90 forward with a rest where the sm90 family runs (sm_90a);
+/// elsewhere they run as any case.
+pub(crate) fn require_rest(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
+    let p = be.forward_plan(c.shape, c.dtype, config);
+    if p.family == Family::Sm90 && p.sm90_grid.and_then(|g| g.rest).is_none() {
+        return Err(format!("no rest: {p:?}"));
     }
     Ok(())
 }

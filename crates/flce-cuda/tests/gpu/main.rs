@@ -33,6 +33,7 @@ use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
 use cases::{
     cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_de_pass, require_long_tail,
+    require_rest,
 };
 use frozen::run_frozen;
 use loss_math::run_loss_math;
@@ -184,6 +185,9 @@ fn main() {
                     }
                     if let Some(b) = c.band {
                         require_band(be, c, b)?;
+                    }
+                    if c.name.contains(" rest ") {
+                        require_rest(be, c)?;
                     }
                     if c.name.contains("de-pass") {
                         require_de_pass(be, c)?;
