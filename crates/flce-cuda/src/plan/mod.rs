@@ -10,6 +10,7 @@ mod dc_scratch;
 mod dc_tail;
 mod de_pass;
 mod forward;
+mod product;
 mod sm90;
 mod step;
 #[cfg(test)]
@@ -31,9 +32,10 @@ pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
+pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
 pub use sm90::{
-    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, sm90_product_order, sm90_product_tile_n, Sm90Grid,
-    Sm90ProductOrder, Sm90Rest, Sm90Tuning, REST_MAX_SMS, REST_MAX_SPLITS, SM90_L2_BUDGET, SM90_PRODUCT_TILE_WIDTHS,
+    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_MAX_SMS,
+    REST_MAX_SPLITS, SM90_L2_BUDGET,
 };
 pub use step::{
     default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits,
