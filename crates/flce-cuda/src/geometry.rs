@@ -221,10 +221,14 @@ pub fn sm90_l2_budget() -> usize {
 
 /// The L2 budget of the three-product pass's compact forward grid
 /// ([`crate::plan::Sm90Tuning::compact_l2_budget`]): `FLCE_SM90_COMPACT_L2_MB` (read once; a
-/// measurement knob), else [`sm90_l2_budget`].
+/// measurement knob), else [`crate::plan::SM90_COMPACT_L2_BUDGET`] or [`sm90_l2_budget`], the
+/// smaller (`FLCE_SM90_L2_MB=0`, the every-token-tile grid, holds for both).
 pub fn sm90_compact_l2_budget() -> usize {
     static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| count_from_env("FLCE_SM90_COMPACT_L2_MB", "MB").map_or_else(sm90_l2_budget, |mb| mb << 20))
+    *BUDGET.get_or_init(|| {
+        count_from_env("FLCE_SM90_COMPACT_L2_MB", "MB")
+            .map_or_else(|| crate::plan::SM90_COMPACT_L2_BUDGET.min(sm90_l2_budget()), |mb| mb << 20)
+    })
 }
 
 /// A count knob's value: the variable `name` as a number of `unit`s, or None where it is unset or

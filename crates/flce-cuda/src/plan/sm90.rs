@@ -23,6 +23,14 @@ use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
 /// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
 pub const SM90_L2_BUDGET: usize = 32 << 20;
 
+/// Default L2 bytes of the three-product pass's compact forward grid: its q stores stream past E
+/// and C (at the 16k training-step loss it read 2.5× the plain forward's DRAM bytes). H200,
+/// 2026-12-03 (benchmarks/h200-2026-12-03-s31/compact-l2/, before the rest): 16 MB against 32 ran
+/// the pass 0.997× at the 16k loss (5 rounds) and 0.980× at Gemma 2 (3 rounds); under ncu the
+/// compact forward's DRAM reads fell 24–31% and its 4096-token chunk (32 × 4 → 16 × 8) took 3.09
+/// against 3.44 ms.
+pub const SM90_COMPACT_L2_BUDGET: usize = 16 << 20;
+
 /// How the sm90 grids are shaped beyond the call and the GPU: the L2 budget of the forward's blocks
 /// that run together, and the blocks per cluster (1, or 2: pairs of token tiles sharing C's box by
 /// multicast, `slots` then a multiple of 2) of the forwards (the sm90 forward and the compact
@@ -31,10 +39,9 @@ pub const SM90_L2_BUDGET: usize = 32 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sm90Tuning {
     pub l2_budget: usize,
-    /// The L2 budget of the three-product pass's compact forward grid (its q stores stream past E
-    /// and C: at the 16k training-step loss it reads 2.5× the plain forward's DRAM bytes, and a
-    /// 16 MB grid ran its pass 0.981× in one 3-round call, perf-notes v39); a measurement knob,
-    /// `FLCE_SM90_COMPACT_L2_MB` (unset: `l2_budget`).
+    /// The L2 budget of the three-product pass's compact forward grid, [`SM90_COMPACT_L2_BUDGET`]
+    /// by default; a measurement knob, `FLCE_SM90_COMPACT_L2_MB` (unset: the default, or
+    /// `l2_budget` where that is smaller).
     pub compact_l2_budget: usize,
     /// Blocks per cluster of the forwards.
     pub cluster: usize,
@@ -68,7 +75,7 @@ impl Sm90Tuning {
     /// [`Default`]'s tuning, as a constant.
     pub const DEFAULT: Sm90Tuning = Sm90Tuning {
         l2_budget: SM90_L2_BUDGET,
-        compact_l2_budget: SM90_L2_BUDGET,
+        compact_l2_budget: SM90_COMPACT_L2_BUDGET,
         cluster: 2,
         grad_cluster: 1,
         forward_band: None,
