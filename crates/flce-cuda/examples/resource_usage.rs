@@ -4,7 +4,7 @@
 //! `logit-opts` (bits: 1 bias, 2 softcap, 4 smoothing) compiles the sm90 forward's, G's and the
 //! three-product G's modules specialised for those options (what a call with them loads:
 //! compile::variant_source) instead of every file's default module; their cubins are named with
-//! `-optsN`.
+//! `-optsN`. `ONLY=sm90/grad.cu` (an environment variable) compiles that kernel file alone.
 use flce_core::DType;
 use flce_cuda::compile::{compile_with_log, options, variant_source, Arch, KernelFile};
 
@@ -14,9 +14,12 @@ fn main() {
     let dtype: DType = args.get(1).map(|s| s.parse().unwrap()).unwrap_or(DType::BF16);
     let cubin_dir = args.get(2).map(std::path::PathBuf::from);
     let logit_opts: Option<u8> = args.get(3).map(|s| s.parse().expect("logit-opts: a number 1..=7"));
-    let files = KernelFile::ALL
-        .into_iter()
-        .filter(|f| f.builds_for(&arch, dtype) && (logit_opts.is_none() || f.has_logit_variants()));
+    let only = std::env::var("ONLY").ok();
+    let files = KernelFile::ALL.into_iter().filter(|f| {
+        f.builds_for(&arch, dtype)
+            && (logit_opts.is_none() || f.has_logit_variants())
+            && only.as_deref().is_none_or(|o| o == f.name())
+    });
     for file in files {
         let mut opts = options(&arch);
         opts.push("--ptxas-options=-v".into());

@@ -210,6 +210,9 @@ abi_structs! {
     struct Sm90GradParams {
         map_e: TensorMap = "TensorMap",
         map_c: TensorMap = "TensorMap",
+        /// G [n_end − n0, ldg] of the chunk for the TMA stores of staged tiles (FLCE_SM90_MAINLOOP
+        /// gfold=1: boxes of 128 rows × 64 columns, 128-byte swizzle); unused (zeros) otherwise.
+        map_g: TensorMap = "TensorMap",
         lp: LogitParams = "LogitParams",
         chunk: GradChunk = "GradChunk",
         /// Blocks per cluster along the token tiles (1 or 2).

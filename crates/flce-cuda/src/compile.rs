@@ -135,7 +135,9 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
         "sm90/async.cuh" => include_str!("../kernels/sm90/async.cuh").into(),
         "sm90/wgmma.cuh" => include_str!("../kernels/sm90/wgmma.cuh").into(),
+        "sm90/staging.cuh" => include_str!("../kernels/sm90/staging.cuh").into(),
         "sm90/forward_staged.cuh" => include_str!("../kernels/sm90/forward_staged.cuh").into(),
+        "sm90/grad_staged.cuh" => include_str!("../kernels/sm90/grad_staged.cuh").into(),
         _ => return None,
     })
 }

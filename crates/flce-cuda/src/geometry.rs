@@ -64,6 +64,13 @@ pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
 /// consumer warps' store staging.
 pub const SM90_GRAD_SMEM_BYTES: usize =
     SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
+/// flce_sm90_grad with its epilogue off the MMA warpgroups (`FLCE_SM90_MAINLOOP` gfold=1:
+/// kernels/sm90/grad_staged.cuh): the main loop's, each row's p_scale, target column and target
+/// G, two barriers, 1024 bytes to align the staging, and the staged 16-bit tile (64 KB; the
+/// column sums and store slices of the unstaged tiles share its bytes); less the ring's saving at
+/// launch ([`Sm90Mainloop::grad_ring_saving`]).
+pub const SM90_STAGED_GRAD_SMEM_BYTES: usize =
+    SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * 12 + 16 + 1024 + SM90_TILE_M * SM90_TILE_N * 2;
 /// flce_sm90_product: the main loop's only (its epilogue writes straight to global memory).
 pub const SM90_PRODUCT_SMEM_BYTES: usize = SM90_MAINLOOP_SMEM_BYTES;
 // Checked at compile time: both sm90 blocks fit Hopper's 227 KB per block, and every stage starts
@@ -72,8 +79,10 @@ const _: () = assert!(
     SM90_GRAD_SMEM_BYTES <= 227 * 1024
         && SM90_FORWARD_SMEM_BYTES <= 227 * 1024
         && SM90_COMPACT_FORWARD_SMEM_BYTES <= 227 * 1024
-        // (the staged fold's on a 3-stage ring)
+        // (the staged folds' on a 3-stage ring; the staging holds the unstaged tiles' scratch)
         && SM90_STAGED_FORWARD_SMEM_BYTES - (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 16) <= 227 * 1024
+        && SM90_STAGED_GRAD_SMEM_BYTES - (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 16) <= 227 * 1024
+        && 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES <= SM90_TILE_M * SM90_TILE_N * 2
 );
 const _: () = assert!(SM90_A_STAGE_BYTES % 1024 == 0 && SM90_B_STAGE_BYTES % 1024 == 0);
 
@@ -120,7 +129,10 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// SM90_STAGED_FOLD); 2 (the default): the plain forward only — its forward 0.952–0.983× of 0,
 /// the compact one staged 7–10% slower a launch at D 2048 (H200, perf-notes v39); with
 /// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
-/// G's and the product kernel's `stages`.
+/// G's and the product kernel's `stages`. `gfold` 1: the backward's G kernel (flce_sm90_grad) the
+/// same way — its consumers stage u = f16(z·log2e − lse·log2e) of each plain whole tile, the
+/// producer warpgroup's idle warps form G and TMA-store it (kernels/sm90/grad_staged.cuh; its
+/// ring then 3 stages, SM90_GRAD_STAGES); 0 (the default) in the consumers' registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -129,16 +141,17 @@ pub struct Sm90Mainloop {
     pub l2_b: usize,
     pub stages: usize,
     pub fold: usize,
+    pub grad_fold: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 2 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 2, grad_fold: 0 }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F` over the default (a part left out
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G` over the default (a part left out
     /// keeps its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
@@ -149,18 +162,20 @@ impl Sm90Mainloop {
                 "skew" if value <= SM90_STAGES => m.skew = value,
                 "stages" if (3..=SM90_STAGES).contains(&value) => m.stages = value,
                 "fold" if value <= 2 => m.fold = value,
+                "gfold" if value <= 1 => m.grad_fold = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES} or fold=0..=2"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES}, fold=0..=2 or gfold=0|1"
                     ))
                 }
             }
         }
-        if m.skew > m.stages.min(m.forward_stages()) {
-            return Err(format!("skew={} exceeds the ring's {} stages", m.skew, m.stages.min(m.forward_stages())));
+        let shortest = m.stages.min(m.forward_stages()).min(m.grad_stages());
+        if m.skew > shortest {
+            return Err(format!("skew={} exceeds the ring's {shortest} stages", m.skew));
         }
         Ok(m)
     }
@@ -194,6 +209,25 @@ impl Sm90Mainloop {
     /// [`Self::ring_saving`] of the forwards' ring.
     pub fn forward_ring_saving(&self) -> usize {
         Self { stages: self.forward_stages(), ..*self }.ring_saving()
+    }
+
+    /// Whether the backward's G kernel (flce_sm90_grad) forms G off its MMA warpgroups: gfold 1.
+    pub fn grad_staged(&self) -> bool {
+        self.grad_fold == 1
+    }
+
+    /// G's ring: 3 stages where it stages its tiles, else `stages`.
+    pub fn grad_stages(&self) -> usize {
+        if self.grad_staged() {
+            3
+        } else {
+            self.stages
+        }
+    }
+
+    /// [`Self::ring_saving`] of G's ring.
+    pub fn grad_ring_saving(&self) -> usize {
+        Self { stages: self.grad_stages(), ..*self }.ring_saving()
     }
 
     /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:
@@ -422,6 +456,8 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("SM90_STAGES", mainloop.stages),
         ("SM90_FORWARD_STAGES", mainloop.forward_stages()),
         ("SM90_STAGED_FOLD", mainloop.fold),
+        ("SM90_GRAD_STAGES", mainloop.grad_stages()),
+        ("SM90_STAGED_GRAD", mainloop.grad_fold),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
@@ -442,7 +478,15 @@ mod tests {
     #[test]
     fn mainloop_variants_parse() {
         assert_eq!(Sm90Mainloop::parse(""), Ok(Sm90Mainloop::default()));
-        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop { skew, inflight, l2_a, l2_b, stages: SM90_STAGES, fold: 2 };
+        let m = |skew, inflight, l2_a, l2_b| Sm90Mainloop {
+            skew,
+            inflight,
+            l2_a,
+            l2_b,
+            stages: SM90_STAGES,
+            fold: 2,
+            grad_fold: 0,
+        };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("skew=1"), Ok(m(1, 1, 0, 0)));
@@ -470,6 +514,13 @@ mod tests {
         let default = defines("");
         assert_eq!((get(&default, "SM90_STAGES"), get(&default, "SM90_FORWARD_STAGES")), (Some(4), Some(3)));
         assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(2));
+        let grad = defines("gfold=1");
+        assert_eq!((get(&grad, "SM90_STAGES"), get(&grad, "SM90_GRAD_STAGES")), (Some(4), Some(3)));
+        assert_eq!(get(&grad, "SM90_STAGED_GRAD"), Some(1));
+        assert_eq!(Sm90Mainloop::parse("gfold=1").unwrap().grad_ring_saving(), 48 * 1024 + 16);
+        assert_eq!(get(&default, "SM90_GRAD_STAGES"), Some(4));
+        assert!(Sm90Mainloop::parse("gfold=1,skew=4").is_err(), "the staged G's ring has 3 stages");
+        assert!(Sm90Mainloop::parse("gfold=2").is_err());
         let unstaged = defines("fold=0");
         assert_eq!((get(&unstaged, "SM90_STAGES"), get(&unstaged, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");

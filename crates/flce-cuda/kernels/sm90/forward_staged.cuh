@@ -30,6 +30,7 @@
 // the main loop's ~40k at D 2048 (~80k at Llama 3's 4096), not at D ≤ 512, where the fold warps
 // would become the limit (two rows a step would then be the next change).
 #pragma once
+#include "sm90/staging.cuh"
 
 // Scratch after the forward's rows' statistics and targets: the tile maxima and Σw·z of the
 // block's rows, the two barriers, then the staging (1024-byte aligned).
@@ -49,12 +50,6 @@ __device__ __forceinline__ Sm90StagedScratch sm90_staged_scratch(int* s_target) 
   s.staging = (smem_u32(s.freed + 1) + 1023) & ~1023u;
   return s;
 }
-// Byte offset of the 16-byte chunk `chunk` (8 columns) of row r in the staging: box chunk / 8
-// (64 columns), its 128-byte rows swizzled as TMA's 128B pattern (chunk ^ row % 8).
-__device__ __forceinline__ u32 staged_offset(int r, int chunk) {
-  return (chunk >> 3) * (SM90_TILE_M * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
-}
-__device__ __forceinline__ void fold_warps_sync() { asm volatile("bar.sync 3, 96;" ::: "memory"); }
 
 // The consumers' side: per tile, the options' transform (as the forward's fold), each row's tile
 // max, the target logit, and d staged for the fold warps.
@@ -127,21 +122,13 @@ struct Sm90StagedEpilogue {
     }
     // the buffer's previous tile folded (a fresh barrier's phase before the first counts as done)
     mbar_wait(ss.freed, (k & 1) ^ 1);
-    // d of the warp's 16 rows: for each pair of 8-column chunks, 4 matrices (chunk, row half)
-    const int lane = threadIdx.x & 31;
-    const int wrow0 = rl0 - (lane >> 2);  // the warp's first row in the block
-    const int mi = lane >> 3, rr = (lane & 7) + 8 * (mi & 1);
-#pragma unroll
-    for (int j = 0; j < 32; j += 2) {
-      u32 v4[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int jj = j + (m >> 1), h = m & 1;
-        const float lo = acc[4 * jj + 2 * h] - tmax[h], hi = acc[4 * jj + 2 * h + 1] - tmax[h];
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v4[m]) : "f"(hi), "f"(lo));
-      }
-      stmatrix_x4(ss.staging + staged_offset(wrow0 + rr, j + (mi >> 1)), v4);
-    }
+    // d of the warp's 16 rows (the warp's first row in the block: rl0 less the lane's row)
+    stage_warp_rows(ss.staging, rl0 - ((threadIdx.x & 31) >> 2), [&](int j, int h) {
+      const float lo = acc[4 * j + 2 * h] - tmax[h], hi = acc[4 * j + 2 * h + 1] - tmax[h];
+      u32 pair;
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+      return pair;
+    });
     if (t == 0) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

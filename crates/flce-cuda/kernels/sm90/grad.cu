@@ -20,7 +20,12 @@
 //   through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
 //
+// With FLCE_SM90_MAINLOOP gfold=1 (SM90_STAGED_GRAD) the default module stages its plain whole
+// tiles for the producer warpgroup's idle warps instead (sm90/grad_staged.cuh; the ring then 3
+// stages, SM90_GRAD_STAGES, in every module).
+//
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
+#define SM90_RING_STAGES SM90_GRAD_STAGES  // 3 with G staged (its 64 KB), else SM90_STAGES
 #include "sm90/mainloop.cuh"
 
 // The logit options this module's G is specialised for (as in sm90/forward.cu: set by the host,
@@ -29,6 +34,14 @@
 // default module): tested at run time.
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
+#endif
+
+// G staged (grad_staged.cuh): the default module under gfold=1.
+#if defined(SM90_STAGED_GRAD) && SM90_STAGED_GRAD && FLCE_LOGIT_OPTS < 0
+#define SM90_GRAD_STAGING 1
+#include "sm90/grad_staged.cuh"
+#else
+#define SM90_GRAD_STAGING 0
 #endif
 
 struct Sm90GradEpilogue {
@@ -44,6 +57,9 @@ struct Sm90GradEpilogue {
   // exp(x − lse) as 2^(x·log2e − lse2) (types.cuh, Exp2Ref): lse2, and p_scale times its `fix`
   float lse2[2], p_scale2[2];
   int t, g, warp8;  // lane % 4, lane / 4, warp index among the 8 consumer warps
+#if SM90_GRAD_STAGING
+  u32 k = 0;  // tiles staged so far (the barriers' phases); s_db is the staging's first byte
+#endif
 
   // The rows of token tile x of the chunk: the thread's two rows, their targets and coefficients.
   __device__ __forceinline__ void begin_rows(int x) {
@@ -74,11 +90,23 @@ struct Sm90GradEpilogue {
     else
       grad_with_options<FLCE_LOGIT_OPTS, false>(acc, col0);
 #else
+#if SM90_GRAD_STAGING
+    // Every tile staged: the default module runs plain calls only (any bias, softcap or
+    // smoothing selects its own module: runtime/grids.rs logit_opts_of; db comes with a bias),
+    // and a path that also formed G in the registers, even one never taken, held more values
+    // through the main loop — spilled accumulators, serialised wgmma (ptxas C7514).
+    if (col0 + SM90_TILE_N <= ch.v_end)
+      stage<true>(acc, col0);
+    else
+      stage<false>(acc, col0);
+    return;
+#else
     const bool plain = plain_logits(p);
     if (plain && col0 + SM90_TILE_N <= ch.v_end)
       grad<true>(acc, col0);
     else
       grad<false>(acc, col0);
+#endif
 #endif
     if (ch.db_partial) column_sums(acc, col0);
   }
@@ -158,6 +186,51 @@ struct Sm90GradEpilogue {
     if (FAST) store_staged(acc, col0);
   }
 
+#if SM90_GRAD_STAGING
+  // A tile of a plain launch for the helper warps (grad_staged.cuh): each row's p_scale2 and
+  // target column, the target's G from its exact logit, and u = f16(x·log2e − lse2) of every
+  // logit — -inf past the chunk's columns (!FULL), so that their G is 0.
+  template <bool FULL>
+  __device__ __forceinline__ void stage(const float (&acc)[128], int col0) {
+    const Sm90GradStaging gs = sm90_grad_staging_at((unsigned char*)s_db);
+    mbar_wait(gs.freed, (k & 1) ^ 1);  // the staging's last tile stored (a fresh barrier: done)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int rl = warp8 * 16 + g + 8 * h;
+      // (a target past the chunk's columns is another chunk's, also in a partial tile)
+      const unsigned rel = FULL || tgt[h] < ch.v_end ? (unsigned)(tgt[h] - col0) : ~0u;
+      if (t == 0) {
+        gs.ps2[rl] = p_scale2[h];
+        gs.trel[rl] = rel < (unsigned)SM90_TILE_N ? (int)rel : -1;
+      }
+      if (rel < (unsigned)SM90_TILE_N && ((rel & 7) >> 1) == (unsigned)t) {
+        float x = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+#pragma unroll
+          for (int q = 0; q < 2; ++q)
+            if (rel == (unsigned)(8 * j + 2 * t + q)) x = acc[4 * j + 2 * h + q];
+        gs.gt[rl] = p_scale2[h] * exp2_mufu(fmaf(x, FLCE_LOG2E, -lse2[h])) - cf[h].y;
+      }
+    }
+    stage_warp_rows(gs.staging, warp8 * 16, [&](int j, int h) {
+      float lo = fmaf(acc[4 * j + 2 * h], FLCE_LOG2E, -lse2[h]);
+      float hi = fmaf(acc[4 * j + 2 * h + 1], FLCE_LOG2E, -lse2[h]);
+      if (!FULL) {
+        const int col = col0 + 8 * j + 2 * t;
+        lo = col < ch.v_end ? lo : FLCE_NEG_INF;
+        hi = col + 1 < ch.v_end ? hi : FLCE_NEG_INF;
+      }
+      u32 pair;
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+      return pair;
+    });
+    __syncwarp();            // (the warp's stmatrix and row values complete)
+    mbar_arrive(gs.staged);  // (release: the staging and the rows' values visible to the helper warps)
+    ++k;
+  }
+#endif
+
   __device__ __forceinline__ static u32 pack2(float a, float b) {
     return (u32)from_f32(a) | ((u32)from_f32(b) << 16);
   }
@@ -209,14 +282,30 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
   const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
 
-  sm90_init_barriers(pp);
-  sm90_run(pp, &gp.map_e, &gp.map_c, tt, col_first, tiles, kt_count, [&](int consumer) {
-    const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-    Sm90GradEpilogue epi{p, ch, (float*)pp.scratch};
-    epi.t = lane & 3;
-    epi.g = lane >> 2;
-    epi.warp8 = consumer * 4 + warp;
-    epi.s_stage = (u32*)(pp.scratch + 8 * SM90_TILE_N * 4 + epi.warp8 * 16 * SM90_GRAD_STAGE_ROW_BYTES);
-    sm90_consume(pp, consumer, tt, col_first, tiles, kt_count, epi);
-  });
+#if SM90_GRAD_STAGING
+  // the unstaged tiles' column sums and store slices in the staging's bytes (grad_staged.cuh)
+  unsigned char* scratch = sm90_grad_staging_base(pp.scratch);
+  const Sm90GradStaging gs = sm90_grad_staging_at(scratch);
+  if (threadIdx.x == 0) {
+    mbar_init(gs.staged, 2 * 128);
+    mbar_init(gs.freed, 1);
+  }
+  const Sm90GradHelpers helpers{ch, &gp.map_g, gs, tt, col_first, tiles};
+#else
+  unsigned char* scratch = pp.scratch;
+  const Sm90NoHelpers helpers{};
+#endif
+  sm90_init_barriers(pp);  // (its fence covers the staging's barriers too)
+  sm90_run(
+      pp, &gp.map_e, &gp.map_c, tt, col_first, tiles, kt_count,
+      [&](int consumer) {
+        const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+        Sm90GradEpilogue epi{p, ch, (float*)scratch};
+        epi.t = lane & 3;
+        epi.g = lane >> 2;
+        epi.warp8 = consumer * 4 + warp;
+        epi.s_stage = (u32*)(scratch + 8 * SM90_TILE_N * 4 + epi.warp8 * 16 * SM90_GRAD_STAGE_ROW_BYTES);
+        sm90_consume(pp, consumer, tt, col_first, tiles, kt_count, epi);
+      },
+      helpers);
 }

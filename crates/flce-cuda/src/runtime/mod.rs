@@ -146,7 +146,10 @@ impl Kernel {
             }
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
             Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
-            Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - mainloop.ring_saving(),
+            Kernel::Sm90Grad if mainloop.grad_staged() => {
+                geometry::SM90_STAGED_GRAD_SMEM_BYTES - mainloop.grad_ring_saving()
+            }
+            Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - mainloop.grad_ring_saving(),
             Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES - mainloop.ring_saving(),
             _ => 0,
         }
