@@ -344,7 +344,7 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
     const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
     if (threadIdx.x == 0) {
       mbar_init(ss.staged, 2 * 128);
-      mbar_init(ss.freed, 1);
+      mbar_init(ss.freed, 96);
     }
     sm90_init_barriers(pp);  // (its fence covers these barriers too)
     const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blk.split * fp.partials_ld, tt,

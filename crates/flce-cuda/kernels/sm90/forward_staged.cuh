@@ -22,9 +22,12 @@
 //
 // Synchronisation, per tile k of the block: the consumers wait on `freed` (parity (k & 1) ^ 1:
 // the buffer's previous tile folded and, compact, stored) before staging, then all 256 arrive on
-// `staged`; the fold warps wait on `staged` (parity k & 1), fold, meet at named barrier 3 (96
-// threads), and one of them (after the compact TMA stores have read the buffer) arrives on
-// `freed`. Rows: fold warp w takes rows w, w + 3, …; each row by a whole warp (8 columns a lane).
+// `staged`; the fold warps wait on `staged` (parity k & 1), fold, and each of their 96 threads
+// arrives on `freed` once done with the buffer (an mbarrier arrive releases the arriving thread's
+// own accesses only: one arrive after a named barrier left racecheck reporting the consumers'
+// next tile maxima as racing the fold's reads, 2026-12-03); in the compact kernel they first meet
+// at named barrier 3 and one of them issues the TMA stores and arrives only once those have read
+// the buffer. Rows: fold warp w takes rows w, w + 3, …; each row by a whole warp (8 columns a lane).
 // Budget (estimated, not measured): a row is a dependent chain of ~260 cycles (the shared load,
 // 8 exponentials, a 5-shuffle sum, the state update), so 43 rows take ~11k cycles a tile — under
 // the main loop's ~40k at D 2048 (~80k at Llama 3's 4096), not at D ≤ 512, where the fold warps
@@ -38,7 +41,7 @@ struct Sm90StagedScratch {
   float* tmax;   // [SM90_TILE_M]
   float* wsum;   // [SM90_TILE_M] (label smoothing)
   u64* staged;   // count 256: the consumers
-  u64* freed;    // count 1: the fold warps' last
+  u64* freed;    // count 96: the fold warps' threads
   u32 staging;   // shared address of the four boxes
 };
 __device__ __forceinline__ Sm90StagedScratch sm90_staged_scratch(int* s_target) {
@@ -185,17 +188,17 @@ struct Sm90FoldWarps {
         const int col0 = col_first + tile * SM90_TILE_N;
         mbar_wait(ss.staged, k & 1);
         for (int r = w; r < SM90_TILE_M; r += 3) fold_row(r, row0, col0, lane);
-        if (COMPACT) fence_async_smem();  // q written over d, for the TMA stores
-        fold_warps_sync();
-        if (w == 0 && lane == 0) {
-          if (COMPACT) {
+        if (COMPACT) {
+          fence_async_smem();  // q written over d, for the TMA stores
+          fold_warps_sync();
+          if (w == 0 && lane == 0) {
             for (int b = 0; b < SM90_TILE_N / 64; ++b)
               tma_store_2d(&cp->map_q, ss.staging + b * (SM90_TILE_M * 128), col0 + 64 * b, row0, l2_evict_first());
             bulk_commit();
             bulk_wait_read<0>();
           }
-          mbar_arrive(ss.freed);
         }
+        mbar_arrive(ss.freed);
         ++k;
       }
       __syncwarp();
@@ -244,6 +247,7 @@ struct Sm90FoldWarps {
       const int leader = hits ? __ffs(hits) - 1 : 0;
       am = col0 + 8 * leader + __shfl_sync(0xffffffffu, first, leader);
     }
+    __syncwarp();  // (every lane's read of s_state[r] before lane 0 rewrites it)
     if (lane == 0) {
       if (!none) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
       st.z += ss.wsum[r];

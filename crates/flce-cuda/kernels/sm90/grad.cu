@@ -288,7 +288,7 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const Sm90GradStaging gs = sm90_grad_staging_at(scratch);
   if (threadIdx.x == 0) {
     mbar_init(gs.staged, 2 * 128);
-    mbar_init(gs.freed, 1);
+    mbar_init(gs.freed, 96);
   }
   const Sm90GradHelpers helpers{ch, &gp.map_g, gs, tt, col_first, tiles};
 #else

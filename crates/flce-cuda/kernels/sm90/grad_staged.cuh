@@ -19,8 +19,9 @@
 // Synchronisation per staged tile k, as the forward's (forward_staged.cuh): the consumers wait on
 // `freed` (parity (k & 1) ^ 1: the staging's last tile stored) before staging, then all 256
 // arrive on `staged`; the helper warps wait on `staged` (parity k & 1), form G, fence for the
-// async proxy, meet at named barrier 3, and one of them issues the four TMA stores, waits until
-// they have read the staging and arrives on `freed`. Rows: helper warp w takes rows w, w + 3, …,
+// async proxy, meet at named barrier 3, and one of them issues the four TMA stores; each of the
+// 96 threads arrives on `freed` once done with the staging (the storing one once the stores have
+// read it: an arrive releases the arriving thread's own accesses only). Rows: helper warp w takes rows w, w + 3, …,
 // a row by a whole warp (8 columns a lane, one 16-byte shared load and store). Work a tile: 32k
 // exponentials over 3 warps, ~2.7k issue cycles of MUFU each — under the main loop's ~45k
 // cycles a tile at D 2304.
@@ -38,7 +39,7 @@ struct Sm90GradStaging {
   int* trel;     // [SM90_TILE_M]
   float* gt;     // [SM90_TILE_M]
   u64* staged;   // count 256: the consumers
-  u64* freed;    // count 1: the helper warps' last
+  u64* freed;    // count 96: the helper warps' threads
   u32 staging;   // shared address of the four boxes
 };
 constexpr int SM90_GRAD_STAGING_BYTES = SM90_TILE_M * SM90_TILE_N * 2;
@@ -86,8 +87,8 @@ struct Sm90GradHelpers {
             tma_store_2d(map_g, gs.staging + b * (SM90_TILE_M * 128), col0 - ch.v0 + 64 * b, row0 - ch.n0, policy);
           bulk_commit();
           bulk_wait_read<0>();
-          mbar_arrive(gs.freed);
         }
+        mbar_arrive(gs.freed);
         ++k;
       }
     }
