@@ -1,11 +1,13 @@
 // flce sm90 family, forward: the TMA + wgmma logits main loop (sm90/mainloop.cuh) with an epilogue
 // that folds each 128 × 256 logit tile into per-token statistics in registers. No logits in memory.
 //
-// flce_sm90_forward — grid (slots, splits) (src/plan/sm90.rs: slots a multiple of the cluster),
-//   clusters of 1 or 2, SM90_THREADS (384) threads, dynamic smem SM90_FORWARD_SMEM_BYTES, one
-//   block per SM. Block (g, s) owns the vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split)
-//   of 256 columns and runs them for the token tiles g, g + slots, … (tokens [128x, 128x + 128)
-//   of token tile x) one after another, the ring carrying over between them. Each consumer
+// flce_sm90_forward — a one-dimensional grid of slots × splits blocks and the rest's after them
+//   (src/plan/sm90.rs: slots a multiple of the cluster; sm90_forward_block below), clusters of 1
+//   or 2, SM90_THREADS (384) threads, dynamic smem SM90_FORWARD_SMEM_BYTES, one block per SM.
+//   Block (g, s) owns the vocabulary tiles [s·tiles_per_split, (s+1)·tiles_per_split) of 256
+//   columns (a rest block: its split of the tiles past the main grid's) and runs them for the
+//   token tiles g, g + slots, … (tokens [128x, 128x + 128) of token tile x) one after another, the
+//   ring carrying over between them. Each consumer
 //   thread keeps the running (max, Σexp, Σw·z, argmax) of its two rows in registers; per tile it
 //   applies bias and softcap, takes the row max over its 64 columns and then over the quad (the
 //   4 lanes that hold the row), rescales its running sum once, adds the tile's exponentials and

@@ -238,13 +238,13 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);
     let staged = crate::geometry::Sm90Mainloop::current().grad_staged();
-    let rows = (chunk.n_end - chunk.n0) as usize;
     let params = Sm90GradParams {
         map_e,
         map_c,
         // (the staged G's TMA stores: its chunk's rows, boxes of 64 columns × 128 rows)
         map_g: if staged {
-            store_map(chunk.g_out, rows, chunk.ldg as usize, chunk.ldg as usize, [64, SM90_TILE_M], "G (TMA stores)")?
+            let tokens = (chunk.n_end - chunk.n0) as usize;
+            store_map(chunk.g_out, tokens, chunk.ldg as usize, chunk.ldg as usize, [64, SM90_TILE_M], "G (TMA stores)")?
         } else {
             TensorMap([0; 16])
         },

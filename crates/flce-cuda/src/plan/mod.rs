@@ -34,7 +34,7 @@ pub use forward::{
 };
 pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
 pub use sm90::{
-    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_MAX_SMS,
+    cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_IDLE_ONE_IN,
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,
 };
 pub use step::{
