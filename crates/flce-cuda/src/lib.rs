@@ -35,6 +35,7 @@ pub mod family;
 mod forward;
 pub mod geometry;
 mod host;
+pub mod knobs;
 pub mod library;
 mod loss;
 pub mod nccl;
