@@ -56,6 +56,14 @@ __device__ __forceinline__ elem_t from_f32(float x) {
 #endif
 }
 
+#if FLCE_DTYPE != FLCE_F32
+// Two values rounded to the 16-bit input dtype and packed, the first in the low half (one 4-byte
+// store of a column pair).
+__device__ __forceinline__ u32 pack_elem_pair(float lo, float hi) {
+  return (u32)from_f32(lo) | ((u32)from_f32(hi) << 16);
+}
+#endif
+
 #define FLCE_NAN __int_as_float(0x7fffffff)
 #define FLCE_NEG_INF __int_as_float(0xff800000)
 

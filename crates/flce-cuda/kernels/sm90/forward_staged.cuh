@@ -191,12 +191,7 @@ struct Sm90FoldWarps {
         if (COMPACT) {
           fence_async_smem();  // q written over d, for the TMA stores
           fold_warps_sync();
-          if (w == 0 && lane == 0) {
-            for (int b = 0; b < SM90_TILE_N / 64; ++b)
-              tma_store_2d(&cp->map_q, ss.staging + b * (SM90_TILE_M * 128), col0 + 64 * b, row0, l2_evict_first());
-            bulk_commit();
-            bulk_wait_read<0>();
-          }
+          if (w == 0 && lane == 0) tma_store_staging(&cp->map_q, ss.staging, col0, row0, l2_evict_first());
         }
         mbar_arrive(ss.freed);
         ++k;

@@ -20,9 +20,9 @@
 //   through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
 //
-// With FLCE_SM90_MAINLOOP gfold=1 (SM90_STAGED_GRAD) the default module stages its plain whole
-// tiles for the producer warpgroup's idle warps instead (sm90/grad_staged.cuh; the ring then 3
-// stages, SM90_GRAD_STAGES, in every module).
+// With FLCE_SM90_MAINLOOP gfold=1 (SM90_STAGED_GRAD) the default module stages every tile for the
+// producer warpgroup's idle warps instead (sm90/grad_staged.cuh; the ring then 3 stages,
+// SM90_GRAD_STAGES, in every module).
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
 #define SM90_RING_STAGES SM90_GRAD_STAGES  // 3 with G staged (its 64 KB), else SM90_STAGES
@@ -149,7 +149,7 @@ struct Sm90GradEpilogue {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         elem_t* dst = ch.g_out + (size_t)(row[h] - ch.n0) * ch.ldg + (colp - ch.v0);
-        if (!FULL && live[h] && colp - ch.v0 < ch.ldg) *(u32*)dst = pack2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+        if (!FULL && live[h] && colp - ch.v0 < ch.ldg) *(u32*)dst = pack_elem_pair(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
       }
     }
     if (FULL) store_staged(acc, col0);
@@ -180,7 +180,7 @@ struct Sm90GradEpilogue {
           }
           acc[4 * j + 2 * h + q] = gv[q];
         }
-        if (!FAST && live && colp - ch.v0 < ch.ldg) *(u32*)(dst_row + 8 * j) = pack2(gv[0], gv[1]);
+        if (!FAST && live && colp - ch.v0 < ch.ldg) *(u32*)(dst_row + 8 * j) = pack_elem_pair(gv[0], gv[1]);
       }
     }
     if (FAST) store_staged(acc, col0);
@@ -231,16 +231,12 @@ struct Sm90GradEpilogue {
   }
 #endif
 
-  __device__ __forceinline__ static u32 pack2(float a, float b) {
-    return (u32)from_f32(a) | ((u32)from_f32(b) << 16);
-  }
-
   // The FAST path's stores: G of the warp's 16 rows in 16-byte row pieces through its
   // shared-memory staging slice (wgmma.cuh, sm90_store_warp_rows_staged).
   __device__ __forceinline__ void store_staged(const float (&acc)[128], int col0) {
     elem_t* out = ch.g_out + (size_t)(warp_row0 - ch.n0) * ch.ldg + (col0 - ch.v0);
     sm90_store_warp_rows_staged(acc, s_stage, out, (size_t)ch.ldg, ch.n_end - warp_row0,
-                                [](float lo, float hi) { return pack2(lo, hi); });
+                                [](float lo, float hi) { return pack_elem_pair(lo, hi); });
   }
 
   // Σ over the token tile's 128 rows of each column, into db_partial[token_tile].

@@ -82,12 +82,7 @@ struct Sm90GradHelpers {
         for (int r = w; r < SM90_TILE_M; r += 3) grad_row(r, lane);
         fence_async_smem();  // G written over u, for the TMA stores
         fold_warps_sync();
-        if (w == 0 && lane == 0) {
-          for (int b = 0; b < SM90_TILE_N / 64; ++b)
-            tma_store_2d(map_g, gs.staging + b * (SM90_TILE_M * 128), col0 - ch.v0 + 64 * b, row0 - ch.n0, policy);
-          bulk_commit();
-          bulk_wait_read<0>();
-        }
+        if (w == 0 && lane == 0) tma_store_staging(map_g, gs.staging, col0 - ch.v0, row0 - ch.n0, policy);
         mbar_arrive(gs.freed);
         ++k;
       }
@@ -113,7 +108,7 @@ struct Sm90GradHelpers {
       float g0 = ps2 * exp2_mufu(f16_to_f32(u[i])), g1 = ps2 * exp2_mufu(f16_to_f32(u[i + 1]));
       if (rel == i) g0 = gt;
       if (rel == i + 1) g1 = gt;
-      ow[i / 2] = (u32)from_f32(g0) | ((u32)from_f32(g1) << 16);
+      ow[i / 2] = pack_elem_pair(g0, g1);
     }
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(out.x), "r"(out.y), "r"(out.z), "r"(out.w)
                  : "memory");

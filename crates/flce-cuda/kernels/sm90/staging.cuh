@@ -10,6 +10,14 @@
 __device__ __forceinline__ u32 staged_offset(int r, int chunk) {
   return (chunk >> 3) * (SM90_TILE_M * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4);
 }
+// The four boxes at `staging` to `map`'s (col, row), (col + 64, row), …, returning once the
+// stores have read the staging (so that it may be rewritten); the caller has fenced the writes
+// for the async proxy (fence_async_smem) and synchronised the writers.
+__device__ __forceinline__ void tma_store_staging(const TensorMap* map, u32 staging, int col, int row, u64 policy) {
+  for (int b = 0; b < SM90_TILE_N / 64; ++b) tma_store_2d(map, staging + b * (SM90_TILE_M * 128), col + 64 * b, row, policy);
+  bulk_commit();
+  bulk_wait_read<0>();
+}
 // The three helper warps' own barrier (named barrier 3, 96 threads).
 __device__ __forceinline__ void fold_warps_sync() { asm volatile("bar.sync 3, 96;" ::: "memory"); }
 

@@ -163,14 +163,7 @@ pub fn forward_plan_tuned(
                 let band = band.min(sm_count.max(1));
                 let splits = (sm_count.max(1) / band).min(by_memory).min(tiles).max(1);
                 let cluster = if band % 2 == 0 { tuning.cluster_for(band) } else { 1 };
-                let per_split = tiles.div_ceil(splits);
-                let g = super::Sm90Grid {
-                    slots: band,
-                    splits: tiles.div_ceil(per_split),
-                    tiles_per_split: per_split,
-                    rest: None,
-                };
-                (g, cluster, band)
+                (super::Sm90Grid::even(band, splits, tiles), cluster, band)
             } else {
                 // one block per SM, running start to end, every token tile of its split in turn
                 let cap = by_memory.min(sm_count.max(1)).min(vocab_tiles).max(1);

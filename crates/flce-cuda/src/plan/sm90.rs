@@ -136,6 +136,13 @@ pub struct Sm90Rest {
 }
 
 impl Sm90Grid {
+    /// `slots` × `splits` blocks over `vocab_tiles` tiles shared out evenly, without a rest: each
+    /// split ceil(vocab_tiles / splits) tiles, and as many splits as that takes (none left empty).
+    pub fn even(slots: usize, splits: usize, vocab_tiles: usize) -> Self {
+        let tiles_per_split = vocab_tiles.div_ceil(splits.max(1));
+        Sm90Grid { slots, splits: vocab_tiles.div_ceil(tiles_per_split.max(1)), tiles_per_split, rest: None }
+    }
+
     /// Tiles of the longest block for `token_tiles` token tiles.
     pub fn longest(&self, token_tiles: usize) -> usize {
         let main = token_tiles.div_ceil(self.slots.max(1)) * self.tiles_per_split;
@@ -224,10 +231,7 @@ pub fn sm90_grid(
     let rows = token_tiles.max(1).div_ceil(cluster) * cluster;
     let cols = vocab_tiles.max(1);
     let sm = sm_count.max(1);
-    let grid = |splits: usize, slots: usize| {
-        let tiles_per_split = cols.div_ceil(splits);
-        Sm90Grid { slots, splits: cols.div_ceil(tiles_per_split), tiles_per_split, rest: None }
-    };
+    let grid = |splits: usize, slots: usize| Sm90Grid::even(slots, splits, cols);
     if l2_budget == 0 {
         return grid(super::best_split(rows, cols, sm, cap), rows);
     }
