@@ -65,10 +65,11 @@ pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
 pub const SM90_GRAD_SMEM_BYTES: usize =
     SM90_MAINLOOP_SMEM_BYTES + 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES;
 /// flce_sm90_grad with its epilogue off the MMA warpgroups (`FLCE_SM90_MAINLOOP` gfold=1:
-/// kernels/sm90/grad_staged.cuh): the main loop's, each row's p_scale, target column and target
-/// G, two barriers, 1024 bytes to align the staging, and the staged 16-bit tile (64 KB; the
-/// column sums and store slices of the unstaged tiles share its bytes); less the ring's saving at
-/// launch ([`Sm90Mainloop::grad_ring_saving`]).
+/// kernels/sm90/grad_staged.cuh): the main loop's, 1024 bytes to align the staging, the staged
+/// 16-bit tile (64 KB; the option modules, which do not stage, keep their column sums and store
+/// slices at the scratch's start, within these bytes), each
+/// row's p_scale, target column and target G, and two barriers; less the ring's saving at launch
+/// ([`Sm90Mainloop::grad_ring_saving`]).
 pub const SM90_STAGED_GRAD_SMEM_BYTES: usize =
     SM90_MAINLOOP_SMEM_BYTES + SM90_TILE_M * 12 + 16 + 1024 + SM90_TILE_M * SM90_TILE_N * 2;
 /// flce_sm90_product: the main loop's only (its epilogue writes straight to global memory).
@@ -130,7 +131,7 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// the compact one staged 7–10% slower a launch at D 2048 (H200, perf-notes v39); with
 /// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
 /// G's and the product kernel's `stages`. `gfold` 1: the backward's G kernel (flce_sm90_grad) the
-/// same way — its consumers stage u = f16(z·log2e − lse·log2e) of each plain whole tile, the
+/// same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default module), the
 /// producer warpgroup's idle warps form G and TMA-store it (kernels/sm90/grad_staged.cuh; its
 /// ring then 3 stages, SM90_GRAD_STAGES); 0 (the default) in the consumers' registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

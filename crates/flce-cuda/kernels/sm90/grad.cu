@@ -279,7 +279,8 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
 
 #if SM90_GRAD_STAGING
-  // the unstaged tiles' column sums and store slices in the staging's bytes (grad_staged.cuh)
+  // (the epilogue's s_db is the staging's first byte: it stages every tile, so its column sums
+  // and store slices go unused; grad_staged.cuh)
   unsigned char* scratch = sm90_grad_staging_base(pp.scratch);
   const Sm90GradStaging gs = sm90_grad_staging_at(scratch);
   if (threadIdx.x == 0) {

@@ -28,9 +28,8 @@
 #pragma once
 #include "sm90/staging.cuh"
 
-// Scratch after the main loop's barriers, from its first 1024-byte boundary: the staging (64 KB;
-// the unstaged tiles' column sums and store slices use its bytes — a launch that stages never
-// needs them), then each row's p_scale2, target column in the tile (-1: none) and the target's G,
+// Scratch after the main loop's barriers, from its first 1024-byte boundary: the staging (64 KB),
+// then each row's p_scale2, target column in the tile (-1: none) and the target's G,
 // then the two barriers. Every address is a fixed offset from the staging's (the consumers'
 // epilogue keeps one pointer through the main loop: more live state spilled its accumulators
 // and serialised its wgmma, ptxas C7514).
