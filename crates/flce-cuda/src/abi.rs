@@ -97,7 +97,7 @@ abi_structs! {
         target_logit: DevPtr = "float*",
     }
 
-    /// flce_forward_finish: merges the partials, writes lse, losses and the scalars.
+    /// flce_forward_finish: merges the partials, writes lse, losses and each block's sums.
     struct FinishParams {
         k: LossConstants = "LossConstants",
         partials: DevPtr = "const float4*",
@@ -109,6 +109,17 @@ abi_structs! {
         partials_ld: i32 = "int",
         lse: DevPtr = "float*",
         per_token_loss: DevPtr = "float*",
+        /// [blocks, 4] f64: each block's {Σ loss, Σ w_t, Σ correct, Σ active}, for
+        /// flce_finish_scalars (0: lse and losses only).
+        block_sums: DevPtr = "double*",
+    }
+
+    /// flce_finish_scalars: the forward finish's block sums and W into the forward's scalars.
+    struct FinishScalarsParams {
+        k: LossConstants = "LossConstants",
+        class_w: DevPtr = "const float*",
+        block_sums: DevPtr = "const double*",
+        blocks: i32 = "int",
         /// {loss, accuracy, Σ w_t over non-ignored tokens, W}.
         out_scalars: DevPtr = "float*",
     }

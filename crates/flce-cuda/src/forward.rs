@@ -3,7 +3,7 @@
 
 use flce_core::{Options, Result};
 
-use crate::abi::{DevPtr, FinishParams, LossConstants};
+use crate::abi::{DevPtr, FinishParams, FinishScalarsParams, LossConstants};
 use crate::context::BoundContext;
 use crate::device::{DeviceForwardOutputs, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
@@ -37,7 +37,9 @@ impl CudaLoss {
         self.check_pointers(x.pointers().into_iter().chain(out.pointers()).chain([ws.pointer()]))?;
         self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
         self.family_partials(&call, plan)?;
-        self.finish(&call, ws.at(plan.partials), ws.at(plan.target_logit), plan.splits, out)
+        let partials =
+            Partials { stats: ws.at(plan.partials), target_logit: ws.at(plan.target_logit), splits: plan.splits };
+        self.finish(&call, partials, ws.at(plan.finish_sums), out)
     }
 
     /// The status word alone, as every call's first kernels compute it (effective targets into
@@ -80,32 +82,50 @@ impl CudaLoss {
         }
     }
 
-    /// The shared finish step over all N tokens: merge `splits` partials per token (stride N)
-    /// into lse, losses and the scalars.
+    /// The shared finish step over all N tokens: merge the partials per token into lse and
+    /// losses, each block's sums into `block_sums` ([`crate::geometry::finish_sums_bytes`] of
+    /// workspace), then those into the scalars.
     ///
     /// # Safety
     /// The partials and target logits were written by a family's forward on the call's stream.
     pub(crate) unsafe fn finish(
         &self,
         call: &Call<'_>,
-        partials: DevPtr,
-        target_logit: DevPtr,
-        splits: usize,
+        partials: Partials,
+        block_sums: DevPtr,
         out: &DeviceForwardOutputs,
     ) -> Result<()> {
+        let n = call.x.shape.n;
         let finish = FinishParams {
             k: call.lp.k,
-            partials,
-            target_logit,
+            partials: partials.stats,
+            target_logit: partials.target_logit,
             targets: call.lp.targets,
             class_w: call.lp.class_w,
-            splits: splits as i32,
-            partials_ld: call.x.shape.n as i32,
+            splits: partials.splits as i32,
+            partials_ld: n as i32,
             lse: out.lse,
             per_token_loss: out.per_token_loss.unwrap_or(0),
-            out_scalars: out.scalars,
+            block_sums,
         };
         self.kernels.launch(call.x.dtype, &finish, call.stream)?;
+        let scalars = FinishScalarsParams {
+            k: call.lp.k,
+            class_w: call.lp.class_w,
+            block_sums,
+            blocks: crate::geometry::finish_blocks(n) as i32,
+            out_scalars: out.scalars,
+        };
+        self.kernels.launch(call.x.dtype, &scalars, call.stream)?;
         Ok(())
     }
+}
+
+/// A family's per-token partial statistics in the workspace: `splits` rows of N packed RowStats
+/// (split k at `stats` + 16·N·k) and the target logits [N].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Partials {
+    pub stats: DevPtr,
+    pub target_logit: DevPtr,
+    pub splits: usize,
 }

@@ -11,8 +11,18 @@ pub const TILE_N: usize = 128;
 pub const TILE_THREADS: u32 = 256;
 /// Depth of the sm80 cp.async pipeline.
 pub const STAGES: usize = 4;
-/// Threads of the one-block reductions (flce_forward_finish, flce_token_scale).
+/// Threads of the one-block reductions (flce_finish_scalars, flce_token_scale).
 pub const REDUCE_THREADS: u32 = 1024;
+/// Threads (and tokens) of a flce_forward_finish block; divides [`REDUCE_THREADS`].
+pub const FINISH_THREADS: u32 = 256;
+/// Blocks of flce_forward_finish over `n` tokens: the rows of its block sums.
+pub const fn finish_blocks(n: usize) -> usize {
+    n.div_ceil(FINISH_THREADS as usize)
+}
+/// Bytes of flce_forward_finish's block sums over `n` tokens (4 f64 a block).
+pub const fn finish_sums_bytes(n: usize) -> usize {
+    32 * finish_blocks(n)
+}
 /// Threads of the elementwise kernels (prep, stats, grad_from_logits, db_reduce, to_elem).
 pub const ELEMENTWISE_THREADS: u32 = 256;
 /// Tokens per block of flce_stats_from_logits (one warp per token).
@@ -269,6 +279,7 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("FORWARD_SMEM_BYTES", forward_smem_bytes(dtype)),
         ("GRAD_SMEM_BYTES", grad_smem_bytes(dtype)),
         ("REDUCE_THREADS", REDUCE_THREADS as usize),
+        ("FINISH_THREADS", FINISH_THREADS as usize),
         ("ELEMENTWISE_THREADS", ELEMENTWISE_THREADS as usize),
         ("STATS_TOKENS_PER_BLOCK", STATS_TOKENS_PER_BLOCK as usize),
         ("STATS_BATCH", STATS_BATCH as usize),

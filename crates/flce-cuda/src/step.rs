@@ -112,7 +112,7 @@ impl CudaLoss {
                 partials_ld: x.shape.n as i32,
                 lse: out.lse + 4 * n0,
                 per_token_loss: 0,
-                out_scalars: ws.at(plan.chunk_scalars),
+                block_sums: 0,
             };
             self.kernels.launch(x.dtype, &lse_of_chunk, stream)?;
             // G for grad_output = 1, and db's column sums
@@ -183,7 +183,8 @@ impl CudaLoss {
         }
         drop(blas);
         // the whole forward's outputs from the partials of every chunk
-        self.finish(&call, partials, target_logit, plan.stats_splits, out)?;
+        let all = crate::forward::Partials { stats: partials, target_logit, splits: plan.stats_splits };
+        self.finish(&call, all, ws.at(plan.finish_sums), out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to
             let head = plan.dc_head_rows;

@@ -146,6 +146,28 @@ __device__ __forceinline__ double thread_class_weight_sum(const float* class_w, 
   return w;
 }
 
+// W = Σ_j w_j over [0, v) by a block of BLOCK threads (BLOCK dividing REDUCE_THREADS), bitwise
+// equal to block_sum<REDUCE_THREADS>(thread_class_weight_sum<REDUCE_THREADS>(…)) — the W of
+// flce_token_scale and flce_finish_scalars: thread t holds that order's lanes t + r·BLOCK and adds
+// them as its first tree levels would (r with r + R/2, …), then the block's tree finishes. Every
+// thread of the block calls it; s holds BLOCK doubles.
+template <int BLOCK>
+__device__ double class_weight_total(const float* class_w, int v, double* s) {
+  constexpr int R = REDUCE_THREADS / BLOCK;
+  static_assert(R * BLOCK == REDUCE_THREADS && (R & (R - 1)) == 0, "BLOCK must divide REDUCE_THREADS by a power of two");
+  double lane[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    lane[r] = 0.0;
+    for (int j = threadIdx.x + r * BLOCK; j < v; j += REDUCE_THREADS) lane[r] += class_w ? (double)class_w[j] : 1.0;
+  }
+#pragma unroll
+  for (int half = R / 2; half > 0; half /= 2)
+#pragma unroll
+    for (int r = 0; r < half; ++r) lane[r] += lane[r + half];
+  return block_sum<BLOCK>(lane[0], s);
+}
+
 // The effective target of token i (spec.rs effective_targets), for flce_prep_targets and, over a
 // vocabulary slice, flce_slice_targets: shift (position k takes target k+1 within its sequence;
 // the last position is ignored) and ignore_index; a given target outside [0, total) records its

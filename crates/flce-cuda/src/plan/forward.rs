@@ -19,7 +19,8 @@ use crate::geometry::{TILE_M, TILE_N};
 /// At most this many forward splits.
 pub const MAX_SPLITS: usize = 8;
 /// Forward workspace target of the fused family: 1 MB plus this many bytes per token (the sm90
-/// family past [`SM90_LARGE_N_TOKENS`] tokens: up to [`MAX_SM90_SPLITS`] partials of 16 bytes).
+/// family past [`SM90_LARGE_N_TOKENS`] tokens: up to [`MAX_SM90_SPLITS`] partials of 16 bytes),
+/// and the finish step's block sums (32 bytes per 256 tokens, [`crate::geometry::finish_sums_bytes`]).
 pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
 
 /// Past this many tokens the sm90 forward's grid may take up to [`MAX_SM90_SPLITS`] vocabulary
@@ -96,6 +97,8 @@ pub struct ForwardPlan {
     pub targets: Region,
     pub target_logit: Region,
     pub partials: Region,
+    /// The finish step's block sums ([`crate::geometry::finish_sums_bytes`]).
+    pub finish_sums: Region,
     pub status: Region,
     pub workspace_bytes: usize,
 }
@@ -187,6 +190,7 @@ pub fn forward_plan_tuned(
     let targets = l.take(4 * n);
     let target_logit = l.take(4 * n);
     let partials = l.take(16 * n * splits);
+    let finish_sums = l.take(crate::geometry::finish_sums_bytes(n));
     let status = l.take(4);
     let (vocab_chunk, logits) = match family {
         Family::Cublas => (chunk, Some(l.take(4 * n * chunk))),
@@ -209,6 +213,7 @@ pub fn forward_plan_tuned(
         targets,
         target_logit,
         partials,
+        finish_sums,
         status,
         workspace_bytes: l.bytes(),
     }

@@ -107,8 +107,9 @@ pub struct StepPlan {
     /// Packed RowStats [stats_splits, N] and target logits [N].
     pub partials: Region,
     pub target_logit: Region,
-    /// Scalars of the per-chunk finish steps (their loss sums are not used).
-    pub chunk_scalars: Region,
+    /// The finish step's block sums over all N tokens ([`crate::geometry::finish_sums_bytes`];
+    /// the per-chunk finish steps write lse only).
+    pub finish_sums: Region,
     /// f32 logits of one chunk [token_chunk, ldg]; compact: f16 q [token_chunk, ldg], the same
     /// region as `g`.
     pub logits: Region,
@@ -189,7 +190,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let unit_grad = l.take(4);
     let partials = l.take(16 * n * stats_splits);
     let target_logit = l.take(4 * n);
-    let chunk_scalars = l.take(16);
+    let finish_sums = l.take(crate::geometry::finish_sums_bytes(n));
     let (logits, g) = if compact {
         let q = l.take(rows * ldg * 2);
         (q, q)
@@ -224,7 +225,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         unit_grad,
         partials,
         target_logit,
-        chunk_scalars,
+        finish_sums,
         logits,
         g,
         m_ref,

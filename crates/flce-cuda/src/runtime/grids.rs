@@ -77,6 +77,12 @@ impl KernelArgs for SliceScalesParams {
 impl KernelArgs for FinishParams {
     const KERNEL: Kernel = Kernel::ForwardFinish;
     fn grid(&self) -> (u32, u32, u32) {
+        (crate::geometry::finish_blocks(self.k.n as usize) as u32, 1, 1)
+    }
+}
+impl KernelArgs for FinishScalarsParams {
+    const KERNEL: Kernel = Kernel::FinishScalars;
+    fn grid(&self) -> (u32, u32, u32) {
         (1, 1, 1)
     }
 }

@@ -17,8 +17,8 @@ use crate::compile::{compile_variant, Arch, KernelFile};
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
 use crate::geometry::{
-    self, ELEMENTWISE_THREADS, REDUCE_THREADS, SM90_COMPACT_FORWARD_SMEM_BYTES, SM90_FORWARD_SMEM_BYTES,
-    SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES, SM90_THREADS, TILE_THREADS,
+    self, ELEMENTWISE_THREADS, FINISH_THREADS, REDUCE_THREADS, SM90_COMPACT_FORWARD_SMEM_BYTES,
+    SM90_FORWARD_SMEM_BYTES, SM90_GRAD_SMEM_BYTES, SM90_PRODUCT_SMEM_BYTES, SM90_THREADS, TILE_THREADS,
 };
 
 mod grids;
@@ -31,6 +31,7 @@ pub enum Kernel {
     PrepTargets,
     TokenScale,
     ForwardFinish,
+    FinishScalars,
     DbReduce,
     ToElem,
     StatsFromLogits,
@@ -50,11 +51,12 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 20] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
         Kernel::ForwardFinish,
+        Kernel::FinishScalars,
         Kernel::DbReduce,
         Kernel::ToElem,
         Kernel::StatsFromLogits,
@@ -76,7 +78,7 @@ impl Kernel {
     pub fn file(self) -> KernelFile {
         match self {
             Kernel::CheckClassWeights | Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
-            Kernel::ForwardFinish => KernelFile::Finish,
+            Kernel::ForwardFinish | Kernel::FinishScalars => KernelFile::Finish,
             Kernel::DbReduce | Kernel::ToElem | Kernel::ScaleGrads => KernelFile::Accumulate,
             Kernel::StatsFromLogits => KernelFile::CublasStats,
             Kernel::GradFromLogits => KernelFile::CublasGrad,
@@ -99,6 +101,7 @@ impl Kernel {
             Kernel::PrepTargets => "flce_prep_targets",
             Kernel::TokenScale => "flce_token_scale",
             Kernel::ForwardFinish => "flce_forward_finish",
+            Kernel::FinishScalars => "flce_finish_scalars",
             Kernel::DbReduce => "flce_db_reduce",
             Kernel::ToElem => "flce_to_elem",
             Kernel::StatsFromLogits => "flce_stats_from_logits",
@@ -121,10 +124,11 @@ impl Kernel {
     pub fn block(self) -> u32 {
         match self {
             Kernel::TokenScale
-            | Kernel::ForwardFinish
+            | Kernel::FinishScalars
             | Kernel::ExportPartials
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
+            Kernel::ForwardFinish => FINISH_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
             Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
