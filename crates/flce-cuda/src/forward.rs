@@ -95,28 +95,51 @@ impl CudaLoss {
         block_sums: DevPtr,
         out: &DeviceForwardOutputs,
     ) -> Result<()> {
-        let n = call.x.shape.n;
-        let finish = FinishParams {
-            k: call.lp.k,
-            partials: partials.stats,
-            target_logit: partials.target_logit,
-            targets: call.lp.targets,
-            class_w: call.lp.class_w,
-            splits: partials.splits as i32,
-            partials_ld: n as i32,
-            lse: out.lse,
-            per_token_loss: out.per_token_loss.unwrap_or(0),
-            block_sums,
-        };
-        self.kernels.launch(call.x.dtype, &finish, call.stream)?;
+        let per_token_loss = out.per_token_loss.unwrap_or(0);
+        self.merge_partials(call, call.lp.k, call.lp.targets, partials, out.lse, per_token_loss, block_sums)?;
         let scalars = FinishScalarsParams {
             k: call.lp.k,
             class_w: call.lp.class_w,
             block_sums,
-            blocks: crate::geometry::finish_blocks(n) as i32,
+            blocks: crate::geometry::finish_blocks(call.x.shape.n) as i32,
             out_scalars: out.scalars,
         };
         self.kernels.launch(call.x.dtype, &scalars, call.stream)?;
+        Ok(())
+    }
+
+    /// flce_forward_finish over the `k.n` tokens whose effective targets are at `targets`: their
+    /// partials (ld N, the call's tokens) merged into lse (and per-token losses, and the blocks'
+    /// sums, where those pointers are not 0). [`Self::finish`] runs it over every token; the
+    /// three-product pass over each chunk's, lse only.
+    ///
+    /// # Safety
+    /// As for [`Self::finish`]; `lse` (and `per_token_loss`) hold `k.n` f32, `block_sums`
+    /// [`crate::geometry::finish_sums_bytes`]`(k.n)` bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn merge_partials(
+        &self,
+        call: &Call<'_>,
+        k: LossConstants,
+        targets: DevPtr,
+        partials: Partials,
+        lse: DevPtr,
+        per_token_loss: DevPtr,
+        block_sums: DevPtr,
+    ) -> Result<()> {
+        let merge = FinishParams {
+            k,
+            partials: partials.stats,
+            target_logit: partials.target_logit,
+            targets,
+            class_w: call.lp.class_w,
+            splits: partials.splits as i32,
+            partials_ld: call.x.shape.n as i32,
+            lse,
+            per_token_loss,
+            block_sums,
+        };
+        self.kernels.launch(call.x.dtype, &merge, call.stream)?;
         Ok(())
     }
 }

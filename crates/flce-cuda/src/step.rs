@@ -7,8 +7,8 @@
 use flce_core::{Options, Reduction, Result};
 
 use crate::abi::{
-    CompactGradParams, DbReduceParams, FinishParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
-    ScaleParams, StatsParams,
+    CompactGradParams, DbReduceParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams, ScaleParams,
+    StatsParams,
 };
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
@@ -102,19 +102,12 @@ impl CudaLoss {
                 };
                 self.kernels.launch(x.dtype, &stats, stream)?;
             }
-            let lse_of_chunk = FinishParams {
-                k: view.k,
-                partials: partials + 16 * n0,
+            let chunk_partials = crate::forward::Partials {
+                stats: partials + 16 * n0,
                 target_logit: target_logit + 4 * n0,
-                targets: view.targets,
-                class_w: call.lp.class_w,
-                splits: plan.stats_splits as i32,
-                partials_ld: x.shape.n as i32,
-                lse: out.lse + 4 * n0,
-                per_token_loss: 0,
-                block_sums: 0,
+                splits: plan.stats_splits,
             };
-            self.kernels.launch(x.dtype, &lse_of_chunk, stream)?;
+            self.merge_partials(&call, view.k, view.targets, chunk_partials, out.lse + 4 * n0, 0, 0)?;
             // G for grad_output = 1, and db's column sums
             let chunk = GradChunk {
                 lse: out.lse,
