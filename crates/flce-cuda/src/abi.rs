@@ -193,8 +193,9 @@ abi_structs! {
     struct Sm90CompactForwardParams {
         fwd: Sm90ForwardParams = "Sm90ForwardParams",
         /// q [fwd.lp.k.n, V] (pitch ldq) for the TMA stores of whole tiles: boxes of 16 rows × 32
-        /// columns, 64-byte swizzle (family/sm90.rs store_map); with the staged fold
-        /// (FLCE_SM90_MAINLOOP fold=1) 128 rows × 64 columns, 128-byte swizzle.
+        /// columns, 64-byte swizzle (family/sm90.rs store_map) with the fold in registers
+        /// (FLCE_SM90_MAINLOOP fold=2 or 0); staged (the default, fold=1) 128 rows × 64
+        /// columns, 128-byte swizzle.
         map_q: TensorMap = "TensorMap",
         /// f16 bits [fwd.lp.k.n, ldq]: q of every logit of the chunk (columns < V).
         q: DevPtr = "u16*",

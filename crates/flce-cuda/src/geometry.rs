@@ -60,8 +60,8 @@ pub const SM90_STORE_BOX_BYTES: usize = 16 * 32 * 2;
 const SM90_STORE_SMEM_BYTES: usize = 1024 + 8 * SM90_STORE_BOXES * SM90_STORE_BOX_BYTES;
 /// flce_sm90_forward_compact: the forward's, then the store boxes.
 pub const SM90_COMPACT_FORWARD_SMEM_BYTES: usize = SM90_FORWARD_SMEM_BYTES + SM90_STORE_SMEM_BYTES;
-/// A forward with its fold off the MMA warpgroups (the plain one by default, both with
-/// `FLCE_SM90_MAINLOOP` fold=1: kernels/sm90/forward_staged.cuh): the forward's, then each row's tile max and Σw·z,
+/// A forward with its fold off the MMA warpgroups (both by default; the plain one only with
+/// `FLCE_SM90_MAINLOOP` fold=2: kernels/sm90/forward_staged.cuh): the forward's, then each row's tile max and Σw·z,
 /// two barriers, 1024 bytes to align the staging, and the staged f16 tile (64 KB); less the
 /// ring's saving at launch ([`Sm90Mainloop::forward_ring_saving`]).
 pub const SM90_STAGED_FORWARD_SMEM_BYTES: usize =
@@ -136,10 +136,12 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
 /// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 0: both forwards fold in their
-/// MMA warpgroups (the default until 2026-12-03); 1: both off them (kernels/sm90/forward_staged.cuh,
-/// SM90_STAGED_FOLD); 2 (the default): the plain forward only — its forward 0.952–0.983× of 0,
-/// the compact one staged 7–10% slower a launch at D 2048 (H200, perf-notes v39); with
-/// either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
+/// MMA warpgroups (the default until 2026-12-03); 1 (the default since the fold warps fold a row
+/// a thread: the three-product pass 0.974× of 2 at the 16k loss, 0.985–0.995× at the model
+/// shapes, H200, perf-notes v42): both off them (kernels/sm90/forward_staged.cuh,
+/// SM90_STAGED_FOLD); 2: the plain forward only — its forward 0.952–0.983× of 0 (perf-notes v39;
+/// the compact one staged was then 7–10% slower a launch at D 2048, its fold warps a warp a row
+/// too slow); with either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
 /// G's and the product kernel's `stages`. `gfold` 1: the backward's G kernel (flce_sm90_grad) the
 /// same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default module), the
 /// producer warpgroup's idle warps form G and TMA-store it (kernels/sm90/grad_staged.cuh; its
@@ -157,7 +159,7 @@ pub struct Sm90Mainloop {
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 2, grad_fold: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 1, grad_fold: 0 }
     }
 }
 
@@ -317,7 +319,7 @@ mod tests {
             l2_a,
             l2_b,
             stages: SM90_STAGES,
-            fold: 2,
+            fold: 1,
             grad_fold: 0,
         };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
@@ -346,7 +348,7 @@ mod tests {
         assert_eq!((get(&three, "SM90_STAGES"), get(&three, "SM90_FORWARD_STAGES")), (Some(3), Some(3)));
         let default = defines("");
         assert_eq!((get(&default, "SM90_STAGES"), get(&default, "SM90_FORWARD_STAGES")), (Some(4), Some(3)));
-        assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(2));
+        assert_eq!(get(&default, "SM90_STAGED_FOLD"), Some(1));
         let grad = defines("gfold=1");
         assert_eq!((get(&grad, "SM90_STAGES"), get(&grad, "SM90_GRAD_STAGES")), (Some(4), Some(3)));
         assert_eq!(get(&grad, "SM90_STAGED_GRAD"), Some(1));

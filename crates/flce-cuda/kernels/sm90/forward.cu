@@ -37,10 +37,10 @@
 //   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
 //   kernels/sm90/step_grad.cu turns q into G in place.
 //
-// The plain kernel folds off the MMA warpgroups by default (SM90_STAGED_FOLD 2:
-// sm90/forward_staged.cuh; the module's ring is then 3 stages, the compact kernel's too); the
-// compact kernel too with FLCE_SM90_MAINLOOP=fold=1, both in registers with fold=0
-// (perf-notes v39).
+// Both kernels fold off the MMA warpgroups by default (SM90_STAGED_FOLD 1:
+// sm90/forward_staged.cuh; the module's ring is then 3 stages); the compact kernel in the
+// registers described above with FLCE_SM90_MAINLOOP=fold=2, both with fold=0 (perf-notes v39,
+// v42).
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
 // three-product pass for the compact kernel).
@@ -289,7 +289,7 @@ struct Sm90ForwardEpilogue {
 };
 
 // SM90_STAGED_FOLD (src/geometry.rs, FLCE_SM90_MAINLOOP's fold): 0 both forwards fold in their
-// MMA warpgroups; 1 both fold off them (forward_staged.cuh); 2 the plain forward only (the compact
+// MMA warpgroups; 1 both fold off them (forward_staged.cuh; the default); 2 the plain forward only (the compact
 // one's q stores then keep their per-warp boxes).
 #ifndef SM90_STAGED_FOLD
 #define SM90_STAGED_FOLD 0

@@ -1,7 +1,8 @@
 // flce sm90 family, forward with its fold off the MMA warpgroups (SM90_STAGED_FOLD: the plain
-// forward's by default since 2026-12-03 — fold=2, forward 0.952–0.983× of the in-register fold,
-// H200 —; the compact forward's with FLCE_SM90_MAINLOOP=fold=1, 7–10% slower a launch at D 2048,
-// so not the default: docs/perf-notes.md v38, v39).
+// forward's by default since 2026-12-03 — forward 0.952–0.983× of the in-register fold, H200,
+// docs/perf-notes.md v39 —, the compact forward's too since its fold warps fold a row a thread:
+// the three-product pass 0.974× of the compact fold in registers at the 16k loss, 0.985–0.995× at
+// the model shapes, v42; FLCE_SM90_MAINLOOP=fold=2 keeps the compact one in registers).
 //
 // Today's forward folds each 128 × 256 logit tile into the rows' statistics in the consumer
 // warpgroups, from their f32 accumulators, while the tensor cores idle (~6% of a tile at D 2048).
@@ -27,11 +28,9 @@
 // own accesses only: one arrive after a named barrier left racecheck reporting the consumers'
 // next tile maxima as racing the fold's reads, 2026-12-03); in the compact kernel they first meet
 // at named barrier 3 and one of them issues the TMA stores and arrives only once those have read
-// the buffer. Rows: fold warp w takes rows w, w + 3, …; each row by a whole warp (8 columns a lane).
-// Budget (estimated, not measured): a row is a dependent chain of ~260 cycles (the shared load,
-// 8 exponentials, a 5-shuffle sum, the state update), so 43 rows take ~11k cycles a tile — under
-// the main loop's ~40k at D 2048 (~80k at Llama 3's 4096), not at D ≤ 512, where the fold warps
-// would become the limit (two rows a step would then be the next change).
+// the buffer. Rows: a thread per row (Sm90FoldWarps below: fold thread f owns rows f and f + 96),
+// ~4k cycles a tile for the busiest fold warp, measured against the warp-per-row design's ~36k in
+// perf-notes v42.
 #pragma once
 #include "sm90/staging.cuh"
 
@@ -43,6 +42,7 @@ struct Sm90StagedScratch {
   u64* staged;   // count 256: the consumers
   u64* freed;    // count 96: the fold warps' threads
   u32 staging;   // shared address of the four boxes
+  unsigned char* staging_ptr;  // the same, as a generic pointer (the fold warps' loads and stores)
 };
 __device__ __forceinline__ Sm90StagedScratch sm90_staged_scratch(int* s_target) {
   Sm90StagedScratch s;
@@ -51,6 +51,7 @@ __device__ __forceinline__ Sm90StagedScratch sm90_staged_scratch(int* s_target) 
   s.staged = (u64*)(s.wsum + SM90_TILE_M);  // 8-byte aligned: 2 × 128 floats after a 16-byte aligned start
   s.freed = s.staged + 1;
   s.staging = (smem_u32(s.freed + 1) + 1023) & ~1023u;
+  s.staging_ptr = (unsigned char*)(s.freed + 1) + (s.staging - smem_u32(s.freed + 1));
   return s;
 }
 
@@ -165,6 +166,17 @@ struct Sm90StagedEpilogue {
 
 // The fold warps (the producer warpgroup's warps 1–3, `w` = 0..2): the consumers' tiles in their
 // order, each row's running statistics in s_state, the partials at each token tile's end.
+//
+// A thread per row: fold thread f = 32w + lane owns rows f and f + 96 (< 128) — their running
+// statistics, read and written by it alone — and folds each of its rows' 256 staged values itself,
+// 8 (one 16-byte chunk) at a time. A warp's 32 lanes read 32 rows' same chunk: under the 128-byte
+// swizzle those fall in 8 distinct bank groups, four 16-byte pieces each, the 4 wavefronts of
+// any 512-byte warp access. So a row is independent work with no shuffles, and a thread's
+// exponentials pipeline; the tile costs warp 0 (64 rows) 2 × 256 MUFU.EX2 a lane, ~4k cycles of
+// its sub-partition's MUFU (4 lanes a cycle), where the main loop's tile takes ~32k at D 2048.
+// (A warp per row, the first design, was a ~300-cycle dependent chain a row: 43 rows took a fold
+// warp ~36k cycles a tile, the whole main loop at D 2048, and the compact kernel's consumers
+// waited on `freed` 7% of the time — ncu, H200, 2026-12-03, perf-notes v42.)
 template <bool COMPACT>
 struct Sm90FoldWarps {
   static constexpr bool kActive = true;
@@ -177,80 +189,85 @@ struct Sm90FoldWarps {
   int col_first, tiles;
 
   __device__ __forceinline__ void operator()(int w) const {
-    const int lane = threadIdx.x & 31;
+    const int f = 32 * w + (threadIdx.x & 31);
     u32 k = 0;
     for (int x = tt.first; x < tt.end; x += tt.stride) {
       const int row0 = tt.row0(x);
-      if (lane == 0)
-        for (int r = w; r < SM90_TILE_M; r += 3) s_state[r] = row_stats_pack(row_stats_empty());
-      __syncwarp();
+      for (int r = f; r < SM90_TILE_M; r += 96) s_state[r] = row_stats_pack(row_stats_empty());
       for (int tile = 0; tile < tiles; ++tile) {
         const int col0 = col_first + tile * SM90_TILE_N;
         mbar_wait(ss.staged, k & 1);
-        for (int r = w; r < SM90_TILE_M; r += 3) fold_row(r, row0, col0, lane);
+        for (int r = f; r < SM90_TILE_M; r += 96) fold_row(r, row0, col0);
         if (COMPACT) {
           fence_async_smem();  // q written over d, for the TMA stores
           fold_warps_sync();
-          if (w == 0 && lane == 0) tma_store_staging(&cp->map_q, ss.staging, col0, row0, l2_evict_first());
+          if (f == 0) tma_store_staging(&cp->map_q, ss.staging, col0, row0, l2_evict_first());
         }
-        mbar_arrive(ss.freed);
+        mbar_arrive(ss.freed);  // (release: this thread's reads of the staging and the maxima)
         ++k;
       }
-      __syncwarp();
-      if (lane == 0)
-        for (int r = w; r < SM90_TILE_M; r += 3)
-          if (row0 + r < p.k.n) partials[row0 + r] = s_state[r];
+      for (int r = f; r < SM90_TILE_M; r += 96)
+        if (row0 + r < p.k.n) partials[row0 + r] = s_state[r];
     }
-    if (COMPACT && w == 0 && lane == 0) bulk_wait_all();
+    if (COMPACT && f == 0) bulk_wait_all();
   }
 
-  // One row of the staged tile: lane l folds columns 8l..8l+7.
-  __device__ __forceinline__ void fold_row(int r, int row0, int col0, int lane) const {
+  // The first column of row r's staged tile with d = 0 (the tile max's), for a new running max.
+  __device__ __forceinline__ int first_tile_max(int r) const {
+    for (int chunk = 0; chunk < SM90_TILE_N / 8; ++chunk) {
+      const uint4 raw = *(const uint4*)(ss.staging_ptr + staged_offset(r, chunk));
+      const u16* d = (const u16*)&raw;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if (f16_to_f32(d[i]) == 0.0f) return 8 * chunk + i;
+    }
+    return 0;  // (no d = 0: a row of NaN logits, whose statistics are NaN anyway)
+  }
+
+  // Row r of the staged tile: Σ exp(z − new_m) over its 256 columns in four sums (column 8j + i
+  // into sum i / 2 % 4, in column order; a fixed order), and, compact, q = f16(exp(z − new_m))
+  // written back over d.
+  __device__ __forceinline__ void fold_row(int r, int row0, int col0) const {
     const float tmax = ss.tmax[r];
     float4 st = s_state[r];
     const float m_run = st.x, new_m = fmaxf(m_run, tmax);
     const bool none = new_m == FLCE_NEG_INF;
     const float c = none ? 0.0f : (tmax - new_m) * FLCE_LOG2E;
-    const u32 at = ss.staging + staged_offset(r, lane);
-    uint4 raw;
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(raw.x), "=r"(raw.y), "=r"(raw.z), "=r"(raw.w)
-                 : "r"(at));
-    const u16* d = (const u16*)&raw;
-    float part = 0.0f;
-    int first = 8;
-    uint4 q;
-    u32* qw = (u32*)&q;
+    const bool new_max = tmax > m_run;  // a new running max: its first column (rare after the first tiles)
+    const int am = new_max ? col0 + first_tile_max(r) : 0;
+    float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // two chunks a step, their exponentials issued before any is summed (one fold warp a
+    // sub-partition: only the thread's own independent work hides the MUFU's latency)
+#pragma unroll 2
+    for (int chunk = 0; chunk < SM90_TILE_N / 8; chunk += 2) {
+      uint4* at0 = (uint4*)(ss.staging_ptr + staged_offset(r, chunk));
+      uint4* at1 = (uint4*)(ss.staging_ptr + staged_offset(r, chunk + 1));
+      uint4 raw[2] = {*at0, *at1};
+      float e[16];
 #pragma unroll
-    for (int i = 0; i < 8; i += 2) {
-      const float d0 = f16_to_f32(d[i]), d1 = f16_to_f32(d[i + 1]);
-      const float e0 = exp2_mufu(fmaf(d0, FLCE_LOG2E, c)), e1 = exp2_mufu(fmaf(d1, FLCE_LOG2E, c));
-      part += e0;
-      part += e1;
-      if (first == 8 && d0 == 0.0f) first = i;
-      if (first == 8 && d1 == 0.0f) first = i + 1;
-      if (COMPACT) asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(qw[i / 2]) : "f"(e1), "f"(e0));
-    }
-    if (COMPACT)
-      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(at), "r"(q.x), "r"(q.y), "r"(q.z), "r"(q.w)
-                   : "memory");
+      for (int i = 0; i < 16; ++i) {
+        const u16 h = ((const u16*)&raw[i / 8])[i % 8];
+        e[i] = exp2_mufu(fmaf(f16_to_f32(h), FLCE_LOG2E, c));
+      }
 #pragma unroll
-    for (int off = 1; off < 32; off <<= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
-    int am = 0;
-    if (tmax > m_run) {  // a new running max: its first column (warp-uniform)
-      const unsigned hits = __ballot_sync(0xffffffffu, first < 8);
-      const int leader = hits ? __ffs(hits) - 1 : 0;
-      am = col0 + 8 * leader + __shfl_sync(0xffffffffu, first, leader);
+      for (int i = 0; i < 16; i += 2) {
+        sum[(i / 2) % 4] += e[i];
+        sum[(i / 2) % 4] += e[i + 1];
+      }
+      if (COMPACT) {
+#pragma unroll
+        for (int i = 0; i < 16; i += 2)
+          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(((u32*)raw)[i / 2]) : "f"(e[i + 1]), "f"(e[i]));
+        *at0 = raw[0];
+        *at1 = raw[1];
+      }
     }
-    __syncwarp();  // (every lane's read of s_state[r] before lane 0 rewrites it)
-    if (lane == 0) {
-      if (!none) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
-      st.z += ss.wsum[r];
-      if (tmax > m_run) st.w = __int_as_float(am);
-      st.x = new_m;
-      s_state[r] = st;
-      if (COMPACT && row0 + r < p.k.n) cp->m_ref[(size_t)(row0 + r) * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
-    }
-    __syncwarp();
+    const float part = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+    if (!none) st.y = (st.y == 0.0f ? 0.0f : st.y * fast_exp(m_run - new_m)) + part;
+    st.z += ss.wsum[r];
+    if (new_max) st.w = __int_as_float(am);
+    st.x = new_m;
+    s_state[r] = st;
+    if (COMPACT && row0 + r < p.k.n) cp->m_ref[(size_t)(row0 + r) * cp->ld_mref + col0 / SM90_TILE_N] = new_m;
   }
 };
