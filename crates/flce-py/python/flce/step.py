@@ -27,6 +27,10 @@ from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, PEAK, LossOpti
                       _device_index, _inputs, _problem_of, budget_option)
 
 _GRANULE = 256 << 20
+# workspace_budget="peak": the margin under the peak, and the steps its budget moves in (a few
+# plans cached for a loop's nearly equal headrooms)
+_PEAK_MARGIN = 64 << 20
+_PEAK_STEP = 64 << 20
 
 
 def _fast_budget(device: torch.device) -> int:
@@ -44,12 +48,16 @@ def peak_budget(e: Tensor, c: Tensor) -> int:
     """``workspace_budget="peak"`` in bytes: what the call can take without raising the process's
     peak so far (torch.cuda.max_memory_allocated; in a training loop, the last step's peak): the
     headroom under that peak less the gradients the call creates (dE and dC, which the default
-    plans create as well) and a 10% margin, in 256 MB steps — 0 (the default plans) below one
-    step, at most "fast"'s half of the free memory. After the first step of a loop the loss then
-    runs the fastest plan its headroom holds; the peak stays where the rest of the step puts it."""
+    plans create as well) and 64 MB for the allocator's rounding of the call's buffers (2 MB
+    blocks), in 64 MB steps — 0 (the default plans) below 256 MB, at most "fast"'s half of the
+    free memory. After the first step of a loop the loss then runs the fastest plan its headroom
+    holds; the peak stays where the rest of the step puts it. (A 10% margin in 256 MB steps, until
+    2026-12-03, left the 16k-token training step of benchmarks/train_step.py 1,792 MB of its
+    2,187 MB: chunks of 4,096 tokens where 6,144 fit, the step 1.6% slower than with 2 GB, and at
+    8k tokens 4.6% slower: two chunks where one fit; perf-notes v42.)"""
     head = torch.cuda.max_memory_allocated(e.device) - torch.cuda.memory_allocated(e.device)
     grads = (e.numel() + c.numel()) * e.element_size()
-    budget = int(0.9 * (head - grads)) // _GRANULE * _GRANULE
+    budget = (head - grads - _PEAK_MARGIN) // _PEAK_STEP * _PEAK_STEP
     return min(budget, _fast_budget(e.device)) if budget >= _GRANULE else 0
 
 
