@@ -237,8 +237,9 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     }
 }
 
-/// The three-product plan with the largest token chunk whose workspace fits `budget` bytes, or an
-/// error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
+/// The three-product plan with the largest token chunk whose workspace fits `budget` bytes (with
+/// the compact forward, the chunk among as many chunks that balances its grid best:
+/// [`balanced_chunks`]), or an error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
 /// storage is for 16-bit inputs without a bias gradient only (it falls back to f32 otherwise).
 pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, storage: StepLogits) -> Result<StepPlan> {
     step_plan_capped(shape, dtype, wanted, budget, storage, usize::MAX)
@@ -264,7 +265,7 @@ pub fn step_plan_capped(
     // not; below it the workspace grows with the chunk
     let largest = if fits(max) { Some(max) } else { super::backward::largest_multiple(max - 1, fits) };
     match largest {
-        Some(k) => Ok(layout(shape, dtype, wanted, chunk(k), storage)),
+        Some(k) => Ok(balanced_chunks(shape, dtype, wanted, k, storage, budget)),
         None => Err(Error::InvalidOption {
             name: "workspace_budget",
             value: budget.to_string(),
@@ -272,6 +273,56 @@ pub fn step_plan_capped(
                 "below the three-product plan's smallest workspace (the f32 dC accumulator and 128 tokens of logits)",
         }),
     }
+}
+
+/// The compact forward's tile steps over a plan's chunks: its grid (planned for the full chunk,
+/// which the last chunk runs on too: family/sm90.rs) summed over the chunks' longest blocks.
+fn forward_tile_steps(plan: &StepPlan) -> Option<usize> {
+    let grid = plan.forward_grid?;
+    let n = plan.shape.n;
+    Some(
+        (0..plan.token_chunks())
+            .map(|i| grid.longest(chunk_range(i, plan.token_chunk, n).len().div_ceil(SM90_TILE_M)))
+            .sum(),
+    )
+}
+
+/// The plan with the largest token chunk that fits (`k` token tiles), or, with the compact
+/// forward, the chunk of at most `k` tiles that cuts the tokens into as many chunks and takes the
+/// fewest forward tile steps ([`forward_tile_steps`]; ties to the smaller workspace). The number
+/// of chunks sets the dC accumulator's round trips and the products' shapes; within it the
+/// chunk sets how evenly the forward grid's slots share the chunk's token tiles: at the 16k
+/// training-step loss (16384, 2048, 128256) with 2,112 MB, 6400-token chunks run 507 tile steps
+/// on a 10 × 12 grid where 6144 run 488 on 16 × 8 (and 5504, the equal thirds, 504: measured
+/// 1.021× the 6144 ones, perf-notes v41; with 1,792 MB, 5120-token chunks 539 where four of 4096
+/// run 488). Chunks under [`MIN_STEP_TOKEN_CHUNK`] are not candidates.
+fn balanced_chunks(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    k: usize,
+    storage: StepLogits,
+    budget: usize,
+) -> StepPlan {
+    let chunk = |j: usize| (j * TILE_M).min(shape.n);
+    let largest = layout(shape, dtype, wanted, chunk(k), storage);
+    if largest.forward_grid.is_none() {
+        return largest;
+    }
+    let count = largest.token_chunks();
+    let fewest = shape.n.div_ceil(TILE_M).div_ceil(count).max(MIN_STEP_TOKEN_CHUNK / TILE_M).min(k);
+    (fewest..k)
+        .rev()
+        .map(|j| layout(shape, dtype, wanted, chunk(j), storage))
+        .filter(|p| p.token_chunks() == count && p.workspace_bytes <= budget)
+        .fold(largest, |best, p| {
+            let key = |q: &StepPlan| (forward_tile_steps(q), q.workspace_bytes);
+            if key(&p) < key(&best) {
+                p
+            } else {
+                best
+            }
+        })
 }
 
 /// The three-product plan with token chunks of `token_chunk` tokens (a multiple of 128 up to N,

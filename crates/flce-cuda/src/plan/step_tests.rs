@@ -31,9 +31,10 @@ fn a_token_cap_bounds_the_chunk_and_its_workspace() {
     let long = Shape { n: 65_536, ..LLAMA };
     let whole = step_plan(long, DType::BF16, BOTH, 40 << 30, compact).unwrap();
     assert_eq!((whole.token_chunk, whole.dc_acc), (65_536, None), "40 GB: one chunk, no accumulator");
+    // (the largest chunk under the cap, or one as many chunks of it take: balanced_chunks)
     for (cap, chunk) in [(8192, 8192), (8000, 7936), (100, 128), (usize::MAX, 65_536)] {
         let p = step_plan_capped(long, DType::BF16, BOTH, 40 << 30, compact, cap).unwrap();
-        assert_eq!(p.token_chunk, chunk, "cap {cap}");
+        assert!(p.token_chunk <= chunk && p.token_chunks() == long.n.div_ceil(chunk), "cap {cap}: {}", p.token_chunk);
         assert!(p.workspace_bytes <= whole.workspace_bytes);
         // below every token: dC's f32 accumulator
         assert_eq!(p.dc_acc.is_some(), chunk < long.n, "cap {cap}");
@@ -53,7 +54,9 @@ fn a_token_cap_bounds_the_chunk_and_its_workspace() {
 #[test]
 fn long_batches_take_8k_chunks_by_default() {
     let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
-    for (n, chunk) in [(8192, 8192), (16_384, 16_384), (16_512, 8192), (65_536, 8192)] {
+    // (16,512 tokens: three chunks of at most 8192 — 6656 / 6656 / 3200, not 8192 / 8192 / 128,
+    // whose last chunk of one token tile would take a third of a whole chunk's tile steps)
+    for (n, chunk) in [(8192, 8192), (16_384, 16_384), (16_512, 6656), (65_536, 8192)] {
         let shape = Shape { n, ..LLAMA };
         let p = step_plan_if_faster(shape, DType::BF16, BOTH, 40 << 30, compact, default_step_max_tokens(n));
         assert_eq!(p.unwrap().token_chunk, chunk, "n {n}");
@@ -65,15 +68,24 @@ fn long_batches_take_8k_chunks_by_default() {
 }
 
 #[test]
-fn the_budget_picks_the_largest_token_chunk() {
+fn the_budget_picks_as_many_chunks_as_its_largest_token_chunk_takes() {
     // compact Llama 3 at 8192 tokens fits whole in less than the accumulator and a chunk: 32k
     let long = Shape { n: 32_768, ..LLAMA };
     for (shape, storage) in [(LLAMA, F32), (long, COMPACT)] {
         let p = step_plan(shape, DType::BF16, BOTH, 4 << 30, storage).unwrap();
         assert!(p.workspace_bytes <= 4 << 30);
         assert_eq!(p.token_chunk % TILE_M, 0);
-        let bigger = layout(shape, DType::BF16, BOTH, p.token_chunk + TILE_M, storage);
+        let largest = (p.token_chunk..=shape.n)
+            .step_by(TILE_M)
+            .take_while(|&c| layout(shape, DType::BF16, BOTH, c, storage).workspace_bytes <= 4 << 30)
+            .last()
+            .unwrap();
+        let bigger = layout(shape, DType::BF16, BOTH, largest + TILE_M, storage);
         assert!(bigger.workspace_bytes > 4 << 30, "{storage:?}: a larger chunk would have fitted");
+        assert_eq!(p.token_chunks(), shape.n.div_ceil(largest), "{storage:?}");
+        if storage == F32 {
+            assert_eq!(p.token_chunk, largest, "no forward grid to balance: the largest");
+        }
         // the accumulator's second half (the first in dC's buffer): 1.05 GB
         assert_eq!(p.dc_head_rows, (LLAMA.v / 2 - 1) / 128 * 128);
         assert_eq!(p.dc_acc.unwrap().bytes, (LLAMA.v - p.dc_head_rows) * LLAMA.d * 4);
@@ -132,10 +144,9 @@ fn the_compact_forward_grid_follows_its_own_l2_budget() {
     let train16k = Shape::new(16384, 2048, 128_256);
     let plan = |compact_mb: usize| {
         let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, rest: false, ..Sm90Tuning::DEFAULT };
-        step_plan(train16k, DType::BF16, BOTH, 2 << 30, StepLogits::Compact { sm_count: 132, tuning }).unwrap()
+        step_plan_with_chunk(train16k, DType::BF16, BOTH, 6144, StepLogits::Compact { sm_count: 132, tuning })
     };
     let (wide, narrow) = (plan(32), plan(16));
-    assert_eq!(wide.token_chunk, 6144);
     let (w, n) = (wide.forward_grid.unwrap(), narrow.forward_grid.unwrap());
     assert_eq!((w.slots, w.splits), (12, 11), "{w:?}");
     assert_eq!((n.slots, n.splits), (16, 8), "{n:?}");
@@ -194,4 +205,41 @@ fn f32_accumulates_in_place_and_small_problems_take_one_chunk() {
     let p = step_plan(Shape::new(300, 64, 1000), DType::F32, Wanted::ALL, 64 << 20, F32).unwrap();
     assert!(p.dc_acc.is_none() && p.db_acc.is_some());
     assert_eq!((p.token_chunk, p.token_chunks()), (300, 1));
+}
+
+#[test]
+fn the_budget_takes_the_chunk_that_balances_the_forward_grid_among_as_many_chunks() {
+    // the 16k training-step loss: with 2,112 MB the largest chunk that fits is 6400 tokens (a
+    // 10 × 12 grid, 507 tile steps over its three chunks); 6144 (16 × 8, 488) is as many chunks
+    let train16k = Shape::new(16384, 2048, 128_256);
+    let compact = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::DEFAULT };
+    let plan = |mib: usize| step_plan(train16k, DType::BF16, BOTH, mib << 20, compact).unwrap();
+    let steps = |p: &StepPlan| forward_tile_steps(p).unwrap();
+    let wide = step_plan_with_chunk(train16k, DType::BF16, BOTH, 6400, compact);
+    assert_eq!((wide.token_chunks(), steps(&wide)), (3, 507));
+    for mib in [2048, 2112, 2176] {
+        let p = plan(mib);
+        assert_eq!((p.token_chunk, p.token_chunks(), steps(&p)), (6144, 3, 488), "{mib} MiB");
+        assert!(p.workspace_bytes <= mib << 20);
+    }
+    // 1,792 MB holds 5120-token chunks (539 steps); four chunks of 4096 take 488 in less memory
+    let p = plan(1792);
+    assert_eq!((p.token_chunk, p.token_chunks(), steps(&p)), (4096, 4, 488));
+    // the whole batch in one chunk stays one chunk; cuBLAS's f32 logits (no grid) keep the largest
+    assert_eq!(plan(4096).token_chunk, 16384);
+    let f32 = step_plan(train16k, DType::BF16, BOTH, 2112 << 20, StepLogits::F32).unwrap();
+    assert_eq!(
+        f32.token_chunk,
+        step_plan_with_chunk(train16k, DType::BF16, BOTH, f32.token_chunk, StepLogits::F32).token_chunk
+    );
+    // never a chunk under MIN_STEP_TOKEN_CHUNK where the largest one was at least that
+    for mib in (800..4200).step_by(37) {
+        if let Ok(p) = step_plan(train16k, DType::BF16, BOTH, mib << 20, compact) {
+            assert!(
+                p.token_chunk >= MIN_STEP_TOKEN_CHUNK && p.workspace_bytes <= mib << 20,
+                "{mib} MiB: {}",
+                p.token_chunk
+            );
+        }
+    }
 }
