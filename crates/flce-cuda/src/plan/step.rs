@@ -14,8 +14,9 @@
 //! every token; its first rows, up to V/2 − 1 rounded down to a multiple of 128, live in the
 //! caller's dC buffer, so about half of it is workspace) plus, per chunk, f32 logits and G
 //! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes). The budget
-//! picks the largest token chunk that fits: fewer chunks mean fewer read-modify-writes of the
-//! accumulator.
+//! sets the number of chunks, that of the largest token chunk that fits: fewer chunks mean fewer
+//! read-modify-writes of the accumulator; with compact logits the chunk itself is the one among
+//! as many chunks whose forward grid balances best ([`balanced_chunks`]).
 //!
 //! Compact logits ([`StepLogits::Compact`], Hopper, every option but a softcap with label
 //! smoothing: `loss::compact_logits_hold`): the sm90 forward kernel computes the chunk's logits
