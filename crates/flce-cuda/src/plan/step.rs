@@ -311,8 +311,9 @@ fn balanced_chunks(
         return largest;
     }
     let count = largest.token_chunks();
-    let fewest = shape.n.div_ceil(TILE_M).div_ceil(count).max(MIN_STEP_TOKEN_CHUNK / TILE_M).min(k);
-    (fewest..k)
+    // (the smallest chunk, in token tiles, that still cuts the tokens into `count` chunks)
+    let smallest = shape.n.div_ceil(TILE_M).div_ceil(count).max(MIN_STEP_TOKEN_CHUNK / TILE_M).min(k);
+    (smallest..k)
         .rev()
         .map(|j| layout(shape, dtype, wanted, chunk(j), storage))
         .filter(|p| p.token_chunks() == count && p.workspace_bytes <= budget)
