@@ -141,6 +141,37 @@ def test_peak_budget_is_the_default_where_there_is_no_headroom(device):
         flce.linear_cross_entropy(e, c, t, workspace_budget="peaky")
 
 
+def test_peak_budget_is_the_headroom_less_the_gradients_and_64_mb(monkeypatch):
+    """The rule itself, on the memory statistics a CUDA device would report (monkeypatched, so
+    that it runs without one): headroom under the peak, less dE and dC, less 64 MB, in 64 MB
+    steps; 0 under 256 MB; at most "fast"'s half of the free memory."""
+    import flce.step as step
+
+    mb = 1 << 20
+    e = torch.empty(16384, 2048, dtype=torch.bfloat16)
+    c = torch.empty(128256, 2048, dtype=torch.bfloat16)
+    grads = (e.numel() + c.numel()) * 2  # 565 MB
+    stats = {"peak": 0, "now": 0, "free": 80 << 30}
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda device=None: stats["peak"])
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda device=None: stats["now"])
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (stats["free"], 141 << 30))
+    # the 16k training step of benchmarks/train_step.py (perf-notes v42): 2,752 MB of headroom
+    stats.update(peak=10_000 * mb + 2752 * mb, now=10_000 * mb)
+    budget = step.peak_budget(e, c)
+    assert budget == (2752 * mb - grads - 64 * mb) // (64 * mb) * (64 * mb) == 2112 * mb
+    # exactly the margin short of the next step: one step less
+    stats.update(peak=stats["now"] + grads + 64 * mb + 2112 * mb - 1)
+    assert step.peak_budget(e, c) == 2048 * mb
+    # under 256 MB: the default plans
+    stats.update(peak=stats["now"] + grads + 64 * mb + 255 * mb)
+    assert step.peak_budget(e, c) == 0
+    stats.update(peak=stats["now"] + grads)
+    assert step.peak_budget(e, c) == 0
+    # never past "fast"'s half of the free memory (in 256 MB steps)
+    stats.update(peak=stats["now"] + (100 << 30), free=3 << 30)
+    assert step.peak_budget(e, c) == 1536 * mb
+
+
 @cuda_only
 def test_peak_budget_uses_the_headroom_and_keeps_the_peak():
     from flce.step import peak_budget
