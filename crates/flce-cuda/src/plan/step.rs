@@ -305,26 +305,20 @@ fn balanced_chunks(
     storage: StepLogits,
     budget: usize,
 ) -> StepPlan {
-    let chunk = |j: usize| (j * TILE_M).min(shape.n);
-    let largest = layout(shape, dtype, wanted, chunk(k), storage);
-    if largest.forward_grid.is_none() {
-        return largest;
+    let at = |j: usize| layout(shape, dtype, wanted, (j * TILE_M).min(shape.n), storage);
+    if storage == StepLogits::F32 {
+        return at(k);
     }
-    let count = largest.token_chunks();
-    // (the smallest chunk, in token tiles, that still cuts the tokens into `count` chunks)
+    // the smallest chunk, in token tiles, that still cuts the tokens into as many chunks as k
+    // does (a workspace grows with its chunk: each candidate fits where k's does; the key's
+    // workspace makes it unique, so the smaller wins a tie in tile steps)
+    let count = shape.n.div_ceil(TILE_M).div_ceil(k);
     let smallest = shape.n.div_ceil(TILE_M).div_ceil(count).max(MIN_STEP_TOKEN_CHUNK / TILE_M).min(k);
-    (smallest..k)
-        .rev()
-        .map(|j| layout(shape, dtype, wanted, chunk(j), storage))
-        .filter(|p| p.token_chunks() == count && p.workspace_bytes <= budget)
-        .fold(largest, |best, p| {
-            let key = |q: &StepPlan| (forward_tile_steps(q), q.workspace_bytes);
-            if key(&p) < key(&best) {
-                p
-            } else {
-                best
-            }
-        })
+    (smallest..=k)
+        .map(at)
+        .filter(|p| p.workspace_bytes <= budget)
+        .min_by_key(|p| (forward_tile_steps(p), p.workspace_bytes))
+        .unwrap_or_else(|| at(k))
 }
 
 /// The three-product plan with token chunks of `token_chunk` tokens (a multiple of 128 up to N,
