@@ -64,6 +64,14 @@ __device__ __forceinline__ u32 pack_elem_pair(float lo, float hi) {
 }
 #endif
 
+// Two values rounded to f16 and packed, the first in the low half (the sm90 kernels' f16 staging
+// and q, whatever the input dtype).
+__device__ __forceinline__ u32 pack_f16_pair(float lo, float hi) {
+  u32 pair;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
+  return pair;
+}
+
 #define FLCE_NAN __int_as_float(0x7fffffff)
 #define FLCE_NEG_INF __int_as_float(0xff800000)
 

@@ -217,8 +217,7 @@ struct Sm90ForwardEpilogue {
             acc[4 * j + 2 * h] = e0;
             acc[4 * j + 2 * h + 1] = e1;
           } else {
-            u32 pair;
-            asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(e1), "f"(e0));
+            const u32 pair = pack_f16_pair(e0, e1);
             if (row < p.k.n && col0 + 8 * j + 2 * t < p.k.v) *(u32*)(qrow + 8 * j) = pair;
           }
         }
@@ -280,11 +279,8 @@ struct Sm90ForwardEpilogue {
   // sm90_store_warp_rows_tma; rows past N are the map's edge, not written).
   __device__ __forceinline__ void store_q_tma(const float (&acc)[128], int col0) {
     const int warp_row0 = row0 + rl0 - ((threadIdx.x & 31) >> 2);
-    sm90_store_warp_rows_tma(acc, q_boxes, &cp->map_q, col0, warp_row0, l2_evict_first(), [](float lo, float hi) {
-      u32 pair;
-      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
-      return pair;
-    });
+    sm90_store_warp_rows_tma(acc, q_boxes, &cp->map_q, col0, warp_row0, l2_evict_first(),
+                             [](float lo, float hi) { return pack_f16_pair(lo, hi); });
   }
 };
 

@@ -128,10 +128,7 @@ struct Sm90StagedEpilogue {
     mbar_wait(ss.freed, (k & 1) ^ 1);
     // d of the warp's 16 rows (the warp's first row in the block: rl0 less the lane's row)
     stage_warp_rows(ss.staging, rl0 - ((threadIdx.x & 31) >> 2), [&](int j, int h) {
-      const float lo = acc[4 * j + 2 * h] - tmax[h], hi = acc[4 * j + 2 * h + 1] - tmax[h];
-      u32 pair;
-      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
-      return pair;
+      return pack_f16_pair(acc[4 * j + 2 * h] - tmax[h], acc[4 * j + 2 * h + 1] - tmax[h]);
     });
     if (t == 0) {
 #pragma unroll
@@ -256,8 +253,7 @@ struct Sm90FoldWarps {
       }
       if (COMPACT) {
 #pragma unroll
-        for (int i = 0; i < 16; i += 2)
-          asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(((u32*)raw)[i / 2]) : "f"(e[i + 1]), "f"(e[i]));
+        for (int i = 0; i < 16; i += 2) ((u32*)raw)[i / 2] = pack_f16_pair(e[i], e[i + 1]);
         *at0 = raw[0];
         *at1 = raw[1];
       }

@@ -221,9 +221,7 @@ struct Sm90GradEpilogue {
         lo = col < ch.v_end ? lo : FLCE_NEG_INF;
         hi = col + 1 < ch.v_end ? hi : FLCE_NEG_INF;
       }
-      u32 pair;
-      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(hi), "f"(lo));
-      return pair;
+      return pack_f16_pair(lo, hi);
     });
     __syncwarp();            // (the warp's stmatrix and row values complete)
     mbar_arrive(gs.staged);  // (release: the staging and the rows' values visible to the helper warps)
