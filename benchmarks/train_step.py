@@ -1,6 +1,6 @@
 """One training step of a Llama-style Hugging Face model, end to end, with each loss a user would
-pick: the plain HF loss, flce.patch (default, workspace_budget="fast", a byte budget as
-"flce@1G", and with flce.offload's checkpointing: flce_offload), Liger's patch and
+pick: the plain HF loss, flce.patch (its default "peak", workspace_budget="min" as "flce@min",
+"fast", a byte budget as "flce@1G", and with flce.offload's checkpointing: flce_offload), Liger's patch and
 CCE's patch (where they import). Step time (CUDA events, median of --repeats after a warm-up)
 and peak memory beyond the weights and optimizer states (the weights' gradients, the same for every
 method, are inside it), and the losses, which must agree. The model is built from a config with random weights (no download).
@@ -53,7 +53,10 @@ def apply(method, model):
     import flce
 
     if method == "flce":
-        return flce.patch(model)
+        return flce.patch(model)  # workspace_budget="peak" since 2026-12-03 (s34)
+    if method == "flce@min":
+        # the loss's own default budget (flce.patch's until 2026-12-03)
+        return flce.patch(model, workspace_budget="min")
     if method == "flce_fast":
         return flce.patch(model, workspace_budget="fast")
     if method == "flce@peak":

@@ -25,7 +25,7 @@ def tiny(kind):
     return cls(cfg).to(DEVICE).float()
 
 
-@pytest.mark.parametrize("budget", [None, "peak"])
+@pytest.mark.parametrize("budget", ["min", "peak"])
 @pytest.mark.parametrize("kind", ["llama", "gemma2"])
 def test_patched_model_matches_unpatched(kind, budget):
     model = tiny(kind)
@@ -53,3 +53,23 @@ def test_patched_model_matches_unpatched(kind, budget):
     # without labels the original forward runs (logits for generation)
     assert model(input_ids=ids).logits.shape == (2, 24, 1000)
     flce.unpatch(model)
+
+
+def test_patch_takes_the_peak_budget_unless_told(monkeypatch):
+    """flce.patch's loss runs with workspace_budget="peak" by default; a budget given to patch
+    (None: linear_cross_entropy's own default, "min") replaces it."""
+    from flce import hf
+    seen = []
+    real = hf.linear_cross_entropy
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("workspace_budget", "absent"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hf, "linear_cross_entropy", spy)
+    ids = torch.randint(0, 1000, (1, 8), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    for given, expect in (({}, "peak"), ({"workspace_budget": None}, None), ({"workspace_budget": "min"}, "min")):
+        model = flce.patch(tiny("llama"), **given)
+        model(input_ids=ids, labels=ids).loss.backward()
+        assert seen[-1] == expect, (given, seen)
+        flce.unpatch(model)

@@ -5,7 +5,8 @@
 //   partials + k·partials_ld, written by a family's forward) in split order, writes lse [N] (and
 //   the per-token loss [N] when asked) and, when block_sums is given, the block's {Σ loss, Σ w_t,
 //   Σ correct, Σ active} as 4 doubles at block_sums + 4·blockIdx.x, each summed in a fixed tree
-//   order. A token's lse and loss do not depend on the grid; the sums do not depend on timing.
+//   order. With neither (per_token_loss and block_sums 0) lse only: no losses, no W. A token's
+//   lse and loss do not depend on the grid; the sums do not depend on timing.
 // flce_finish_scalars — one block of REDUCE_THREADS. Sums the forward finish's block sums in a
 //   fixed order (thread t takes blocks t, t + REDUCE_THREADS, …; then a tree) and W = Σ_j w_j into
 //   out_scalars = {loss, accuracy, Σ w_t, W}. Deterministic.
@@ -21,8 +22,13 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
   __shared__ double s_red[FINISH_THREADS];
   const int n = fp.k.n, v = fp.k.v;
   const float eps = fp.k.label_smoothing;
-  // W enters a token's loss only with label smoothing; without class weights it is v exactly
-  const double W = (eps > 0.0f && fp.class_w) ? class_weight_total<FINISH_THREADS>(fp.class_w, v, s_red) : (double)v;
+  // lse only (the three-product pass's per-chunk launches: no per-token loss, no block sums) —
+  // no token loss, so no W. W enters a token's loss only with label smoothing, and without class
+  // weights it is v exactly; with both, every block sums the V weights (~5 µs at V 128k: one
+  // fixed-order sum, the same in every block, so that the blocks need not wait on each other).
+  const bool wants_loss = fp.per_token_loss || fp.block_sums;  // uniform over the grid
+  const double W = (wants_loss && eps > 0.0f && fp.class_w) ? class_weight_total<FINISH_THREADS>(fp.class_w, v, s_red)
+                                                            : (double)v;
 
   double loss_sum = 0.0, weight_sum = 0.0, correct = 0.0, active = 0.0;
   const int i = blockIdx.x * FINISH_THREADS + threadIdx.x;
@@ -34,7 +40,7 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
     fp.lse[i] = lse;
     const int t = fp.targets[i];
     float loss = 0.0f;
-    if (t >= 0) {
+    if (t >= 0 && wants_loss) {
       const float w_t = class_weight(fp.class_w, t);
       loss = token_loss(lse, fp.target_logit[i], w_t, st.wsum, W, v, eps, fp.k.z_loss);
       weight_sum = w_t;

@@ -112,7 +112,11 @@ def _layer_norms(model):
 def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int = 1, norm_tiles: int = 1,
           stream_weights: bool = False, **loss_options):
     """Route ``model``'s training loss through flce. ``loss_options`` go to
-    ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``). ``checkpoint``: checkpoint
+    ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``); ``workspace_budget`` is
+    ``"peak"`` unless given: from a training loop's second step the loss takes the memory the
+    step's own peak leaves it (the faster three-product pass where that holds a token chunk) and
+    never raises the peak; on the CPU, under torch.compile, and where the headroom is small, the
+    default plans ("min", or ``workspace_budget=None``). ``checkpoint``: checkpoint
     every decoder layer (flce.offload, replacing transformers' own checkpointing function);
     ``offload``: and keep each layer's input in pinned host memory until its backward (implies
     ``checkpoint``); ``mlp_tiles``: compute each layer's MLP in that many token tiles
@@ -138,6 +142,10 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
     if norm_tiles > 1:
         _tiled.wrap_mlps(_layer_norms(model), norm_tiles)
+    # (the training step with "peak" 0.900× / 0.957× Liger's at 8k / 16k tokens, "min" 1.073× /
+    # 0.967×, peaks equal: benchmarks/train_step.py, H200, 2026-12-03, perf-notes v42)
+    loss_options = dict(loss_options)
+    loss_options.setdefault("workspace_budget", "peak")
     original = model.forward
     out_cls = _output_class(model)
     fields = set(getattr(out_cls, "__dataclass_fields__", {}))
