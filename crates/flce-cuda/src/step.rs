@@ -14,12 +14,15 @@ use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
 use crate::loss::CudaLoss;
-use crate::plan::StepPlan;
+use crate::plan::{MrefPlace, StepPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
     /// grad_output = 1, as `plan` says (made by [`crate::plan::step_plan`] for this shape, dtype
     /// and these gradients).
+    ///
+    /// With compact logits dE's buffer is scratch until each chunk's product writes its rows
+    /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between.
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`] (the plan from
@@ -48,6 +51,14 @@ impl CudaLoss {
         }
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
+        // the compact forward's maxima in dE's rows: f32, so dE 4-byte aligned (torch's are)
+        if plan.m_ref == Some(MrefPlace::DeRows) && grads.de.is_some_and(|de| de % 4 != 0) {
+            return Err(flce_core::Error::InvalidOption {
+                name: "grads.de",
+                value: format!("{:#x}", grads.de.unwrap_or(0)),
+                reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
+            });
+        }
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
@@ -82,9 +93,15 @@ impl CudaLoss {
             let mut view = call.lp;
             view.k.n = nlen as i32;
             view.targets = targets + 4 * n0;
+            // the chunk's per-tile maxima (compact): the workspace's rows, or the chunk's own dE rows
+            let m_ref = match plan.m_ref {
+                Some(MrefPlace::Workspace(r)) => ws.at(r),
+                Some(MrefPlace::DeRows) => grads.de.map_or(0, |de| de + n0 * d as u64 * s),
+                None => 0,
+            };
             if compact {
                 // statistics, target logits and q from the sm90 forward (partials at n0, ld N)
-                crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view)?;
+                crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view, m_ref)?;
             } else {
                 // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
                 crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
@@ -121,12 +138,12 @@ impl CudaLoss {
                 ldg: plan.ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            if let Some(m_ref) = plan.m_ref {
+            if plan.m_ref.is_some() {
                 let grad = CompactGradParams {
                     lp: call.lp,
                     chunk,
                     q: logits,
-                    m_ref: ws.at(m_ref),
+                    m_ref,
                     ld_mref: plan.mref_ld() as i32,
                     target_logit,
                 };

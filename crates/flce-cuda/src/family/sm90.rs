@@ -185,7 +185,8 @@ fn forward_params_over(
 /// target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
 /// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact), in clusters of 2 where the plan's
 /// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
-/// their own (its N and targets; src/step.rs).
+/// their own (its N and targets; src/step.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
+/// a token (where `plan.m_ref` places them: src/step.rs resolves it).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
@@ -194,11 +195,11 @@ pub(crate) unsafe fn forward_compact(
     plan: &StepPlan,
     tokens: Range<usize>,
     view: LogitParams,
+    m_ref: DevPtr,
 ) -> Result<()> {
     let grid: Sm90Grid = plan.forward_grid.ok_or_else(|| {
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
-    let m_ref = plan.m_ref.ok_or_else(|| flce_core::Error::Unsupported("forward_compact: no m_ref region".into()))?;
     let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
@@ -214,7 +215,7 @@ pub(crate) unsafe fn forward_compact(
         fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q,
         ldq: plan.ldg as i32,
-        m_ref: call.ws.at(m_ref),
+        m_ref,
         ld_mref: plan.mref_ld() as i32,
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;

@@ -38,8 +38,8 @@ pub use sm90::{
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,
 };
 pub use step::{
-    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, StepLogits,
-    StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
+    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, MrefPlace,
+    StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
 
 use std::ops::Range;

@@ -10,7 +10,8 @@
 //! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
 //! grad_output.
 //!
-//! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
+//! Workspace (compact logits also keep each chunk's per-tile maxima in the chunk's rows of the
+//! caller's dE where it is wanted: [`MrefPlace`]): the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
 //! every token; its first rows, up to V/2 − 1 rounded down to a multiple of 128, live in the
 //! caller's dC buffer, so about half of it is workspace) plus, per chunk, f32 logits and G
 //! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes). The budget
@@ -117,7 +118,7 @@ pub struct StepPlan {
     /// G of one chunk [token_chunk, ldg], input dtype.
     pub g: Region,
     /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld()].
-    pub m_ref: Option<Region>,
+    pub m_ref: Option<MrefPlace>,
     /// The f32 accumulator of dC's rows [dc_head_rows, V) (dC wanted, 16-bit inputs, several
     /// chunks; f32 inputs accumulate in dC, one chunk writes dC directly).
     pub dc_acc: Option<Region>,
@@ -132,6 +133,21 @@ pub struct StepPlan {
     pub workspace_bytes: usize,
 }
 
+/// Where the compact forward's per-tile maxima (`m_ref`) of a chunk live between the forward that
+/// writes them and the G that reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MrefPlace {
+    /// The workspace: [token_chunk, ⌈V/256⌉] f32.
+    Workspace(Region),
+    /// The chunk's own rows of the caller's dE (a 16-bit [N, D] buffer): token i's maxima at the
+    /// start of dE's row i, row pitch D/2 floats. They are dead once the chunk's G is formed, and
+    /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
+    /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
+    /// three-product pass within ~1 MB of torch.compile's logits, perf-notes v43). Planned where
+    /// dE is wanted and a row of maxima fits a row of dE (4·⌈V/256⌉ ≤ 2·D: every model shape).
+    DeRows,
+}
+
 impl StepPlan {
     pub fn token_chunks(&self) -> usize {
         self.shape.n.div_ceil(self.token_chunk)
@@ -139,9 +155,13 @@ impl StepPlan {
     pub fn token_range(&self, i: usize) -> Range<usize> {
         chunk_range(i, self.token_chunk, self.shape.n)
     }
-    /// Row pitch of `m_ref`: the vocabulary's 256-column tiles.
+    /// Row pitch of `m_ref` in floats: the vocabulary's 256-column tiles in the workspace, dE's
+    /// row pitch (D·2 bytes) in dE's rows.
     pub fn mref_ld(&self) -> usize {
-        self.shape.v.div_ceil(SM90_TILE_N)
+        match self.m_ref {
+            Some(MrefPlace::DeRows) => self.shape.d * self.dtype.size_in_bytes() / 4,
+            _ => self.shape.v.div_ceil(SM90_TILE_N),
+        }
     }
 }
 
@@ -198,7 +218,15 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     } else {
         (l.take(rows * ldg * 4), l.take(rows * ldg * dtype.size_in_bytes()))
     };
-    let m_ref = compact.then(|| l.take(rows * v.div_ceil(SM90_TILE_N) * 4));
+    let mref_row = v.div_ceil(SM90_TILE_N) * 4;
+    let de_row = d * dtype.size_in_bytes();
+    let m_ref = compact.then(|| {
+        if wanted.de && de_row % 4 == 0 && mref_row <= de_row {
+            MrefPlace::DeRows
+        } else {
+            MrefPlace::Workspace(l.take(rows * mref_row))
+        }
+    });
     // one chunk: dC is one product over every token, rounded once into the caller's dC; several:
     // an f32 accumulator, its first rows in dC's own buffer
     let accumulate = wanted.dc && dtype != DType::F32 && rows < n;

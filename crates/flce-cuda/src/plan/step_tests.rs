@@ -108,15 +108,15 @@ fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
     assert_eq!(compact.storage, COMPACT);
     assert_eq!(compact.logits, compact.g, "G overwrites q in place");
     assert_eq!(compact.logits.bytes, compact.token_chunk * compact.ldg * 2);
-    assert_eq!(compact.mref_ld(), shape.v.div_ceil(SM90_TILE_N));
-    assert_eq!(compact.m_ref.unwrap().bytes, compact.token_chunk * compact.mref_ld() * 4);
+    // the maxima in the chunk's dE rows (4·501 bytes of a 4096-byte row): dE's pitch in floats
+    assert_eq!((compact.m_ref, compact.mref_ld()), (Some(MrefPlace::DeRows), shape.d / 2));
     assert!(compact.token_chunk >= 2 * f32.token_chunk, "{} vs {}", compact.token_chunk, f32.token_chunk);
     // the statistics are the forward's partials: one per split of its grid
     let grid = compact.forward_grid.unwrap();
     assert_eq!(compact.stats_splits, grid.partial_rows());
     assert_eq!(compact.partials.bytes, 16 * shape.n * grid.partial_rows());
     let rest_tiles = grid.rest.map_or(0, |r| r.splits * r.tiles_per_split);
-    assert!(grid.splits * grid.tiles_per_split + rest_tiles >= compact.mref_ld());
+    assert!(grid.splits * grid.tiles_per_split + rest_tiles >= shape.v.div_ceil(SM90_TILE_N));
     assert!(f32.forward_grid.is_none() && f32.m_ref.is_none());
 }
 
@@ -242,4 +242,26 @@ fn the_budget_takes_the_chunk_that_balances_the_forward_grid_among_as_many_chunk
             );
         }
     }
+}
+
+#[test]
+fn the_compact_maxima_live_in_de_rows_where_they_fit() {
+    let plan = |shape: Shape, dtype: DType, wanted: Wanted| step_plan_with_chunk(shape, dtype, wanted, 4096, COMPACT);
+    let in_de = plan(LLAMA, DType::BF16, BOTH);
+    assert_eq!((in_de.m_ref, in_de.mref_ld()), (Some(MrefPlace::DeRows), 2048));
+    // the same plan with the maxima in the workspace is larger by exactly their bytes
+    let no_de = Wanted { de: false, ..BOTH };
+    let in_ws = plan(LLAMA, DType::BF16, no_de);
+    let tiles = LLAMA.v.div_ceil(SM90_TILE_N);
+    assert_eq!(in_ws.m_ref.map(|m| matches!(m, MrefPlace::Workspace(r) if r.bytes == 4096 * tiles * 4)), Some(true));
+    assert_eq!(in_ws.mref_ld(), tiles);
+    assert_eq!(in_ws.workspace_bytes - in_de.workspace_bytes, 4096 * tiles * 4);
+    // Gemma 2: 4·1000 bytes of maxima in a 4608-byte row; D 64 at V 100000: 1564 bytes, no room
+    assert_eq!(plan(Shape::new(8192, 2304, 256_000), DType::BF16, BOTH).m_ref, Some(MrefPlace::DeRows));
+    assert!(matches!(plan(Shape::new(1024, 64, 100_000), DType::F16, BOTH).m_ref, Some(MrefPlace::Workspace(_))));
+    // an odd D: dE rows 2·D bytes apart are not 4-byte aligned
+    assert!(matches!(plan(Shape::new(1024, 507, 3000), DType::BF16, BOTH).m_ref, Some(MrefPlace::Workspace(_))));
+    // f32 logits keep no maxima
+    assert_eq!(plan(LLAMA, DType::BF16, BOTH).logits.bytes, 4096 * in_de.ldg * 2);
+    assert_eq!(step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 4096, F32).m_ref, None);
 }

@@ -7,10 +7,10 @@
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::{Element, Options};
-use flce_cuda::plan::{step_plan, step_plan_with_chunk, StepLogits, StepPlan, Wanted};
+use flce_cuda::plan::{step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
-use crate::oracle::{bits, compare, poisoned, read_run, GpuRun};
+use crate::oracle::{bits, compare, poisoned, read_run, GpuRun, POISON};
 use crate::Case;
 
 pub(crate) fn step_run<T: Element>(
@@ -37,6 +37,36 @@ pub(crate) fn step_run<T: Element>(
         .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward: {x:?}"))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
+}
+
+/// A compact plan with its per-tile maxima in dE's rows ([`MrefPlace::DeRows`]) given a dE 2 bytes
+/// off a 4-byte boundary: a clear error before any kernel (lse keeps its poison).
+fn misaligned_de_is_refused<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &StepPlan,
+) -> Result<(), String> {
+    let s = up.inputs.shape;
+    let es = std::mem::size_of::<T>();
+    let (lse, ptl, scalars, status) = (poisoned(4 * s.n)?, poisoned(4 * s.n)?, poisoned(16)?, poisoned(4)?);
+    let (de, dc, ws) = (poisoned(s.n * s.d * es + 4)?, poisoned(s.v * s.d * es)?, poisoned(plan.workspace_bytes)?);
+    let db = if up.bias.is_some() { Some(poisoned(s.v * es)?) } else { None };
+    let out = DeviceForwardOutputs {
+        lse: lse.ptr(),
+        per_token_loss: Some(ptl.ptr()),
+        scalars: scalars.ptr(),
+        status: status.ptr(),
+    };
+    let grads = DeviceGrads { de: Some(de.ptr() + 2), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
+    let r =
+        unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) };
+    be.context().synchronize().map_err(|x| format!("after the misaligned dE: {x:?}"))?;
+    let untouched = lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON);
+    match r {
+        Err(e) if e.to_string().contains("4-byte aligned") && untouched => Ok(()),
+        other => Err(format!("dE 2 bytes off: {:?}, lse untouched {untouched}", other.map_err(|e| e.to_string()))),
+    }
 }
 
 pub(crate) fn check_step<T: Element>(
@@ -83,6 +113,9 @@ pub(crate) fn check_step<T: Element>(
             }
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("three-product {name}, {chunks} chunks: {e}"))?;
             report.push_str(&format!("{}{name} {chunks} chunk(s): {m}", if report.is_empty() { "" } else { "; " }));
+        }
+        if one_chunk.m_ref == Some(MrefPlace::DeRows) {
+            misaligned_de_is_refused::<T>(be, up, c, &one_chunk)?;
         }
         chunked = Some(small);
     }
