@@ -143,7 +143,8 @@ pub enum MrefPlace {
     /// start of dE's row i, row pitch D/2 floats. They are dead once the chunk's G is formed, and
     /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
     /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
-    /// three-product pass within ~1 MB of torch.compile's logits, perf-notes v43). Planned where
+    /// three-product pass's extra memory within 1.3–2.5 MB of torch.compile's at the model shapes,
+    /// H200 2026-12-03, perf-notes v43). Planned where
     /// dE is wanted and a row of maxima fits a row of dE (4·⌈V/256⌉ ≤ 2·D: every model shape).
     DeRows,
 }
