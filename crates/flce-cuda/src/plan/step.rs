@@ -10,11 +10,11 @@
 //! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
 //! grad_output.
 //!
-//! Workspace (compact logits also keep each chunk's per-tile maxima in the chunk's rows of the
-//! caller's dE where it is wanted: [`MrefPlace`]): the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
+//! Workspace: the f32 dC accumulator (V·D·4 bytes: 2.1 GB at Llama 3; none when one chunk holds
 //! every token; its first rows, up to V/2 − 1 rounded down to a multiple of 128, live in the
 //! caller's dC buffer, so about half of it is workspace) plus, per chunk, f32 logits and G
-//! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes). The budget
+//! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes, and the per-tile maxima, which live in the
+//! chunk's rows of the caller's dE where it is wanted: [`MrefPlace`]). The budget
 //! sets the number of chunks, that of the largest token chunk that fits: fewer chunks mean fewer
 //! read-modify-writes of the accumulator; with compact logits the chunk itself is the one among
 //! as many chunks whose forward grid balances best ([`balanced_chunks`]).
@@ -144,8 +144,8 @@ pub enum MrefPlace {
     /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
     /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
     /// three-product pass's extra memory within 1.3–2.5 MB of torch.compile's at the model shapes,
-    /// H200 2026-12-03, perf-notes v43). Planned where
-    /// dE is wanted and a row of maxima fits a row of dE (4·⌈V/256⌉ ≤ 2·D: every model shape).
+    /// H200 2026-12-03, perf-notes v43). Planned where dE is wanted and a row of maxima fits a
+    /// row of dE (4·⌈V/256⌉ ≤ 2·D, D even: every model shape).
     DeRows,
 }
 
