@@ -115,8 +115,8 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
     ``linear_cross_entropy`` (e.g. ``label_smoothing``, ``z_loss``); ``workspace_budget`` is
     ``"peak"`` unless given: from a training loop's second step the loss takes the memory the
     step's own peak leaves it (the faster three-product pass where that holds a token chunk) and
-    never raises the peak; on the CPU, under torch.compile, and where the headroom is small, the
-    default plans ("min", or ``workspace_budget=None``). ``checkpoint``: checkpoint
+    never raises the peak (the CPU, torch.compile and a small headroom get the default plans;
+    ``workspace_budget="min"`` or ``None`` asks for those always). ``checkpoint``: checkpoint
     every decoder layer (flce.offload, replacing transformers' own checkpointing function);
     ``offload``: and keep each layer's input in pinned host memory until its backward (implies
     ``checkpoint``); ``mlp_tiles``: compute each layer's MLP in that many token tiles
@@ -142,8 +142,8 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
     if norm_tiles > 1:
         _tiled.wrap_mlps(_layer_norms(model), norm_tiles)
-    # (the training step with "peak" 0.900× / 0.957× Liger's at 8k / 16k tokens, "min" 1.073× /
-    # 0.967×, peaks equal: benchmarks/train_step.py, H200, 2026-12-03, perf-notes v42)
+    # (the training step with "peak" 0.892–0.904× / 0.963–0.973× Liger's at 8k / 16k tokens, with
+    # "min" 0.965× / 1.072×, peaks equal: benchmarks/train_step.py, H200, 2026-12-03, perf-notes v43)
     loss_options = dict(loss_options)
     loss_options.setdefault("workspace_budget", "peak")
     original = model.forward
