@@ -21,7 +21,6 @@ loops execute as often as a main loop and land in its share above, so
 import argparse
 import collections
 import csv
-import sys
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
 EXECUTED = "Instructions Executed"

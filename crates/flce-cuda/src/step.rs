@@ -52,12 +52,14 @@ impl CudaLoss {
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         // the compact forward's maxima in dE's rows: f32, so dE 4-byte aligned (torch's are)
-        if plan.m_ref == Some(MrefPlace::DeRows) && grads.de.is_some_and(|de| de % 4 != 0) {
-            return Err(flce_core::Error::InvalidOption {
-                name: "grads.de",
-                value: format!("{:#x}", grads.de.unwrap_or(0)),
-                reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
-            });
+        if let (Some(MrefPlace::DeRows), Some(de)) = (plan.m_ref, grads.de) {
+            if de % 4 != 0 {
+                return Err(flce_core::Error::InvalidOption {
+                    name: "grads.de",
+                    value: format!("{de:#x}"),
+                    reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
+                });
+            }
         }
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
@@ -138,7 +140,7 @@ impl CudaLoss {
                 ldg: plan.ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            if plan.m_ref.is_some() {
+            if compact {
                 let grad = CompactGradParams {
                     lp: call.lp,
                     chunk,
