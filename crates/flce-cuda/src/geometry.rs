@@ -142,10 +142,13 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// SM90_STAGED_FOLD); 2: the plain forward only — its forward 0.952–0.983× of 0 (perf-notes v39;
 /// the compact one staged was then 7–10% slower a launch at D 2048, its fold warps a warp a row
 /// too slow); with either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
-/// G's and the product kernel's `stages`. `gfold` 1: the backward's G kernel (flce_sm90_grad) the
-/// same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default module), the
-/// producer warpgroup's idle warps form G and TMA-store it (kernels/sm90/grad_staged.cuh; its
-/// ring then 3 stages, SM90_GRAD_STAGES); 0 (the default) in the consumers' registers.
+/// G's and the product kernel's `stages`. `gfold` 1 (the default since 2026-12-03, with G's grid
+/// within an L2 budget: fwd+bwd 0.969 / 0.978 / 0.981× of gfold 0 on the every-token-tile grid at
+/// Gemma 2 / Llama 3 / Qwen 2.5, H200, perf-notes v44): the backward's G kernel (flce_sm90_grad)
+/// the same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default
+/// module), the producer warpgroup's idle warps form G and TMA-store it
+/// (kernels/sm90/grad_staged.cuh; its ring then 3 stages, SM90_GRAD_STAGES); 0: in the
+/// consumers' registers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -159,7 +162,7 @@ pub struct Sm90Mainloop {
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 1, grad_fold: 0 }
+        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 1, grad_fold: 1 }
     }
 }
 
@@ -320,7 +323,7 @@ mod tests {
             l2_b,
             stages: SM90_STAGES,
             fold: 1,
-            grad_fold: 0,
+            grad_fold: 1,
         };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
@@ -353,7 +356,9 @@ mod tests {
         assert_eq!((get(&grad, "SM90_STAGES"), get(&grad, "SM90_GRAD_STAGES")), (Some(4), Some(3)));
         assert_eq!(get(&grad, "SM90_STAGED_GRAD"), Some(1));
         assert_eq!(Sm90Mainloop::parse("gfold=1").unwrap().grad_ring_saving(), 48 * 1024 + 16);
-        assert_eq!(get(&default, "SM90_GRAD_STAGES"), Some(4));
+        assert_eq!((get(&default, "SM90_GRAD_STAGES"), get(&default, "SM90_STAGED_GRAD")), (Some(3), Some(1)));
+        let in_registers = defines("gfold=0");
+        assert_eq!((get(&in_registers, "SM90_GRAD_STAGES"), get(&in_registers, "SM90_STAGED_GRAD")), (Some(4), Some(0)));
         assert!(Sm90Mainloop::parse("gfold=1,skew=4").is_err(), "the staged G's ring has 3 stages");
         assert!(Sm90Mainloop::parse("gfold=2").is_err());
         let unstaged = defines("fold=0");

@@ -52,6 +52,16 @@ pub fn sm90_grad_cluster_knob() -> usize {
     *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_G_CLUSTER", crate::plan::Sm90Tuning::default().grad_cluster))
 }
 
+/// The sm90 G kernel's L2 budget ([`crate::plan::Sm90Tuning::grad_l2_budget`]):
+/// `FLCE_SM90_G_L2_MB` (read once; a measurement knob: 0 gives every token tile its own block),
+/// the tuning's default unset.
+pub fn sm90_grad_l2_budget() -> usize {
+    static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        count_from_env("FLCE_SM90_G_L2_MB", "MB").map_or(crate::plan::Sm90Tuning::DEFAULT.grad_l2_budget, |mb| mb << 20)
+    })
+}
+
 /// A cluster-size knob's value: 1 or 2 where the variable says so, else `default`.
 fn cluster_from_env(name: &str, default: usize) -> usize {
     match std::env::var(name).as_deref().map(str::trim) {
@@ -73,6 +83,7 @@ pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
         compact_l2_budget: sm90_compact_l2_budget(),
         cluster: sm90_cluster_knob(),
         grad_cluster: sm90_grad_cluster_knob(),
+        grad_l2_budget: sm90_grad_l2_budget(),
         forward_band: sm90_forward_band_knob(),
         rest: sm90_rest_knob(),
     }

@@ -20,9 +20,9 @@
 //   through shared memory) goes to db_partial [row tiles, ldg].
 //   No atomics: bitwise reproducible.
 //
-// With FLCE_SM90_MAINLOOP gfold=1 (SM90_STAGED_GRAD) the default module stages every tile for the
-// producer warpgroup's idle warps instead (sm90/grad_staged.cuh; the ring then 3 stages,
-// SM90_GRAD_STAGES, in every module).
+// By default (SM90_STAGED_GRAD, FLCE_SM90_MAINLOOP gfold=1) the default module stages every tile
+// for the producer warpgroup's idle warps instead (sm90/grad_staged.cuh; the ring then 3 stages,
+// SM90_GRAD_STAGES, in every module); gfold=0 keeps the code below for every tile.
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU).
 #define SM90_RING_STAGES SM90_GRAD_STAGES  // 3 with G staged (its 64 KB), else SM90_STAGES

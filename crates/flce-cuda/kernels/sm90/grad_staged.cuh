@@ -1,6 +1,9 @@
-// flce sm90 family, backward: G with its epilogue off the MMA warpgroups (FLCE_SM90_MAINLOOP
-// gfold=1, SM90_STAGED_GRAD; the default module only — the option modules keep grad.cu's code;
-// not the default until measured: docs/perf-notes.md v40).
+// flce sm90 family, backward: G with its epilogue off the MMA warpgroups (SM90_STAGED_GRAD,
+// FLCE_SM90_MAINLOOP gfold=1, the default since 2026-12-03; the default module only — the option
+// modules keep grad.cu's code). On the every-token-tile grid it ran no faster than G in registers
+// (docs/perf-notes.md v40: the 3-stage ring starved — the consumers waited on TMA data 21% of
+// their samples against 6%); with the grid within an L2 budget (plan::grad_grid) fwd+bwd ran
+// 0.969–0.981× of both off (v44).
 //
 // grad.cu's consumers form ∂L/∂x = p_scale·exp(x − lse) − [j = t]·target of each 128 × 256 tile
 // from their f32 accumulators and store it through their shared-memory slices while the tensor

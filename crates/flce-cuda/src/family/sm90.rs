@@ -222,12 +222,13 @@ pub(crate) unsafe fn forward_compact(
     Ok(())
 }
 
-/// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles; the
-/// chunk's 256-column tiles shared out over as many blocks per token tile as keep the SMs busiest
-/// ([`grad_grid`]: every token tile its own block, no L2 budget). Within 32 MB (32 slots ×
-/// 4 splits at a Llama 3 chunk of 27 tiles) the G kernel read less (ncu, H200 2026-12-01: DRAM
-/// 35% → 23%, L2 hits 66% → 76%) but took no less time (654 → 664 µs; fwd+bwd −1.0 to +0.9 ms by
-/// shape, benchmarks/h200-2026-12-01-s8/l2-grid/): its time is the main loop's and the stores'.
+/// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles, on the
+/// grid of [`grad_grid`] within the tuning's L2 budget (persistent blocks over token tiles g,
+/// g + slots, … of their vocabulary split). With G formed in the consumers' registers that grid
+/// read less than one block per token tile (ncu, H200 2026-12-01: DRAM 35% → 23%, L2 hits 66% →
+/// 76%) but took no less time (perf-notes v13); with G staged for the producer warpgroup's idle
+/// warps (the default) it pays: fwd+bwd 0.969 / 0.978 / 0.981× at Gemma 2 / Llama 3 / Qwen 2.5
+/// (2026-12-03, benchmarks/h200-2026-12-03-s35/g-grid/, perf-notes v44).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
@@ -237,7 +238,9 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
     let cluster = call.be.sm90_tuning().grad_cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster);
+    let tuning = call.be.sm90_tuning();
+    let row_bytes = call.x.shape.d * call.x.dtype.size_in_bytes();
+    let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster, tuning.grad_l2_budget, row_bytes);
     let staged = crate::geometry::Sm90Mainloop::current().grad_staged();
     let params = Sm90GradParams {
         map_e,

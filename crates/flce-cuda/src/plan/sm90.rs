@@ -47,6 +47,10 @@ pub struct Sm90Tuning {
     pub cluster: usize,
     /// Blocks per cluster of the G kernel.
     pub grad_cluster: usize,
+    /// The L2 budget of the G kernel's grid ([`grad_grid`]), [`SM90_L2_BUDGET`] by default; 0,
+    /// every token tile its own block (the grid before 2026-12-03); a measurement knob,
+    /// `FLCE_SM90_G_L2_MB`.
+    pub grad_l2_budget: usize,
     /// Token tiles per launch of the sm90 forward: `None`, the measured rule
     /// (bands of [`super::SM90_LARGE_N_BAND`] past [`super::SM90_LARGE_N_TOKENS`] tokens, with an
     /// L2 budget); `Some(0)`, one launch over every token tile;
@@ -78,6 +82,7 @@ impl Sm90Tuning {
         compact_l2_budget: SM90_COMPACT_L2_BUDGET,
         cluster: 2,
         grad_cluster: 1,
+        grad_l2_budget: SM90_L2_BUDGET,
         forward_band: None,
         rest: true,
     };
@@ -309,15 +314,23 @@ pub fn sm90_grid_tuned(
 }
 
 /// The grid of one G launch (`family::sm90::grad_chunk`) over `token_tiles` × `vocab_tiles`:
-/// every token tile its own slot (no L2 budget), the split count of [`super::best_split`].
-pub fn grad_grid(token_tiles: usize, vocab_tiles: usize, sm_count: usize, cluster: usize) -> Sm90Grid {
-    sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, 0, 0, cluster, false)
+/// with `l2_budget` 0 every token tile its own slot, the split count of [`super::best_split`];
+/// else [`sm90_grid`] within that budget (rows of `row_bytes`), without a rest.
+pub fn grad_grid(
+    token_tiles: usize,
+    vocab_tiles: usize,
+    sm_count: usize,
+    cluster: usize,
+    l2_budget: usize,
+    row_bytes: usize,
+) -> Sm90Grid {
+    sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, row_bytes, l2_budget, cluster, false)
 }
 
 /// Tile steps of one G launch over `token_tiles` × `vocab_tiles` ([`grad_grid`], no cluster):
 /// the longest block's tiles times the waves of blocks.
 pub fn grad_launch_steps(token_tiles: usize, vocab_tiles: usize, sm_count: usize) -> usize {
-    let g = grad_grid(token_tiles, vocab_tiles, sm_count, 1);
+    let g = grad_grid(token_tiles, vocab_tiles, sm_count, 1, 0, 0);
     (g.slots * g.splits).div_ceil(sm_count.max(1)) * g.tiles_per_split
 }
 
@@ -326,6 +339,23 @@ mod tests {
     use super::*;
 
     const MB: usize = 1 << 20;
+
+    #[test]
+    fn g_grids_within_the_l2_budget_and_without() {
+        // Llama 3's first backward chunk (19,200 vocabulary rows in dC's scratch: 75 tiles) for
+        // 8k tokens: without a budget every token tile its own block, one tile each (4,800
+        // blocks, 37 waves); with a 32 MB budget one wave of persistent blocks, 3 token tiles ×
+        // 13 vocabulary tiles each — no grid within 3% of the best balance fits 32 MB, so the
+        // smallest footprint among them (36 MB, against 8192 × 64 × 128 = 64 MB of E alone)
+        let every = grad_grid(64, 75, 132, 1, 0, 8192);
+        assert_eq!((every.slots, every.splits, every.tiles_per_split), (64, 75, 1));
+        let within = grad_grid(64, 75, 132, 1, 32 * MB, 8192);
+        assert_eq!(within, Sm90Grid { slots: 22, splits: 6, tiles_per_split: 13, rest: None });
+        assert_eq!((within.blocks(), within.longest(64)), (132, 39));
+        assert!(within.footprint(8192) < 36 * MB);
+        // the planner's tile steps model the every-token-tile grid
+        assert_eq!(grad_launch_steps(64, 75, 132), 4800usize.div_ceil(132));
+    }
 
     #[test]
     fn model_shapes_keep_e_and_c_within_the_budget() {
