@@ -322,7 +322,7 @@ const CHUNK_LAUNCH_STEPS: usize = 1;
 /// [`CHUNK_LAUNCH_STEPS`] per launch. Modelled on the every-token-tile grid
 /// ([`super::grad_launch_steps`]); the launches run on the grid within the L2 budget since
 /// 2026-12-03, whose static blocks take 1.6–2.6% more steps over the model shapes' default chunks
-/// (perf-notes v44) — the same chunk wins under either model there.
+/// (perf-notes v44); a model of that grid here is not yet measured against this one.
 pub fn sm90_grad_steps(plan: &BackwardPlan, sm_count: usize) -> usize {
     let token_tiles = plan.token_chunk.div_ceil(SM90_TILE_M);
     let launch = |vc: usize| {
