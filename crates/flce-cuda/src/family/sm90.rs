@@ -235,10 +235,10 @@ pub(crate) unsafe fn forward_compact(
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
-    let cluster = call.be.sm90_tuning().grad_cluster_for(rows);
+    let tuning = call.be.sm90_tuning();
+    let cluster = tuning.grad_cluster_for(rows);
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
-    let tuning = call.be.sm90_tuning();
     let row_bytes = call.x.shape.d * call.x.dtype.size_in_bytes();
     let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster, tuning.grad_l2_budget, row_bytes);
     let staged = crate::geometry::Sm90Mainloop::current().grad_staged();

@@ -327,8 +327,9 @@ pub fn grad_grid(
     sm90_grid(token_tiles, vocab_tiles, sm_count, vocab_tiles, row_bytes, l2_budget, cluster, false)
 }
 
-/// Tile steps of one G launch over `token_tiles` × `vocab_tiles` ([`grad_grid`], no cluster):
-/// the longest block's tiles times the waves of blocks.
+/// Tile steps of one G launch over `token_tiles` × `vocab_tiles` on the every-token-tile grid
+/// ([`grad_grid`] without an L2 budget, no cluster): the longest block's tiles times the waves of
+/// blocks.
 pub fn grad_launch_steps(token_tiles: usize, vocab_tiles: usize, sm_count: usize) -> usize {
     let g = grad_grid(token_tiles, vocab_tiles, sm_count, 1, 0, 0);
     (g.slots * g.splits).div_ceil(sm_count.max(1)) * g.tiles_per_split
