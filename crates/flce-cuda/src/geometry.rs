@@ -358,7 +358,10 @@ mod tests {
         assert_eq!(Sm90Mainloop::parse("gfold=1").unwrap().grad_ring_saving(), 48 * 1024 + 16);
         assert_eq!((get(&default, "SM90_GRAD_STAGES"), get(&default, "SM90_STAGED_GRAD")), (Some(3), Some(1)));
         let in_registers = defines("gfold=0");
-        assert_eq!((get(&in_registers, "SM90_GRAD_STAGES"), get(&in_registers, "SM90_STAGED_GRAD")), (Some(4), Some(0)));
+        assert_eq!(
+            (get(&in_registers, "SM90_GRAD_STAGES"), get(&in_registers, "SM90_STAGED_GRAD")),
+            (Some(4), Some(0))
+        );
         assert!(Sm90Mainloop::parse("gfold=1,skew=4").is_err(), "the staged G's ring has 3 stages");
         assert!(Sm90Mainloop::parse("gfold=2").is_err());
         let unstaged = defines("fold=0");
