@@ -148,7 +148,9 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// the same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default
 /// module), the producer warpgroup's idle warps form G and TMA-store it
 /// (kernels/sm90/grad_staged.cuh; its ring then 3 stages, SM90_GRAD_STAGES); 0: in the
-/// consumers' registers.
+/// consumers' registers. `gorder` 1: G's tiles in a raster order, block b of a one-wave grid
+/// taking every gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; not yet measured, perf-notes
+/// v44); 0 (the default) the (slots, splits) grid of `plan::grad_grid`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -158,16 +160,26 @@ pub struct Sm90Mainloop {
     pub stages: usize,
     pub fold: usize,
     pub grad_fold: usize,
+    pub grad_order: usize,
 }
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop { skew: 0, inflight: 1, l2_a: 0, l2_b: 0, stages: SM90_STAGES, fold: 1, grad_fold: 1 }
+        Sm90Mainloop {
+            skew: 0,
+            inflight: 1,
+            l2_a: 0,
+            l2_b: 0,
+            stages: SM90_STAGES,
+            fold: 1,
+            grad_fold: 1,
+            grad_order: 0,
+        }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G` over the default (a part left out
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G,gorder=O` over the default (a part left out
     /// keeps its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
@@ -179,12 +191,13 @@ impl Sm90Mainloop {
                 "stages" if (3..=SM90_STAGES).contains(&value) => m.stages = value,
                 "fold" if value <= 2 => m.fold = value,
                 "gfold" if value <= 1 => m.grad_fold = value,
+                "gorder" if value <= 1 => m.grad_order = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES}, fold=0..=2 or gfold=0|1"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES}, fold=0..=2, gfold=0|1 or gorder=0|1"
                     ))
                 }
             }
@@ -230,6 +243,11 @@ impl Sm90Mainloop {
     /// Whether the backward's G kernel (flce_sm90_grad) forms G off its MMA warpgroups: gfold 1.
     pub fn grad_staged(&self) -> bool {
         self.grad_fold == 1
+    }
+
+    /// Whether G's tiles run in a raster order over a one-wave grid: gorder 1.
+    pub fn grad_ordered(&self) -> bool {
+        self.grad_order == 1
     }
 
     /// G's ring: 3 stages where it stages its tiles, else `stages`.
@@ -296,6 +314,7 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("SM90_STAGED_FOLD", mainloop.fold),
         ("SM90_GRAD_STAGES", mainloop.grad_stages()),
         ("SM90_STAGED_GRAD", mainloop.grad_fold),
+        ("SM90_GRAD_ORDER", mainloop.grad_order),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
@@ -324,6 +343,7 @@ mod tests {
             stages: SM90_STAGES,
             fold: 1,
             grad_fold: 1,
+            grad_order: 0,
         };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
@@ -364,6 +384,11 @@ mod tests {
         );
         assert!(Sm90Mainloop::parse("gfold=1,skew=4").is_err(), "the staged G's ring has 3 stages");
         assert!(Sm90Mainloop::parse("gfold=2").is_err());
+        let ordered = Sm90Mainloop::parse("gorder=1").unwrap();
+        assert!(ordered.grad_ordered() && ordered.grad_staged() && !Sm90Mainloop::default().grad_ordered());
+        assert_eq!(get(&defines("gorder=1"), "SM90_GRAD_ORDER"), Some(1));
+        assert_eq!(get(&default, "SM90_GRAD_ORDER"), Some(0));
+        assert!(Sm90Mainloop::parse("gorder=2").is_err());
         let unstaged = defines("fold=0");
         assert_eq!((get(&unstaged, "SM90_STAGES"), get(&unstaged, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");

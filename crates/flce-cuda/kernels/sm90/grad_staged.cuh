@@ -68,7 +68,7 @@ struct Sm90GradHelpers {
   const GradChunk& ch;
   const TensorMap* map_g;
   Sm90GradStaging gs;
-  Sm90TokenTiles tt;
+  Sm90GradTiles tt;  // grad.cu: Sm90TokenTiles, or Sm90GradOrder (SM90_GRAD_ORDER)
   int col_first, tiles;
 
   __device__ __forceinline__ void operator()(int w) const {
@@ -79,7 +79,7 @@ struct Sm90GradHelpers {
     for (int x = tt.first; x < tt.end; x += tt.stride) {
       const int row0 = tt.row0(x);
       for (int tile = 0; tile < tiles; ++tile) {
-        const int col0 = col_first + tile * SM90_TILE_N;
+        const int col0 = tt.col0(x, col_first) + tile * SM90_TILE_N;
         mbar_wait(gs.staged, k & 1);
         for (int r = w; r < SM90_TILE_M; r += 3) grad_row(r, lane);
         fence_async_smem();  // G written over u, for the TMA stores

@@ -106,6 +106,19 @@ __device__ __forceinline__ void sm90_end_sync() {
   if (cluster_size() > 1) cluster_sync();
 }
 
+// Tile t of a raster order over row_tiles × col_units tiles: group_rows row tiles (fewer in the
+// last group), then the next column — so that the tiles blocks run together, neighbours in the
+// order, share their rows' and columns' operand reads through L2 (plan::sm90_product_order).
+// Returns (row tile, column unit). The product kernel's order (product.cu) and G's (grad.cu,
+// SM90_GRAD_ORDER).
+__device__ __forceinline__ int2 sm90_raster_tile(int t, int row_tiles, int col_units, int group_rows) {
+  const int per_group = group_rows * col_units;
+  const int group = t / per_group, within = t - group * per_group;
+  const int first_row = group * group_rows;
+  const int rows_in_group = min(row_tiles - first_row, group_rows);
+  return make_int2(first_row + within % rows_in_group, within / rows_in_group);
+}
+
 // The block's token tiles: first, first + stride, … below end (grid x is the slots of the
 // schedule; end is the token tiles rounded up to the cluster, so the two blocks of a cluster run
 // the same number). Token tile x starts at row base + 128·x.
@@ -117,6 +130,8 @@ struct Sm90TokenTiles {
   int first, stride, end, base;
   __device__ __forceinline__ int row0(int x) const { return base + x * SM90_TILE_M; }
   __device__ __forceinline__ int col0(int, int col_first) const { return col_first; }
+  // what the epilogue's begin_rows / end_rows take for step x: the token tile
+  __device__ __forceinline__ int epilogue_rows(int x) const { return x; }
 };
 
 // The grid's own: block x of gridDim.x slots, over `rows` rows from `base`.
@@ -305,8 +320,10 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
   }
 }
 
-// A consumer of a block: for each of its token tiles, epi.begin_rows(x), the run of vocabulary
-// tiles, epi.end_rows(x) (the epilogue's per-token-tile state: row statistics, coefficients).
+// A consumer of a block: for each of its steps (token tiles), epi.begin_rows(tt.epilogue_rows(x)),
+// the run of vocabulary tiles, epi.end_rows(…) (the epilogue's per-token-tile state: row
+// statistics, coefficients; a schedule whose steps are single tiles says which token tile, or
+// passes the step on: Sm90ProductTiles).
 template <int TA = 0, int TB = 0, int BN = SM90_TILE_N, class Tiles, class Epilogue>
 __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, const Tiles& tt, int col_first,
                                              int tiles, int kt_count, Epilogue& epi) {
@@ -321,9 +338,9 @@ __device__ __forceinline__ void sm90_consume(const Sm90Pipe& pp, int consumer, c
     // rematerialise, so the epilogue's per-token-tile loads do not spill 128 live accumulators
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.0f;
-    epi.begin_rows(x);
+    epi.begin_rows(tt.epilogue_rows(x));
     sm90_consume_run<TA, TB, BN>(pp, consumer, tt.col0(x, col_first), tiles, kt_count, epi, acc, ring, issued);
-    epi.end_rows(x);
+    epi.end_rows(tt.epilogue_rows(x));
   }
 #if SM90_CONSUMER_SKEW > 0
   // a block without tiles: consumer 1 still waits for the signal

@@ -44,14 +44,13 @@ struct Sm90ProductTiles {
   int pairs, rank;  // blocks per cluster (1 or 2), this block's rank
 
   __device__ __forceinline__ int2 tile(int t) const {
-    const int per_group = group_rows * col_units;
-    const int group = t / per_group, within = t - group * per_group;
-    const int first_row = group * group_rows;
-    const int rows_in_group = min(row_tiles - first_row, group_rows);
-    return make_int2(first_row + within % rows_in_group, (within / rows_in_group) * pairs + rank);
+    const int2 rc = sm90_raster_tile(t, row_tiles, col_units, group_rows);
+    return make_int2(rc.x, rc.y * pairs + rank);
   }
   __device__ __forceinline__ int row0(int t) const { return tile(t).x * SM90_TILE_M; }
   __device__ __forceinline__ int col0(int t, int) const { return tile(t).y * BN; }
+  // (the epilogue's begin_rows takes the step itself: Sm90ProductEpilogue::begin_rows)
+  __device__ __forceinline__ int epilogue_rows(int t) const { return t; }
 };
 
 // Output row `row`'s first element: the segment that holds it (Sm90ProductParams: dE's f32

@@ -236,12 +236,27 @@ pub(crate) unsafe fn forward_compact(
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
     let tuning = call.be.sm90_tuning();
-    let cluster = tuning.grad_cluster_for(rows);
+    let mainloop = crate::geometry::Sm90Mainloop::current();
+    // the raster order (gorder=1) in the staged default module only — plain calls — and unpaired:
+    // its steps are single tiles (kernels/sm90/grad.cu SM90_GRAD_ORDERED)
+    let ordered =
+        mainloop.grad_ordered() && mainloop.grad_staged() && crate::runtime::logit_opts_of(&call.lp).is_none();
+    let cluster = if ordered { 1 } else { tuning.grad_cluster_for(rows) };
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let row_bytes = call.x.shape.d * call.x.dtype.size_in_bytes();
-    let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster, tuning.grad_l2_budget, row_bytes);
-    let staged = crate::geometry::Sm90Mainloop::current().grad_staged();
+    let (slots, tiles_per_cta, group_rows) = if ordered {
+        // E's rows of the chunk's tokens and C's of its vocabulary rows, as the product's A and B
+        let tokens = (chunk.n_end - chunk.n0) as usize;
+        let vocab = (chunk.v_end - chunk.v0) as usize;
+        let (e_bytes, c_bytes) = ((tokens * row_bytes) as f64, (vocab * row_bytes) as f64);
+        let order = sm90_product_order(rows, tiles, e_bytes, c_bytes, call.be.sm_count(), true);
+        (order.blocks, tiles, order.group_rows)
+    } else {
+        let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster, tuning.grad_l2_budget, row_bytes);
+        (grid.slots, grid.tiles_per_split, 0)
+    };
+    let staged = mainloop.grad_staged();
     let params = Sm90GradParams {
         map_e,
         map_c,
@@ -255,8 +270,9 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: Gr
         lp: call.lp,
         chunk,
         cluster: cluster as i32,
-        slots: grid.slots as i32,
-        tiles_per_cta: grid.tiles_per_split as i32,
+        slots: slots as i32,
+        tiles_per_cta: tiles_per_cta as i32,
+        group_rows: group_rows as i32,
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())

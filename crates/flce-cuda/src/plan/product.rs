@@ -75,6 +75,17 @@ mod tests {
     use super::*;
 
     #[test]
+    fn g_tiles_in_raster_groups_of_the_least_traffic() {
+        // the G kernel's order (FLCE_SM90_MAINLOOP gorder=1, family/sm90.rs grad_chunk): Llama 3's
+        // first backward chunk, 64 token tiles of E (64 MB) × 75 vocabulary tiles of C (19,200
+        // rows, 150 MB) on 132 SMs — groups of 16 token tiles: the 132 tiles that run together
+        // read 16 token tiles' E and ~8 vocabulary tiles' C; one block per SM, each every 132nd
+        // tile (4,800 tiles: 36 or 37 each, where the (slots, splits) grid's longest runs 39)
+        let o = sm90_product_order(64, 75, 64.0 * 1048576.0, 150.0 * 1048576.0, 132, true);
+        assert_eq!(o, Sm90ProductOrder { group_rows: 16, blocks: 132 });
+    }
+
+    #[test]
     fn product_tiles_narrow_only_where_the_waves_fill_better() {
         // Gemma 2 (D 2304), dE over 8192 tokens: 5 waves of 256 against 6 of 192 (1280 vs 1152)
         assert_eq!(sm90_product_tile_n(64, 2304, 132, 1), 192);

@@ -23,7 +23,7 @@ pub(crate) trait KernelArgs: Copy {
 
 /// The logit options of a call as FLCE_LOGIT_OPTS's bits (1 bias, 2 softcap, 4 smoothing), None
 /// without any (the default modules).
-fn logit_opts_of(lp: &LogitParams) -> Option<u8> {
+pub(crate) fn logit_opts_of(lp: &LogitParams) -> Option<u8> {
     let m = (lp.bias != 0) as u8 | ((lp.k.softcap > 0.0) as u8) << 1 | ((lp.k.label_smoothing > 0.0) as u8) << 2;
     (m != 0).then_some(m)
 }
@@ -199,6 +199,9 @@ impl KernelArgs for Sm90GradParams {
         logit_opts_of(&self.lp)
     }
     fn grid(&self) -> (u32, u32, u32) {
+        if self.group_rows > 0 {
+            return (self.slots.max(1) as u32, 1, 1); // one wave over the raster order (SM90_GRAD_ORDER)
+        }
         let c = &self.chunk;
         let tiles = blocks((c.v_end - c.v0) as usize, SM90_TILE_N) as usize;
         (round_up(self.slots.max(1) as u32, self.cluster()), blocks(tiles, self.tiles_per_cta.max(1) as usize), 1)

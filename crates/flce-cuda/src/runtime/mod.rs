@@ -22,7 +22,7 @@ use crate::geometry::{
 };
 
 mod grids;
-pub(crate) use grids::KernelArgs;
+pub(crate) use grids::{logit_opts_of, KernelArgs};
 
 /// Every kernel flce launches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
