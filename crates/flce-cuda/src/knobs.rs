@@ -11,7 +11,7 @@
 /// setting, as `FLCE_SM90_MAINLOOP`.
 pub fn sm90_l2_budget() -> usize {
     static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| count_from_env("FLCE_SM90_L2_MB", "MB").map_or(crate::plan::SM90_L2_BUDGET, |mb| mb << 20))
+    *BUDGET.get_or_init(|| mb_from_env("FLCE_SM90_L2_MB", crate::plan::SM90_L2_BUDGET))
 }
 
 /// The L2 budget of the three-product pass's compact forward grid
@@ -21,9 +21,14 @@ pub fn sm90_l2_budget() -> usize {
 pub fn sm90_compact_l2_budget() -> usize {
     static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *BUDGET.get_or_init(|| {
-        count_from_env("FLCE_SM90_COMPACT_L2_MB", "MB")
-            .map_or_else(|| crate::plan::SM90_COMPACT_L2_BUDGET.min(sm90_l2_budget()), |mb| mb << 20)
+        mb_from_env("FLCE_SM90_COMPACT_L2_MB", crate::plan::SM90_COMPACT_L2_BUDGET.min(sm90_l2_budget()))
     })
+}
+
+/// A byte-count knob given in MB: the variable `name` times 2^20, or `default` where it is unset
+/// or not a number.
+fn mb_from_env(name: &str, default: usize) -> usize {
+    count_from_env(name, "MB").map_or(default, |mb| mb << 20)
 }
 
 /// A count knob's value: the variable `name` as a number of `unit`s, or None where it is unset or
@@ -57,9 +62,7 @@ pub fn sm90_grad_cluster_knob() -> usize {
 /// the tuning's default unset.
 pub fn sm90_grad_l2_budget() -> usize {
     static BUDGET: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        count_from_env("FLCE_SM90_G_L2_MB", "MB").map_or(crate::plan::Sm90Tuning::DEFAULT.grad_l2_budget, |mb| mb << 20)
-    })
+    *BUDGET.get_or_init(|| mb_from_env("FLCE_SM90_G_L2_MB", crate::plan::Sm90Tuning::DEFAULT.grad_l2_budget))
 }
 
 /// A cluster-size knob's value: 1 or 2 where the variable says so, else `default`.

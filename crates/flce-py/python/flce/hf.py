@@ -144,8 +144,7 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         _tiled.wrap_mlps(_layer_norms(model), norm_tiles)
     # (the training step with "peak" 0.892–0.904× / 0.963–0.973× Liger's at 8k / 16k tokens, with
     # "min" 0.965× / 1.072×, peaks equal: benchmarks/train_step.py, H200, 2026-12-03, perf-notes v43)
-    loss_options = dict(loss_options)
-    loss_options.setdefault("workspace_budget", "peak")
+    loss_options.setdefault("workspace_budget", "peak")  # (**loss_options is the call's own dict)
     original = model.forward
     out_cls = _output_class(model)
     fields = set(getattr(out_cls, "__dataclass_fields__", {}))
