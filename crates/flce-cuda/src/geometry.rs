@@ -148,9 +148,11 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// the same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default
 /// module), the producer warpgroup's idle warps form G and TMA-store it
 /// (kernels/sm90/grad_staged.cuh; its ring then 3 stages, SM90_GRAD_STAGES); 0: in the
-/// consumers' registers. `gorder` 1: G's tiles in a raster order, block b of a one-wave grid
-/// taking every gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; not yet measured, perf-notes
-/// v44); 0 (the default) the (slots, splits) grid of `plan::grad_grid`.
+/// consumers' registers. `gorder` 1 (the default since 2026-12-03, plain calls of the
+/// vocabulary-outer plans): G's tiles in a raster order, block b of a one-wave grid taking every
+/// gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; fwd+bwd 0.979× of gorder 0 at Llama 3 with
+/// 32k tokens, 1.000–1.006× at the model shapes, H200, perf-notes v45); 0 the (slots, splits)
+/// grid of `plan::grad_grid`, which the token-outer plan (no dC) keeps either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
     pub skew: usize,
@@ -173,7 +175,7 @@ impl Default for Sm90Mainloop {
             stages: SM90_STAGES,
             fold: 1,
             grad_fold: 1,
-            grad_order: 0,
+            grad_order: 1,
         }
     }
 }
@@ -343,7 +345,7 @@ mod tests {
             stages: SM90_STAGES,
             fold: 1,
             grad_fold: 1,
-            grad_order: 0,
+            grad_order: 1,
         };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
@@ -385,9 +387,11 @@ mod tests {
         assert!(Sm90Mainloop::parse("gfold=1,skew=4").is_err(), "the staged G's ring has 3 stages");
         assert!(Sm90Mainloop::parse("gfold=2").is_err());
         let ordered = Sm90Mainloop::parse("gorder=1").unwrap();
-        assert!(ordered.grad_ordered() && ordered.grad_staged() && !Sm90Mainloop::default().grad_ordered());
+        assert!(ordered.grad_ordered() && ordered.grad_staged() && Sm90Mainloop::default().grad_ordered());
+        assert!(!Sm90Mainloop::parse("gorder=0").unwrap().grad_ordered());
         assert_eq!(get(&defines("gorder=1"), "SM90_GRAD_ORDER"), Some(1));
-        assert_eq!(get(&default, "SM90_GRAD_ORDER"), Some(0));
+        assert_eq!(get(&default, "SM90_GRAD_ORDER"), Some(1));
+        assert_eq!(get(&defines("gorder=0"), "SM90_GRAD_ORDER"), Some(0));
         assert!(Sm90Mainloop::parse("gorder=2").is_err());
         let unstaged = defines("fold=0");
         assert_eq!((get(&unstaged, "SM90_STAGES"), get(&unstaged, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));

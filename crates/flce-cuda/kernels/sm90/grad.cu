@@ -45,29 +45,33 @@
 
 // The tiles' schedule. By default block (g, y) of the (slots, splits) grid runs the token tiles
 // g, g + slots, … of the chunk, each over its run of vocabulary tiles (Sm90TokenTiles; the grid
-// within an L2 budget, plan::grad_grid). With SM90_GRAD_ORDER (FLCE_SM90_MAINLOOP gorder=1; a
-// measurement variant, not the default until measured: docs/perf-notes.md v44) a step is one
-// tile of a raster order over the chunk's token tiles × vocabulary tiles (group_rows token tiles,
-// then the next vocabulary tile: plan::sm90_product_order, as the product kernel's) and block b
-// of a one-wave grid takes steps b, b + gridDim.x, …: balanced to one tile, where the static
-// grid's longest block can run several more than the average (Llama 3's first chunk: 39 against
-// 36.4), with the operands of the tiles that run together shared through L2 all the same. The
-// staged default module only (family/sm90.rs grad_chunk orders plain calls only): in the option
-// modules, which form G in the consumers' registers, the order's state spilled 100–170 bytes more.
+// within an L2 budget, plan::grad_grid). With SM90_GRAD_ORDER (FLCE_SM90_MAINLOOP gorder=1, the
+// default since 2026-12-03: docs/perf-notes.md v45) and group_rows > 0, a step is one tile of a
+// raster order over the chunk's token tiles × vocabulary tiles (group_rows token tiles, then the
+// next vocabulary tile: plan::sm90_product_order, as the product kernel's) and block b of a
+// one-wave grid takes steps b, b + gridDim.x, …: balanced to one tile, where the static grid's
+// longest block can run several more than the average (Llama 3's first chunk: 39 against 36.4),
+// with the operands of the tiles that run together shared through L2 all the same. group_rows 0
+// in that module is the (slots, splits) grid's schedule at run time: the token-outer plan (no dC)
+// keeps it (the order measured 3% slower there: family/sm90.rs grad_chunk). The staged default
+// module only (grad_chunk orders plain calls only): in the option modules, which form G in the
+// consumers' registers, the order's state spilled 100–170 bytes more.
 #ifndef SM90_GRAD_ORDER
 #define SM90_GRAD_ORDER 0
 #endif
 #define SM90_GRAD_ORDERED (SM90_GRAD_ORDER && SM90_GRAD_STAGING)
 #if SM90_GRAD_ORDERED
 struct Sm90GradOrder {
-  int first, stride, end;  // steps: first, first + stride, … below end (= token tiles × vocabulary tiles)
+  // steps: first, first + stride, … below end (token tiles × vocabulary tiles; group_rows 0: the
+  // block's token tiles, as Sm90TokenTiles, each over its run of vocabulary tiles)
+  int first, stride, end;
   int row_tiles, col_tiles, group_rows, n0, v0;
   __device__ __forceinline__ int token_tile(int t) const {
-    return sm90_raster_tile(t, row_tiles, col_tiles, group_rows).x;
+    return group_rows > 0 ? sm90_raster_tile(t, row_tiles, col_tiles, group_rows).x : t;
   }
   __device__ __forceinline__ int row0(int t) const { return n0 + token_tile(t) * SM90_TILE_M; }
-  __device__ __forceinline__ int col0(int t, int) const {
-    return v0 + sm90_raster_tile(t, row_tiles, col_tiles, group_rows).y * SM90_TILE_N;
+  __device__ __forceinline__ int col0(int t, int col_first) const {
+    return group_rows > 0 ? v0 + sm90_raster_tile(t, row_tiles, col_tiles, group_rows).y * SM90_TILE_N : col_first;
   }
   // (the epilogue's begin_rows takes the step's token tile)
   __device__ __forceinline__ int epilogue_rows(int t) const { return token_tile(t); }
@@ -309,11 +313,15 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   const int tile_count = (ch.v_end - ch.v0 + SM90_TILE_N - 1) / SM90_TILE_N;
   const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
 #if SM90_GRAD_ORDERED
-  // a one-wave grid (gridDim.y 1) over the raster order: a run of one tile a step
+  // group_rows > 0: a one-wave grid (gridDim.y 1) over the raster order, a run of one tile a step;
+  // 0: the (slots, splits) grid (unpaired: the module's launches are, grad_chunk)
   const int row_tiles = (ch.n_end - ch.n0 + SM90_TILE_M - 1) / SM90_TILE_M;
-  const Sm90GradOrder tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * tile_count, row_tiles,
-                         tile_count, max(1, gp.group_rows), ch.n0, ch.v0};
-  const int tiles = 1, col_first = ch.v0;
+  const bool raster = gp.group_rows > 0;
+  const int tile_begin = raster ? 0 : blockIdx.y * gp.tiles_per_cta;
+  const int tiles = raster ? 1 : max(0, min(tile_begin + gp.tiles_per_cta, tile_count) - tile_begin);
+  const int col_first = ch.v0 + tile_begin * SM90_TILE_N;
+  const int steps = raster ? row_tiles * tile_count : row_tiles;
+  const Sm90GradOrder tt{(int)blockIdx.x, (int)gridDim.x, steps, row_tiles, tile_count, gp.group_rows, ch.n0, ch.v0};
 #else
   const Sm90TokenTiles tt = sm90_token_tiles(ch.n0, ch.n_end - ch.n0);
   const int tile_begin = blockIdx.y * gp.tiles_per_cta;

@@ -228,20 +228,26 @@ pub(crate) unsafe fn forward_compact(
 /// read less than one block per token tile (ncu, H200 2026-12-01: DRAM 35% → 23%, L2 hits 66% →
 /// 76%) but took no less time (perf-notes v13); with G staged for the producer warpgroup's idle
 /// warps (the default) it pays: fwd+bwd 0.969 / 0.978 / 0.981× at Gemma 2 / Llama 3 / Qwen 2.5
-/// (2026-12-03, benchmarks/h200-2026-12-03-s35/g-grid/, perf-notes v44).
+/// (2026-12-03, benchmarks/h200-2026-12-03-s35/g-grid/, perf-notes v44). Plain calls of the
+/// vocabulary-outer plans run the staged G's tiles instead in the raster order of
+/// [`sm90_product_order`] over a one-wave grid (every block within one tile of the others; 0.979×
+/// at 32k tokens, even at the model shapes: benchmarks/h200-2026-12-03-s36/g-order/).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
-pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
+pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
     let tuning = call.be.sm90_tuning();
     let mainloop = crate::geometry::Sm90Mainloop::current();
     // the raster order (gorder=1) in the staged default module only — plain calls — and unpaired:
-    // its steps are single tiles (kernels/sm90/grad.cu SM90_GRAD_ORDERED)
-    let ordered =
+    // its steps are single tiles (kernels/sm90/grad.cu SM90_GRAD_ORDERED); in the vocabulary-outer
+    // plans only: without dC (the token-outer plan) it measured 3% slower than the grid
+    // (benchmarks/h200-2026-12-03-s36/g-order/), which that module then runs (group_rows 0), unpaired
+    let ordered_module =
         mainloop.grad_ordered() && mainloop.grad_staged() && crate::runtime::logit_opts_of(&call.lp).is_none();
-    let cluster = if ordered { 1 } else { tuning.grad_cluster_for(rows) };
+    let ordered = ordered_module && !plan.token_outer;
+    let cluster = if ordered_module { 1 } else { tuning.grad_cluster_for(rows) };
     let (map_e, map_c) = maps(call, cluster)?;
     let tiles = ((chunk.v_end - chunk.v0) as usize).div_ceil(SM90_TILE_N);
     let row_bytes = call.x.shape.d * call.x.dtype.size_in_bytes();
