@@ -150,8 +150,8 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 /// (kernels/sm90/grad_staged.cuh; its ring then 3 stages, SM90_GRAD_STAGES); 0: in the
 /// consumers' registers. `gorder` 1 (the default since 2026-12-03, plain calls of the
 /// vocabulary-outer plans): G's tiles in a raster order, block b of a one-wave grid taking every
-/// gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; fwd+bwd 0.979× of gorder 0 at Llama 3 with
-/// 32k tokens, 1.000–1.006× at the model shapes, H200, perf-notes v45); 0 the (slots, splits)
+/// gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; fwd+bwd 0.979–0.982× of gorder 0 at Llama 3
+/// with 32k tokens, 0.998–1.006× at the model shapes, H200, perf-notes v45); 0 the (slots, splits)
 /// grid of `plan::grad_grid`, which the token-outer plan (no dC) keeps either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {

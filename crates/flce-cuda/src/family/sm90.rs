@@ -230,7 +230,7 @@ pub(crate) unsafe fn forward_compact(
 /// warps (the default) it pays: fwd+bwd 0.969 / 0.978 / 0.981× at Gemma 2 / Llama 3 / Qwen 2.5
 /// (2026-12-03, benchmarks/h200-2026-12-03-s35/g-grid/, perf-notes v44). Plain calls of the
 /// vocabulary-outer plans run the staged G's tiles instead in the raster order of
-/// [`sm90_product_order`] over a one-wave grid (every block within one tile of the others; 0.979×
+/// [`sm90_product_order`] over a one-wave grid (every block within one tile of the others; 0.98×
 /// at 32k tokens, even at the model shapes: benchmarks/h200-2026-12-03-s36/g-order/).
 ///
 /// # Safety
