@@ -25,7 +25,8 @@ pub(crate) fn run_frozen<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
     let up = be.upload(&host, &c.opts).map_err(s)?;
     let wanted = Wanted { de: true, dc: false, dbias: c.bias };
     let (mut errors, mut chunks) = (String::new(), vec![]);
-    for mode in [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80] {
+    let modes = [BackwardMode::CublasLogits, BackwardMode::FusedTiles, BackwardMode::FusedSm80];
+    for mode in modes.into_iter().filter(|&m| crate::mode_selected(m)) {
         for budget in [None, Some(SMALL_BUDGET)] {
             let config = BackwardConfig { budget, mode };
             let plan = be.backward_plan(c.shape, T::DTYPE, wanted, config).map_err(s)?;

@@ -5,6 +5,11 @@
 //!     cargo test -p flce-cuda --test gpu                 # all cases (skipped without a GPU)
 //!     target/.../gpu --small                             # small cases only (compute-sanitizer)
 //!     target/.../gpu softcap                             # cases whose name contains "softcap"
+//!     FLCE_GPU_TEST_MODES=FusedTiles target/.../gpu --small frozen
+//!                                  # the oracle and frozen-classifier cases on these backward
+//!                                  # families only (CublasLogits, FusedTiles, FusedSm80; comma-
+//!                                  # separated): a sanitizer run on flce's own kernels, without
+//!                                  # cuBLAS's (whose racecheck reports are its own)
 //!
 //! A custom harness, so that a machine without a GPU reports every case as skipped instead of
 //! passing it; the last line is "gpu: N passed, N failed, N skipped".
@@ -44,6 +49,29 @@ use phases::run_phases;
 use pointers::run_bad_pointers;
 use sampled::{run_context_restored, run_sampled};
 use threads::{run_device_one, run_two_threads};
+
+/// Whether the oracle and frozen-classifier cases run backward family `mode`: every family
+/// unless `FLCE_GPU_TEST_MODES` names some (their `Debug` names, comma-separated). An unknown
+/// name stops the run with the list of known ones.
+pub(crate) fn mode_selected(mode: flce_cuda::BackwardMode) -> bool {
+    use flce_cuda::BackwardMode::{CublasLogits, FusedSm80, FusedTiles};
+    let Ok(list) = std::env::var("FLCE_GPU_TEST_MODES") else {
+        return true;
+    };
+    let known = [CublasLogits, FusedTiles, FusedSm80];
+    let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    if names.is_empty() {
+        eprintln!("FLCE_GPU_TEST_MODES is set but names no backward family (known: {known:?})");
+        std::process::exit(2);
+    }
+    for name in &names {
+        if !known.iter().any(|m| format!("{m:?}") == *name) {
+            eprintln!("FLCE_GPU_TEST_MODES: unknown backward family {name:?} (known: {known:?})");
+            std::process::exit(2);
+        }
+    }
+    names.contains(&format!("{mode:?}").as_str())
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -199,7 +199,7 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
         // and the portable one, kept correct where a faster one exists
         (ForwardConfig { budget: None, mode: ForwardMode::FusedSm80 }, BackwardMode::FusedSm80),
     ];
-    for (fconfig, mode) in families {
+    for (fconfig, mode) in families.into_iter().filter(|&(_, mode)| crate::mode_selected(mode)) {
         let config = BackwardConfig { budget: c.budget, mode };
         let a = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
         let b = gpu_run::<T>(be, &up, &c.opts, &go, fconfig, config)?;
