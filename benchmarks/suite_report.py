@@ -98,7 +98,9 @@ def rows_from_log(path):
         if f[:4] == ["shape", "data", "dt", "method"]:
             in_table = True
             continue
-        if not in_table or len(f) < 5 or f[0] == "wrote":
+        if in_table and f[:1] == ["wrote"]:
+            break  # (the targets' table follows)
+        if not in_table or len(f) < 5:
             continue
         row = dict(shape=f[0], data=f[1], dtype=f[2], method=f[3])
         if f[4] == "ERROR":
@@ -106,6 +108,9 @@ def rows_from_log(path):
         else:
             row.update(zip(names, map(float, f[4:12])))
             row["fb_extra_mb"] = row["fb_mem_mb"] - inputs_mb(*shape_of(row["shape"]), row["dtype"])
+            if row["method"] == "cublas":
+                # measure_cublas's row: bwd_ms is floor3, fb_ms floor4 (suite.floors reads these)
+                row["floor3_ms"], row["floor4_ms"] = row["bwd_ms"], row["fb_ms"]
         rows.append(row)
     return rows
 
@@ -189,4 +194,42 @@ def markdown(rows):
                              ("unsupported" if bad else "—"))
             out.append(f"| {m} | " + " | ".join(cells) + " |")
         out.append("")
+    out.append(issue_targets(rows))
+    return "\n".join(out)
+
+
+PEERS = ["compile", "liger", "liger_sm90", "cce"]
+
+
+def issue_targets(rows):
+    """Issues 10 and 11's targets against one run (bf16, peaky; every model shape and sweep point
+    with a cuBLAS row): flce by default ÷ floor4 (target ≤ 1.0) and ÷ Liger's Hopper kernel
+    (≤ 0.95); flce "fast" ÷ floor3 (≤ 1.0 at the model shapes) and ÷ the fastest peer that ran
+    (≤ 0.95), its extra memory against torch.compile's (≤), and the worse of its dE / dC errors
+    (≤ 2.6e-3). A ✓ marks a target met."""
+    ok = [r for r in rows if "error" not in r and r["data"] == "peaky" and r["dtype"] == "bf16"]
+
+    def get(shape, method):
+        return next((r for r in ok if r["shape"] == shape and r["method"] == method), None)
+
+    def mark(x, limit, fmt=".3f"):
+        return "—" if x is None or math.isnan(x) else f"{x:{fmt}}{' ✓' if x <= limit else ''}"
+
+    shapes = [s for s in dict.fromkeys(r["shape"] for r in ok) if get(s, "cublas")]
+    out = ["#### Issues 10 / 11: targets in this run (bf16, peaky; ✓ met)", "",
+           "| shape | flce ÷ floor4 (≤ 1.0) | flce ÷ Liger Hopper (≤ 0.95) | fast ÷ floor3 (≤ 1.0) "
+           "| fast ÷ fastest peer (≤ 0.95) | fast extra MB − torch.compile's (≤ 0) | fast dE / dC err (≤ 2.6e-3) |",
+           "|---|---|---|---|---|---|---|"]
+    for shape in shapes:
+        f4, f3 = floors(get(shape, "cublas"))
+        flce, fast, sm90, comp = (get(shape, m) for m in ["flce", "flce_fast", "liger_sm90", "compile"])
+        peers = [r for r in (get(shape, m) for m in PEERS) if r]
+        best = min(peers, key=lambda r: r["fb_ms"]) if peers else None
+        cells = [mark(flce and flce["fb_ms"] / f4, 1.0), mark(flce and sm90 and flce["fb_ms"] / sm90["fb_ms"], 0.95),
+                 mark(fast and fast["fb_ms"] / f3, 1.0)]
+        cells.append(f"{mark(fast['fb_ms'] / best['fb_ms'], 0.95)} ({best['method']})" if fast and best else "—")
+        cells.append(mark(fast and comp and fast["fb_extra_mb"] - comp["fb_extra_mb"], 0.0, "+.1f"))
+        cells.append(mark(fast and max(fast["de_rel"], fast["dc_rel"]), 2.6e-3, ".2e"))
+        out.append(f"| {shape} | " + " | ".join(cells) + " |")
+    out.append("")
     return "\n".join(out)

@@ -32,4 +32,4 @@ python3 benchmarks/suite.py --flce-bin gpu-bundle/flce --out "$OUT/suite" --data
   --sweep "${SWEEP:-1024,4096,16384,65536,131072}" --sweep-methods flce,flce_fast,cublas,liger,cce,compile \
   --max-minutes "${SUITE_MINUTES:-8.5}" > "$OUT/suite.log" 2>&1
 echo "exit $?" >> "$OUT/suite.log"
-grep -av "%|" "$OUT/suite.log" | tail -n 45
+grep -av "%|" "$OUT/suite.log" | tail -n 60
