@@ -115,6 +115,12 @@ def rows_from_log(path):
     return rows
 
 
+def find_row(among, shape, data, dt, method):
+    """The row of (shape, data, dtype, method) among `among`, or None."""
+    key = (shape, data, dt, method)
+    return next((r for r in among if (r["shape"], r["data"], r["dtype"], r["method"]) == key), None)
+
+
 def markdown(rows):
     """BENCHMARKS.md's tables from a run's rows: per shape (bf16, peaky), the token sweep, the
     dtypes, with ratios to the cuBLAS floors (floor4 = 2·logits + dE + dC, floor3 = logits + dE +
@@ -122,15 +128,11 @@ def markdown(rows):
     ok = [r for r in rows if "error" not in r]
     out = []
 
-    def find(among, shape, data, dt, method):
-        key = (shape, data, dt, method)
-        return next((r for r in among if (r["shape"], r["data"], r["dtype"], r["method"]) == key), None)
-
     def get(shape, data, dt, method):
-        return find(ok, shape, data, dt, method)
+        return find_row(ok, shape, data, dt, method)
 
     def failed(shape, data, dt, method):
-        return find([r for r in rows if "error" in r], shape, data, dt, method)
+        return find_row([r for r in rows if "error" in r], shape, data, dt, method)
 
     def num(x, fmt):
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
@@ -210,7 +212,7 @@ def issue_targets(rows):
     ok = [r for r in rows if "error" not in r and r["data"] == "peaky" and r["dtype"] == "bf16"]
 
     def get(shape, method):
-        return next((r for r in ok if r["shape"] == shape and r["method"] == method), None)
+        return find_row(ok, shape, "peaky", "bf16", method)
 
     def mark(x, limit, fmt=".3f"):
         return "—" if x is None or math.isnan(x) else f"{x:{fmt}}{' ✓' if x <= limit else ''}"

@@ -233,9 +233,10 @@ abi_structs! {
         slots: i32 = "int",
         /// 256-column tiles per block along the chunk's vocabulary.
         tiles_per_cta: i32 = "int",
-        /// Under `FLCE_SM90_MAINLOOP` gorder=1 (SM90_GRAD_ORDER): token tiles per raster group of
-        /// the tiles' order (plan::sm90_product_order), the grid `slots` × 1 blocks each taking
-        /// every `slots`-th tile of it; 0 otherwise (the (slots, splits) grid).
+        /// In the ordered module (`FLCE_SM90_MAINLOOP` gorder=1, SM90_GRAD_ORDER, the default):
+        /// token tiles per raster group of the tiles' order (plan::sm90_product_order), the grid
+        /// `slots` × 1 blocks each taking every `slots`-th tile of it; 0 the (slots, splits) grid,
+        /// in either module (the token-outer plan's, family/sm90.rs grad_chunk).
         group_rows: i32 = "int",
     }
 

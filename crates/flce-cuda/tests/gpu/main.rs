@@ -51,26 +51,28 @@ use sampled::{run_context_restored, run_sampled};
 use threads::{run_device_one, run_two_threads};
 
 /// Whether the oracle and frozen-classifier cases run backward family `mode`: every family
-/// unless `FLCE_GPU_TEST_MODES` names some (their `Debug` names, comma-separated). An unknown
-/// name stops the run with the list of known ones.
+/// unless `FLCE_GPU_TEST_MODES` names some (their `Debug` names, comma-separated; read once). An
+/// unknown name, or none, stops the run with the list of known ones.
 pub(crate) fn mode_selected(mode: flce_cuda::BackwardMode) -> bool {
     use flce_cuda::BackwardMode::{CublasLogits, FusedSm80, FusedTiles};
-    let Ok(list) = std::env::var("FLCE_GPU_TEST_MODES") else {
-        return true;
-    };
-    let known = [CublasLogits, FusedTiles, FusedSm80];
-    let names: Vec<&str> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
-    if names.is_empty() {
-        eprintln!("FLCE_GPU_TEST_MODES is set but names no backward family (known: {known:?})");
-        std::process::exit(2);
-    }
-    for name in &names {
-        if !known.iter().any(|m| format!("{m:?}") == *name) {
-            eprintln!("FLCE_GPU_TEST_MODES: unknown backward family {name:?} (known: {known:?})");
+    static SELECTED: std::sync::OnceLock<Option<Vec<String>>> = std::sync::OnceLock::new();
+    let selected = SELECTED.get_or_init(|| {
+        let list = std::env::var("FLCE_GPU_TEST_MODES").ok()?;
+        let known = [CublasLogits, FusedTiles, FusedSm80];
+        let names: Vec<String> = list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect();
+        if names.is_empty() {
+            eprintln!("FLCE_GPU_TEST_MODES is set but names no backward family (known: {known:?})");
             std::process::exit(2);
         }
-    }
-    names.contains(&format!("{mode:?}").as_str())
+        for name in &names {
+            if !known.iter().any(|m| format!("{m:?}") == *name) {
+                eprintln!("FLCE_GPU_TEST_MODES: unknown backward family {name:?} (known: {known:?})");
+                std::process::exit(2);
+            }
+        }
+        Some(names)
+    });
+    selected.as_ref().map_or(true, |names| names.iter().any(|n| *n == format!("{mode:?}")))
 }
 
 fn main() {
