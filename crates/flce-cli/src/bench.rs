@@ -3,7 +3,7 @@
 //! each call uses. Times are medians of CUDA-event-timed calls on resident data.
 
 use clap::Args;
-use flce::cuda::{BackwardConfig, DeviceBuffer, ForwardConfig};
+use flce::cuda::{BackwardConfig, DeviceBuffer, ForwardConfig, TradePlan};
 use flce::testing::{DataKind, RandomProblem};
 use flce::{bf16, f16, DType, Element, Options, Shape};
 
@@ -147,21 +147,30 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             call.forward()?;
             call.backward()
         })?;
+        // (the three-product pass: its token chunk; the vocabulary-slice pass: N and its head's rows)
         let step = match &call.step {
             Some((plan, ws)) => {
                 let ms = time_ms(2, args.iters, || call.forward_backward())?;
-                Some((ms, ws.bytes(), plan.token_chunk, plan.storage.name()))
+                let (chunk, storage, what) = match plan {
+                    TradePlan::Step(p) => (p.token_chunk, p.storage.name(), format!("{}-token chunks", p.token_chunk)),
+                    TradePlan::Slice(p) => (p.shape.n, "compact", format!("slice: head of {} rows", p.head_rows)),
+                };
+                Some((ms, ws.bytes(), chunk, storage, plan.kind(), what))
             }
             None => None,
         };
-        let step_col = step.map_or("-".into(), |(ms, bytes, chunk, storage)| {
+        let step_col = step.as_ref().map_or("-".into(), |(ms, bytes, _, storage, _, what)| {
             let ratio = ms / (3.0 * gemm_ms);
-            format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {chunk}-token chunks, {storage} logits)", mb(bytes))
+            format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {what}, {storage} logits)", mb(*bytes))
         });
-        let step_json = step.map_or(String::new(), |(ms, bytes, chunk, storage)| {
+        let step_json = step.as_ref().map_or(String::new(), |(ms, bytes, chunk, storage, kind, _)| {
+            let head = match &call.step {
+                Some((TradePlan::Slice(p), _)) => p.head_rows,
+                _ => 0,
+            };
             format!(
-                ", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}, \"step_logits\": \"{storage}\"",
-                mb(bytes)
+                ", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}, \"step_logits\": \"{storage}\", \"step_kind\": \"{kind}\", \"step_head_rows\": {head}",
+                mb(*bytes)
             )
         });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;

@@ -5,7 +5,7 @@
 
 use flce::cuda::{
     BackwardConfig, BackwardPlan, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    ForwardConfig, ForwardPlan, StepPlan, Stream, UploadedInputs,
+    ForwardConfig, ForwardPlan, Stream, TradePlan, UploadedInputs,
 };
 use flce::{Element, Options, Result};
 
@@ -21,8 +21,9 @@ pub struct GpuCall<'a> {
     pub bplan: BackwardPlan,
     pub fws: DeviceBuffer,
     pub bws: DeviceBuffer,
-    /// The three-product pass's plan and workspace, when asked for.
-    pub step: Option<(StepPlan, DeviceBuffer)>,
+    /// The plan that computes forward and gradients at once (three-product or vocabulary-slice)
+    /// and its workspace, when asked for.
+    pub step: Option<(TradePlan, DeviceBuffer)>,
     // owned buffers behind `out` and `grads`
     _outputs: Vec<DeviceBuffer>,
 }
@@ -68,25 +69,48 @@ impl<'a> GpuCall<'a> {
         })
     }
 
-    /// Also set up the three-product pass within `budget` bytes of workspace.
+    /// Also set up the pass that computes forward and gradients at once within `budget` bytes of
+    /// workspace: the plan a trading call takes (`CudaLoss::trade_plan`: the three-product pass
+    /// where a chunk that pays fits, else the vocabulary-slice pass), or where neither does, the
+    /// three-product pass with the largest chunk that fits.
     pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
         let (shape, wanted) = (self.up.inputs.shape, self.grads.wanted());
-        let storage = self.be.step_logits(shape, T::DTYPE, self.opts);
-        let max_tokens = flce::cuda::geometry::step_max_tokens(shape.n);
-        let plan = flce::cuda::plan::step_plan_capped(shape, T::DTYPE, wanted, budget, storage, max_tokens)?;
-        let ws = DeviceBuffer::new(plan.workspace_bytes)?;
+        let plan = match self.be.trade_plan(shape, T::DTYPE, self.opts, wanted, budget)? {
+            Some(p) => p,
+            None => {
+                let storage = self.be.step_logits(shape, T::DTYPE, self.opts);
+                let max_tokens = flce::cuda::geometry::step_max_tokens(shape.n);
+                TradePlan::Step(flce::cuda::plan::step_plan_capped(
+                    shape,
+                    T::DTYPE,
+                    wanted,
+                    budget,
+                    storage,
+                    max_tokens,
+                )?)
+            }
+        };
+        let ws = DeviceBuffer::new(plan.workspace_bytes())?;
         self.step = Some((plan, ws));
         Ok(self)
     }
 
-    /// The three-product pass (forward and gradients at once) on the default stream.
+    /// The forward and the gradients at once (the `with_step` plan) on the default stream.
     pub fn forward_backward(&self) -> Result<()> {
-        let none = || flce::Error::Unsupported("no three-product plan set up".into());
+        let none = || flce::Error::Unsupported("no forward-and-gradients plan set up".into());
         let (plan, ws) = self.step.as_ref().ok_or_else(none)?;
         let stream: Stream = std::ptr::null_mut();
         // SAFETY: as in forward.
         unsafe {
-            self.be.forward_backward(&self.up.inputs, self.opts, &self.out, &self.grads, ws.workspace(), plan, stream)
+            self.be.forward_backward_trade(
+                &self.up.inputs,
+                self.opts,
+                &self.out,
+                &self.grads,
+                ws.workspace(),
+                plan,
+                stream,
+            )
         }
     }
 

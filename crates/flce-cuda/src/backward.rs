@@ -316,8 +316,10 @@ impl CudaLoss {
             }
         }
         if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
-            // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G
-            let beta = (vc > 0) as i32 as f32;
+            // dE[tokens] (+)= G·C[vocab]; column-major view: (D × nlen) = C(D × vlen) · G — added
+            // to what the chunks before (or the slice plan's head, before `vocab_begin`) left
+            let adds = vc > 0 || plan.vocab_begin > 0;
+            let beta = adds as i32 as f32;
             let a = Mat::new(x.c + vocab.start as u64 * d as u64 * s, input, d);
             let segments = de_acc_rows(plan, dst.grads.de, acc, dst.de_overflow, &tokens);
             // G's row of token `t`
@@ -328,7 +330,7 @@ impl CudaLoss {
                 // one of 576, 87%)
                 let rows = segments[0].0.start..segments[segments.len() - 1].0.end;
                 let g_rows = g_row(rows.start);
-                let what = family::sm90::Product::De { segments, accumulate: vc > 0 };
+                let what = family::sm90::Product::De { segments, accumulate: adds };
                 family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
             } else {
                 for (rows, out) in segments {

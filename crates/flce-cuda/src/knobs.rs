@@ -201,3 +201,11 @@ pub fn sm90_product_cluster_knob() -> usize {
     static KNOB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *KNOB.get_or_init(|| cluster_from_env("FLCE_SM90_PRODUCT_CLUSTER", 1))
 }
+
+/// Whether byte budgets too small for a three-product plan that pays take the vocabulary-slice
+/// plan ([`crate::CudaLoss::trade_plan`]): yes, unless `FLCE_SLICE_PLAN=0` (read once; a
+/// measurement knob for A/B runs against the default plans at the same budget).
+pub fn slice_plan_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_SLICE_PLAN").map_or(true, |v| v.trim() != "0"))
+}

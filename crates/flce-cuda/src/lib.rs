@@ -42,6 +42,7 @@ pub mod nccl;
 pub mod phases;
 pub mod plan;
 mod runtime;
+mod slice;
 mod step;
 pub mod vocab_parallel;
 
@@ -51,5 +52,5 @@ pub use error::{CudaError, STATUS_BAD_CLASS_WEIGHT, STATUS_OK};
 pub use family::{BackwardMode, Family, ForwardMode};
 pub use host::{DeviceBuffer, UploadedInputs};
 pub use loss::{BackwardConfig, CudaLoss, ForwardConfig};
-pub use plan::{BackwardPlan, ForwardPlan, StepPlan, TailReach, Wanted};
+pub use plan::{BackwardPlan, ForwardPlan, SlicePlan, StepPlan, TailReach, TradePlan, Wanted};
 pub use runtime::Kernel;

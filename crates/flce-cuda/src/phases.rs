@@ -228,7 +228,7 @@ impl CudaLoss {
 
     /// The slice's effective targets (see flce_slice_targets) into the call's target buffer,
     /// the status word reset first. `elsewhere_base` < 0: a target on another rank is inactive.
-    unsafe fn slice_targets(
+    pub(crate) unsafe fn slice_targets(
         &self,
         call: &Call<'_>,
         slice: VocabSlice,

@@ -322,22 +322,24 @@ impl Problem {
         })
     }
 
-    /// The three-product plan (forward and gradients at once) of this problem on `device` within
-    /// `budget` bytes of workspace, when it pays (token chunks of at least
-    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens, or all of them); None otherwise.
+    /// The plan of this problem on `device` that computes the forward and the gradients at once
+    /// within `budget` bytes of workspace, where one pays (`flce::cuda::CudaLoss::trade_plan`):
+    /// the three-product pass where a token chunk of at least
+    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens (or all of them) fits, else the
+    /// vocabulary-slice pass where a head of `flce::cuda::plan::MIN_SLICE_HEAD_ROWS` rows fits;
+    /// None otherwise.
     #[pyo3(signature = (device, de, dc, dbias, budget))]
     fn step_plan(&self, device: usize, de: bool, dc: bool, dbias: bool, budget: usize) -> PyResult<Option<Plan>> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        let storage = be.step_logits(self.shape, self.dtype, &self.opts);
-        let max_tokens = flce::cuda::geometry::step_max_tokens(self.shape.n);
-        Ok(flce::cuda::plan::step_plan_if_faster(self.shape, self.dtype, wanted, budget, storage, max_tokens)
-            .map(|plan| Plan { device, plan: PlanKind::Step(plan) }))
+        let plan = be.trade_plan(self.shape, self.dtype, &self.opts, wanted, budget).map_err(to_py)?;
+        Ok(plan.map(|plan| Plan { device, plan: PlanKind::Trade(plan) }))
     }
 
-    /// The CUDA three-product pass: the forward's outputs and the gradients for grad_output 1, as
-    /// `plan` says, on `cuda` = (device, stream); does not synchronise.
+    /// The CUDA pass of a `step_plan` (three-product or vocabulary-slice): the forward's outputs
+    /// and the gradients for grad_output 1, as `plan` says, on `cuda` = (device, stream); does not
+    /// synchronise.
     #[pyo3(signature = (cuda, inputs, outputs, grads, workspace, plan))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_forward_backward(
@@ -351,7 +353,7 @@ impl Problem {
         plan: &Plan,
     ) -> PyResult<()> {
         let device = cuda.0;
-        let plan = plan.step(device)?;
+        let plan = plan.trade(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
         let grads = device_grads(grads);
@@ -359,7 +361,7 @@ impl Problem {
         let opts = &self.opts;
         on_cuda(py, cuda, move |be, stream| {
             // SAFETY: as in cuda_forward.
-            unsafe { be.forward_backward(&x, opts, &out, &grads, ws, plan, stream) }
+            unsafe { be.forward_backward_trade(&x, opts, &out, &grads, ws, plan, stream) }
         })
     }
 

@@ -1,7 +1,7 @@
 //! The CUDA plans as Python sees them: one `Plan` class over the forward, backward and
 //! three-product plans, made once per call shape by `Problem` and handed back with every call.
 
-use flce::cuda::{BackwardConfig, ForwardConfig};
+use flce::cuda::{BackwardConfig, ForwardConfig, TradePlan};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -22,11 +22,13 @@ pub struct Plan {
     pub(crate) plan: PlanKind,
 }
 
+// (made once per call shape and kept: the variants' sizes do not matter)
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum PlanKind {
     Forward(flce::cuda::ForwardPlan),
     Backward(flce::cuda::BackwardPlan),
-    /// The three-product pass (forward and gradients at once).
-    Step(flce::cuda::StepPlan),
+    /// Forward and gradients at once: the three-product pass, or the vocabulary-slice pass.
+    Trade(flce::cuda::TradePlan),
 }
 
 impl Plan {
@@ -44,11 +46,14 @@ impl Plan {
             _ => Err(PyValueError::new_err(format!("a {} plan was given to the backward", self.kind()))),
         }
     }
-    pub(crate) fn step(&self, device: usize) -> PyResult<&flce::cuda::StepPlan> {
+    pub(crate) fn trade(&self, device: usize) -> PyResult<&flce::cuda::TradePlan> {
         self.check_device(device)?;
         match &self.plan {
-            PlanKind::Step(p) => Ok(p),
-            _ => Err(PyValueError::new_err(format!("a {} plan was given to the three-product pass", self.kind()))),
+            PlanKind::Trade(p) => Ok(p),
+            _ => Err(PyValueError::new_err(format!(
+                "a {} plan was given to the forward-and-gradients pass",
+                self.kind()
+            ))),
         }
     }
     fn check_device(&self, device: usize) -> PyResult<()> {
@@ -64,13 +69,14 @@ impl Plan {
 
 #[pymethods]
 impl Plan {
-    /// "forward", "backward" or "step" (the three-product pass).
+    /// "forward", "backward", "step" (the three-product pass) or "slice" (the vocabulary-slice
+    /// pass: three products for the classifier's first rows, four for the rest).
     #[getter]
     fn kind(&self) -> &'static str {
-        match self.plan {
+        match &self.plan {
             PlanKind::Forward(_) => "forward",
             PlanKind::Backward(_) => "backward",
-            PlanKind::Step(_) => "step",
+            PlanKind::Trade(p) => p.kind(),
         }
     }
     /// Bytes of workspace the call needs.
@@ -79,7 +85,7 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.workspace_bytes,
             PlanKind::Backward(p) => p.workspace_bytes,
-            PlanKind::Step(p) => p.workspace_bytes,
+            PlanKind::Trade(p) => p.workspace_bytes(),
         }
     }
     /// The kernel family that runs it ("cublas", "sm80" or "sm90").
@@ -88,24 +94,26 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.family.name(),
             PlanKind::Backward(p) => p.family.name(),
-            PlanKind::Step(p) => p.storage.family().name(),
+            PlanKind::Trade(TradePlan::Step(p)) => p.storage.family().name(),
+            PlanKind::Trade(TradePlan::Slice(_)) => flce::cuda::Family::Sm90.name(),
         }
     }
     /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward
-    /// one; (token chunk, V) of a three-product one.
+    /// one; (token chunk, V) of a three-product one; (N, the head's rows) of a slice one.
     #[getter]
     fn chunks(&self) -> (usize, usize) {
         match &self.plan {
             PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
             PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
-            PlanKind::Step(p) => (p.token_chunk, p.shape.v),
+            PlanKind::Trade(TradePlan::Step(p)) => (p.token_chunk, p.shape.v),
+            PlanKind::Trade(TradePlan::Slice(p)) => (p.shape.n, p.head_rows),
         }
     }
     fn __repr__(&self) -> String {
         match &self.plan {
             PlanKind::Forward(p) => format!("Plan(device {}, {p:?})", self.device),
             PlanKind::Backward(p) => format!("Plan(device {}, {p:?})", self.device),
-            PlanKind::Step(p) => format!("Plan(device {}, {p:?})", self.device),
+            PlanKind::Trade(p) => format!("Plan(device {}, {p:?})", self.device),
         }
     }
 }

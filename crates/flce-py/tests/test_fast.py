@@ -302,3 +302,40 @@ def test_fast_gradients_become_grad_without_a_copy(shape):
         "a copy went to .grad"
     grads = (eg.numel() + cg.numel()) * 2
     assert peak <= grads + plan.workspace_bytes + (4 << 20), (peak, grads, plan.workspace_bytes)
+
+
+def _hopper():
+    return CUDA and torch.cuda.get_device_capability() == (9, 0)
+
+
+@cuda_only
+@pytest.mark.parametrize("opts", [dict(), dict(label_smoothing=0.1, z_loss=1e-4), dict(softcap=20.0, reduction="sum")],
+                         ids=["mean", "smooth-z", "softcap-sum"])
+@pytest.mark.parametrize("bias,weights", [(False, False), (True, True)])
+def test_a_budget_below_a_token_chunk_takes_the_vocabulary_slice_pass(opts, bias, weights):
+    # N 1024, V 32768: the three-product pass holds every token at once (1024 is its smallest
+    # chunk), 64 MB of f16 logits; 40 MB holds the slice pass's head of ~18k rows and its rest
+    e, c, t, b, w = make(1024, 128, 32768, torch.bfloat16, "cuda", seed=6, bias=bias, weights=weights)
+    budget = 40 << 20
+    plan = flce.three_product_plan(e, c, workspace_budget=budget, wants=(True, True, bias), **opts)
+    if not _hopper():
+        assert plan is None  # compact logits (the slice's head) are the sm90 forward's
+        return
+    assert plan.kind == "slice" and plan.family == "sm90" and plan.workspace_bytes <= budget
+    n, head = plan.chunks
+    assert n == 1024 and head % 256 == 0 and 4096 <= head < 32768, plan.chunks
+    loss_s, grads_s = run(e, c, t, b, w, 0.5, workspace_budget=budget, **opts)
+    again, grads_again = run(e, c, t, b, w, 0.5, workspace_budget=budget, **opts)
+    assert torch.equal(loss_s, again) and all(
+        g is None or torch.equal(g, h) for g, h in zip(grads_s, grads_again)), "not reproducible"
+    loss_d, grads_d = run(e, c, t, b, w, 0.5, **opts)
+    want = reference(e, c, t, b, w, **opts)
+    assert abs(loss_s.double().item() - want.item()) <= 8e-3 * abs(want.item())
+    xs = [x.double().requires_grad_(True) if x is not None else None for x in (e, c, b)]
+    (reference(xs[0], xs[1], t, xs[2], w, **opts) * 0.5).backward()
+    for got, default, x in zip(grads_s, grads_d, xs):
+        if x is None:
+            continue
+        assert rel(got, x.grad) <= GRAD_TOL[torch.bfloat16], (rel(got, x.grad), rel(default, x.grad))
+        # as close to float64 as the recomputing path, within 5% (the head's q: one f16 rounding)
+        assert rel(got, x.grad) <= rel(default, x.grad) * 1.05 + 1e-7, (rel(got, x.grad), rel(default, x.grad))

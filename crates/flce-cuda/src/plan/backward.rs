@@ -104,6 +104,11 @@ pub struct BackwardPlan {
     /// compute dC and db only (its `wanted` is the call's), then this token-outer plan computes
     /// dE over the same workspace.
     pub de_pass: Option<Box<BackwardPlan>>,
+    /// The first vocabulary row of this plan's chunks (0: the whole vocabulary). Past 0 the rows
+    /// before it are another pass's — the vocabulary-slice plan's head ([`super::SlicePlan`]) —
+    /// which has already put its share of dE into this plan's accumulator: the first chunk adds to
+    /// it instead of writing it.
+    pub vocab_begin: usize,
 }
 
 /// Where a vocabulary chunk's G is written.
@@ -121,7 +126,7 @@ impl BackwardPlan {
     }
     /// The first vocabulary row of the `vocab_chunk`-row chunks (after the dC-scratch chunks).
     pub fn uniform_start(&self) -> usize {
-        self.dc_scratch.last().copied().unwrap_or(0)
+        self.dc_scratch.last().copied().unwrap_or(self.vocab_begin)
     }
     pub fn vocab_chunks(&self) -> usize {
         self.dc_scratch.len() + (self.shape.v - self.uniform_start()).div_ceil(self.vocab_chunk)
@@ -134,7 +139,7 @@ impl BackwardPlan {
     pub fn vocab_range(&self, i: usize) -> Range<usize> {
         let k = self.dc_scratch.len();
         if i < k {
-            return if i == 0 { 0 } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
+            return if i == 0 { self.vocab_begin } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
         }
         let start = self.uniform_start();
         let r = chunk_range(i - k, self.vocab_chunk, self.shape.v - start);
@@ -282,6 +287,7 @@ pub(super) fn layout(
         dc_scratch: vec![],
         token_outer,
         de_pass: None,
+        vocab_begin: 0,
     }
 }
 

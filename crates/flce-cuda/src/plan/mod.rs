@@ -11,6 +11,7 @@ mod dc_tail;
 mod de_pass;
 mod forward;
 mod product;
+mod slice;
 mod sm90;
 mod step;
 #[cfg(test)]
@@ -33,6 +34,7 @@ pub use forward::{
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
 pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
+pub use slice::{slice_plan, slice_plan_applies, slice_plan_with_head, SlicePlan, SliceRest, MIN_SLICE_HEAD_ROWS};
 pub use sm90::{
     cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_IDLE_ONE_IN,
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,
@@ -73,6 +75,33 @@ impl Layout {
     }
     pub(crate) fn bytes(&self) -> usize {
         self.end
+    }
+}
+
+/// A plan that trades workspace for speed, run by `CudaLoss::forward_backward_trade` (forward and
+/// gradients in one call, for grad_output 1): the three-product pass over token chunks, or, for
+/// budgets too small for a chunk that pays, the vocabulary-slice pass.
+// (made once per call shape and kept: the variants' sizes do not matter)
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TradePlan {
+    Step(StepPlan),
+    Slice(SlicePlan),
+}
+
+impl TradePlan {
+    pub fn workspace_bytes(&self) -> usize {
+        match self {
+            TradePlan::Step(p) => p.workspace_bytes,
+            TradePlan::Slice(p) => p.workspace_bytes,
+        }
+    }
+    /// "step" or "slice" (reports, the Python plan's `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TradePlan::Step(_) => "step",
+            TradePlan::Slice(_) => "slice",
+        }
     }
 }
 

@@ -25,6 +25,7 @@ mod phases;
 mod pointers;
 mod probe;
 mod sampled;
+mod slice;
 mod step;
 mod threads;
 

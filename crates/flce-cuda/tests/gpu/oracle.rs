@@ -223,6 +223,8 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
     };
     let m = crate::step::check_step::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
     report.push_str(&format!(" | three-product {m}"));
+    let m = crate::slice::check_slice::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
+    report.push_str(&format!(" | slice {m}"));
     Ok(report)
 }
 

@@ -10,9 +10,9 @@ use flce_cuda::{
 use rayon::prelude::*;
 
 use crate::oracle::{bits, go_for, gpu_run, tol, GpuRun};
-use crate::step::step_run;
+use crate::step::{step_run, trade_run};
 use crate::Case;
-use flce_cuda::plan::step_plan;
+use flce_cuda::plan::{step_plan, TradePlan};
 
 /// Large shapes: f64 references for sampled tokens (lse, loss, dE rows) and sampled vocabulary
 /// rows (dC rows, using the GPU's lse for every token, itself checked on the sampled tokens).
@@ -62,6 +62,14 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
             spill.min(n - 1),
             n - 1,
         ]);
+    }
+    // the vocabulary-slice pass within 1 GB (fused cases): the rows on both sides of its head's end
+    let slice = match c.fused {
+        true => be.slice_plan(c.shape, T::DTYPE, &c.opts, wanted, 1 << 30).map_err(|e| e.to_string())?,
+        false => None,
+    };
+    if let Some(sp) = &slice {
+        vocab.extend([sp.head_rows - 1, sp.head_rows]);
     }
     let grad = |z: f64, lse: f64, gi: f64, is_t: bool| -> f64 {
         let p = (z - lse).exp();
@@ -135,13 +143,26 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30, storage).map_err(|e| e.to_string())?;
     let s = step_run::<T>(be, &up, c, &step)?;
     let (s_lse, s_de, s_dc) = check(&s).map_err(|e| format!("three-product: {e}"))?;
+    let slice_report = match slice {
+        Some(sp) => {
+            let (head, chunks) = (sp.head_rows, sp.rest.vocab_chunks());
+            let plan = TradePlan::Slice(sp);
+            let (x, y) = (trade_run::<T>(be, &up, c, &plan)?, trade_run::<T>(be, &up, c, &plan)?);
+            if bits(&x) != bits(&y) {
+                return Err("vocabulary slice: results differ between two identical runs (race?)".into());
+            }
+            let (l, de, dc) = check(&x).map_err(|e| format!("vocabulary slice: {e}"))?;
+            format!(" | slice (head {head}, {chunks} rest chunks) lse {l:.1e}  dE {de:.1e}  dC {dc:.1e}")
+        }
+        None => String::new(),
+    };
     // the reduced loss is the mean of the per-token losses the GPU wrote
     let mean: f64 = a.per_token.iter().map(|&x| x as f64).sum::<f64>() / prep.target_weight_sum;
     if (a.loss as f64 - mean).abs() > 1e-5 * mean.abs() {
         return Err(format!("loss {} is not the mean of per-token losses {mean}", a.loss));
     }
     Ok(format!(
-        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e} | three-product ({} chunks, {:?}) lse {s_lse:.1e}  dE {s_de:.1e}  dC {s_dc:.1e}  ({:.0} s)",
+        "lse {worst_lse:.1e}  dE(8 rows) {de:.1e}  dC({} rows) {dc:.1e} | three-product ({} chunks, {:?}) lse {s_lse:.1e}  dE {s_de:.1e}  dC {s_dc:.1e}{slice_report}  ({:.0} s)",
         vocab.len(),
         step.token_chunks(),
         step.storage,

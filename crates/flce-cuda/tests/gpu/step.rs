@@ -7,7 +7,7 @@
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::{Element, Options};
-use flce_cuda::plan::{step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, Wanted};
+use flce_cuda::plan::{step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, TradePlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
 use crate::oracle::{bits, compare, poisoned, read_run, GpuRun, POISON};
@@ -19,13 +19,24 @@ pub(crate) fn step_run<T: Element>(
     c: &Case,
     plan: &StepPlan,
 ) -> Result<GpuRun<T>, String> {
+    trade_run(be, up, c, &TradePlan::Step(plan.clone()))
+}
+
+/// Forward and gradients at once (`CudaLoss::forward_backward_trade`: the three-product or the
+/// vocabulary-slice pass), every output and the workspace poisoned first.
+pub(crate) fn trade_run<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &TradePlan,
+) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let buf = poisoned;
     let es = std::mem::size_of::<T>();
     let (lse, ptl, scalars, status) = (buf(4 * s.n)?, buf(4 * s.n)?, buf(16)?, buf(4)?);
     let (de, dc) = (buf(s.n * s.d * es)?, buf(s.v * s.d * es)?);
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
-    let ws = buf(plan.workspace_bytes)?;
+    let ws = buf(plan.workspace_bytes())?;
     let out = DeviceForwardOutputs {
         lse: lse.ptr(),
         per_token_loss: Some(ptl.ptr()),
@@ -33,24 +44,24 @@ pub(crate) fn step_run<T: Element>(
         status: status.ptr(),
     };
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
+    unsafe { be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
         .map_err(|e| e.to_string())?;
-    be.context().synchronize().map_err(|x| format!("forward_backward: {x:?}"))?;
+    be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
 }
 
 /// A compact plan with its per-tile maxima in dE's rows ([`MrefPlace::DeRows`]) given a dE 2 bytes
 /// off a 4-byte boundary: a clear error before any kernel (lse keeps its poison).
-fn misaligned_de_is_refused<T: Element>(
+pub(crate) fn misaligned_de_is_refused<T: Element>(
     be: &CudaLoss,
     up: &UploadedInputs,
     c: &Case,
-    plan: &StepPlan,
+    plan: &TradePlan,
 ) -> Result<(), String> {
     let s = up.inputs.shape;
     let es = std::mem::size_of::<T>();
     let (lse, ptl, scalars, status) = (poisoned(4 * s.n)?, poisoned(4 * s.n)?, poisoned(16)?, poisoned(4)?);
-    let (de, dc, ws) = (poisoned(s.n * s.d * es + 4)?, poisoned(s.v * s.d * es)?, poisoned(plan.workspace_bytes)?);
+    let (de, dc, ws) = (poisoned(s.n * s.d * es + 4)?, poisoned(s.v * s.d * es)?, poisoned(plan.workspace_bytes())?);
     let db = if up.bias.is_some() { Some(poisoned(s.v * es)?) } else { None };
     let out = DeviceForwardOutputs {
         lse: lse.ptr(),
@@ -59,8 +70,9 @@ fn misaligned_de_is_refused<T: Element>(
         status: status.ptr(),
     };
     let grads = DeviceGrads { de: Some(de.ptr() + 2), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    let r =
-        unsafe { be.forward_backward(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) };
+    let r = unsafe {
+        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut())
+    };
     be.context().synchronize().map_err(|x| format!("after the misaligned dE: {x:?}"))?;
     let untouched = lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON);
     match r {
@@ -115,7 +127,7 @@ pub(crate) fn check_step<T: Element>(
             report.push_str(&format!("{}{name} {chunks} chunk(s): {m}", if report.is_empty() { "" } else { "; " }));
         }
         if one_chunk.m_ref == Some(MrefPlace::DeRows) {
-            misaligned_de_is_refused::<T>(be, up, c, &one_chunk)?;
+            misaligned_de_is_refused::<T>(be, up, c, &TradePlan::Step(one_chunk.clone()))?;
         }
         chunked = Some(small);
     }

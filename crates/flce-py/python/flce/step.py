@@ -4,6 +4,12 @@ token chunks that keeps each chunk's logits over the whole vocabulary (three pro
 the four of a recomputing backward). Its autograd backward only scales the saved gradients by
 grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
 
+Where the budget holds no token chunk that pays, but a slice of the classifier's rows does (on
+Hopper, for 16-bit inputs with dC wanted: ``flce::cuda::plan::SlicePlan``), the same op runs the
+vocabulary-slice pass: three products for the first rows of C over every token (their logits
+kept as f16 q), the recomputing backward's four for the rest — the budget's bytes buy speed in
+proportion, instead of nothing until a whole token chunk fits.
+
 The workspace (the f32 dC accumulator, unless one chunk holds every token, and a token chunk's
 logits and G: f32 logits, or on Hopper — for every call but one with a softcap and label
 smoothing together — 2 bytes a logit: ``flce::cuda::plan::StepLogits``) is planned within
@@ -70,8 +76,9 @@ def budget_bytes(e: Tensor, o: LossOptions) -> int:
 
 
 def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
-    """The three-product plan of this call within its budget ("fast" or bytes), where it pays;
-    None elsewhere (then the recomputing plans run, the budget passed on to them)."""
+    """The forward-and-gradients plan of this call within its budget ("fast" or bytes): the
+    three-product or the vocabulary-slice pass, where one pays; None elsewhere (then the
+    recomputing plans run, the budget passed on to them)."""
     if not e.is_cuda:
         return None
     return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
@@ -79,11 +86,13 @@ def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool,
 
 def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
                        bias: bool = False, **options) -> Optional["_flce.Plan"]:
-    """The three-product plan (``kind`` "step"; ``chunks`` = (token chunk, V), ``workspace_bytes``,
-    ``family``) that a call with these tensors (2-D input [N, D]) and options takes when gradients
-    are wanted, or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
-    the CPU, with the default budget ("min"), with reduction "none", or where the budget holds no
-    token chunk that pays. ``workspace_budget`` as the loss takes it; "fast" and "peak" read the
+    """The plan that computes the forward and the gradients at once which a call with these
+    tensors (2-D input [N, D]) and options takes when gradients are wanted: ``kind`` "step" (the
+    three-product pass; ``chunks`` = (token chunk, V)) or "slice" (the vocabulary-slice pass:
+    ``chunks`` = (N, the rows of C that take three products)), with ``workspace_bytes`` and
+    ``family``; or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
+    the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
+    neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast" and "peak" read the
     device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
     accepted and changes nothing: the plan is the same with one."""
     budget = budget_option(options.pop("workspace_budget", None))

@@ -1,0 +1,205 @@
+//! The vocabulary-slice plan: between the four-product default and the token-chunked
+//! three-product plan, for budgets too small for the latter (docs/design-vocab-slice-plan.md).
+//!
+//! The classifier's first `head_rows` rows (a multiple of the sm90 tile, 256) take the
+//! three-product path over **all N tokens**: the compact forward keeps their logits as f16 q
+//! (`StepLogits::Compact`), G is formed from q once the lse is known, dC's head rows are one
+//! product over every token (rounded once, no accumulator) and dE's f32 accumulator gets the
+//! head's share. The rows after them take the default's four products: their forward partials,
+//! then the recomputing backward over vocabulary chunks from `head_rows` on, adding to the same dE
+//! accumulator, which is rounded once at the end. Both halves run inside the forward of a call
+//! that wants gradients, for grad_output 1, as the three-product pass does (src/slice.rs).
+//!
+//! The halves meet as two ranks of the vocabulary-parallel phases on one GPU (src/phases.rs):
+//! each exports its partial statistics as f64 rows, `finish_ranks` merges them in order (lse,
+//! loss, scalars), so the arithmetic is the phases' over two slices, whose CPU specification is
+//! flce-core's cpu/phases.rs. Exactness: the head's rows have the compact form's (plan/step.rs),
+//! the rest's the default's.
+//!
+//! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
+//! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
+//! with dE's f32 accumulator in the workspace (N·D·4 bytes), and the phases' rows (120 bytes a
+//! token). The head is the largest that fits the budget; the rest's vocabulary chunk is the
+//! default plan's, or a smaller one that balances the sm90 G launches better.
+
+use flce_core::{DType, Error, Result, Shape};
+
+use super::backward::{largest_multiple, layout};
+use super::{sm90_grad_steps, BackwardPlan, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
+use crate::family::{BackwardMode, Family};
+use crate::geometry::SM90_TILE_N;
+
+/// Heads of fewer rows than this are not planned: the plan's own costs (two forward launches, the
+/// phases' merge, dE's accumulator in the workspace) would outweigh the recompute they save
+/// (2·N·D FLOP a row: 4096 rows at Llama 3's 8k tokens, ~0.4 ms on an H200).
+pub const MIN_SLICE_HEAD_ROWS: usize = 4096;
+
+/// f64 values per token in the phases' partial rows (src/phases.rs `PARTIAL_FIELDS`).
+const ROW_FIELDS: usize = 6;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlicePlan {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub wanted: Wanted,
+    /// Classifier rows [0, head_rows) take the three-product path (a multiple of 256, below V).
+    pub head_rows: usize,
+    /// The head's compact forward and G: the three-product plan of shape (N, D, head_rows) in one
+    /// token chunk (its targets, scales and finish regions unused); regions relative to `head_ws`.
+    pub head: StepPlan,
+    pub head_ws: Region,
+    /// The forward partials of rows [head_rows, V) (shape (N, D, V − head_rows)); regions
+    /// relative to `rest_forward_ws`.
+    pub rest_forward: ForwardPlan,
+    pub rest_forward_ws: Region,
+    /// The backward of rows [head_rows, V): the whole call's shape, its chunks from
+    /// [`BackwardPlan::vocab_begin`] = head_rows, dE's accumulator in its workspace. Its targets,
+    /// token scales and scalars serve the head's G too. Regions relative to `rest_ws`.
+    pub rest: BackwardPlan,
+    pub rest_ws: Region,
+    /// f64 [2, N, 6]: the head's, then the rest's partial rows; f64 [2]: their Σ_j w_j.
+    pub slice_rows: Region,
+    pub class_weight_sums: Region,
+    /// f64 [N, 6]: the merged rows (`CudaLoss::finish_ranks`).
+    pub merged: Region,
+    /// i32 [N]: finish_ranks' prepared targets; i32 [1]: the slices' status word; f32 [1]: 1.0,
+    /// the grad_output the gradients are formed for.
+    pub finish_targets: Region,
+    pub slice_status: Region,
+    pub unit_grad: Region,
+    pub workspace_bytes: usize,
+}
+
+/// What the slice planner takes from the device: the backward's resolved mode and family, the
+/// SM count, and the rest's vocabulary chunk (the default backward plan's: at most this many rows
+/// a chunk).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceRest {
+    pub mode: BackwardMode,
+    pub family: Family,
+    pub sm_count: usize,
+    pub vocab_chunk: usize,
+}
+
+/// Whether a call can take the slice plan at all: compact logits (sm_90a, 16-bit inputs, every
+/// option but a softcap with smoothing: the caller's `StepLogits`), dC wanted (without it the
+/// default backward is token-outer, whose dE accumulator holds one token chunk), and a
+/// vocabulary with room for a head of [`MIN_SLICE_HEAD_ROWS`] and a rest.
+pub fn slice_plan_applies(shape: Shape, dtype: DType, wanted: Wanted, storage: StepLogits) -> bool {
+    matches!(storage, StepLogits::Compact { .. })
+        && dtype != DType::F32
+        && wanted.dc
+        && shape.v >= MIN_SLICE_HEAD_ROWS + SM90_TILE_N
+}
+
+/// The slice plan with a head of `head_rows` rows whatever its workspace (tests and
+/// measurements of a given cut; [`slice_plan`] picks the head from a budget). `forward_plan`
+/// makes the device's forward plan of a shape (`CudaLoss::forward_plan`).
+pub fn slice_plan_with_head(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    head_rows: usize,
+    storage: StepLogits,
+    rest: SliceRest,
+    forward_plan: &dyn Fn(Shape) -> ForwardPlan,
+) -> Result<SlicePlan> {
+    if !matches!(storage, StepLogits::Compact { .. }) || dtype == DType::F32 || !wanted.dc {
+        return Err(Error::InvalidOption {
+            name: "plan",
+            value: format!("{} {dtype}, dC wanted {}", storage.name(), wanted.dc),
+            reason: "the slice plan needs compact logits (16-bit inputs on sm_90a) and dC wanted",
+        });
+    }
+    if head_rows == 0 || head_rows % SM90_TILE_N != 0 || head_rows >= shape.v {
+        return Err(Error::invalid_option("head_rows", head_rows, "must be a positive multiple of 256 below V"));
+    }
+    let Shape { n, .. } = shape;
+    let head = super::step_plan_with_chunk(Shape { v: head_rows, ..shape }, dtype, wanted, n, storage);
+    let rest_forward = forward_plan(Shape { v: shape.v - head_rows, ..shape });
+    let rest_plan = rest_backward(shape, dtype, wanted, head_rows, rest);
+    let mut l = Layout::default();
+    let head_ws = l.take(head.workspace_bytes);
+    let rest_forward_ws = l.take(rest_forward.workspace_bytes);
+    let rest_ws = l.take(rest_plan.workspace_bytes);
+    let slice_rows = l.take(2 * n * ROW_FIELDS * 8);
+    let class_weight_sums = l.take(2 * 8);
+    let merged = l.take(n * ROW_FIELDS * 8);
+    let finish_targets = l.take(4 * n);
+    let slice_status = l.take(4);
+    let unit_grad = l.take(4);
+    Ok(SlicePlan {
+        shape,
+        dtype,
+        wanted,
+        head_rows,
+        head,
+        head_ws,
+        rest_forward,
+        rest_forward_ws,
+        rest: rest_plan,
+        rest_ws,
+        slice_rows,
+        class_weight_sums,
+        merged,
+        finish_targets,
+        slice_status,
+        unit_grad,
+        workspace_bytes: l.bytes(),
+    })
+}
+
+/// The slice plan with the largest head that fits `budget` bytes of workspace, or None where it
+/// does not apply ([`slice_plan_applies`]) or no head of [`MIN_SLICE_HEAD_ROWS`] fits.
+pub fn slice_plan(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    budget: usize,
+    storage: StepLogits,
+    rest: SliceRest,
+    forward_plan: &dyn Fn(Shape) -> ForwardPlan,
+) -> Option<SlicePlan> {
+    if !slice_plan_applies(shape, dtype, wanted, storage) {
+        return None;
+    }
+    let plan = |k: usize| slice_plan_with_head(shape, dtype, wanted, k * SM90_TILE_N, storage, rest, forward_plan).ok();
+    // (the workspace grows with the head; the rest's forward plan may move by a split's partials
+    // as its vocabulary shrinks, so the answer is checked again below)
+    let max = (shape.v - 1) / SM90_TILE_N;
+    let k = largest_multiple(max, |k| plan(k).is_some_and(|p| p.workspace_bytes <= budget))?;
+    (k * SM90_TILE_N >= MIN_SLICE_HEAD_ROWS).then(|| plan(k)).flatten().filter(|p| p.workspace_bytes <= budget)
+}
+
+/// The rest's backward: the whole call's shape with chunks from `head_rows`, one token chunk,
+/// dE's accumulator in the workspace (the default's place in dC's tail would hold rows the head
+/// has not written yet: not planned here), the vocabulary chunk at most `rest.vocab_chunk`: with
+/// the sm90 family, the one of at least 1024 rows whose G launches take the fewest tile steps
+/// ([`sm90_grad_steps`]; the larger on ties).
+fn rest_backward(shape: Shape, dtype: DType, wanted: Wanted, head_rows: usize, rest: SliceRest) -> BackwardPlan {
+    let at = |vc: usize| {
+        let mut p = layout(shape, dtype, wanted, rest.mode, shape.n, vc, None);
+        p.family = rest.family;
+        p.vocab_begin = head_rows;
+        p
+    };
+    let largest = rest.vocab_chunk.div_ceil(SM90_TILE_N).max(1) * SM90_TILE_N;
+    let largest = largest.min((shape.v - head_rows).div_ceil(SM90_TILE_N) * SM90_TILE_N);
+    if rest.family != Family::Sm90 {
+        return at(largest);
+    }
+    let mut best = at(largest);
+    let mut best_steps = sm90_grad_steps(&best, rest.sm_count);
+    for k in (1024 / SM90_TILE_N..largest / SM90_TILE_N).rev() {
+        let p = at(k * SM90_TILE_N);
+        let steps = sm90_grad_steps(&p, rest.sm_count);
+        if steps < best_steps {
+            (best, best_steps) = (p, steps);
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+#[path = "slice_tests.rs"]
+mod tests;

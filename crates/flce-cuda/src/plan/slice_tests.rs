@@ -1,0 +1,123 @@
+//! The vocabulary-slice planner's unit tests (slice.rs): when it applies, the head a budget buys,
+//! every region inside the workspace and apart, the rest's chunks covering the vocabulary past
+//! the head.
+
+use super::super::{forward_plan, BackwardPlan, DeAccumulator, Sm90Tuning};
+use super::*;
+use crate::family::ForwardMode;
+
+const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
+const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
+const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::UNPAIRED };
+const REST: SliceRest =
+    SliceRest { mode: BackwardMode::FusedTiles, family: Family::Sm90, sm_count: 132, vocab_chunk: 6784 };
+
+fn fwd(shape: Shape) -> ForwardPlan {
+    forward_plan(shape, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90)
+}
+
+fn plan(shape: Shape, wanted: Wanted, budget: usize) -> Option<SlicePlan> {
+    slice_plan(shape, DType::BF16, wanted, budget, COMPACT, REST, &fwd)
+}
+
+/// The rest's vocabulary chunks, in order, cover [head, V) without a gap.
+fn rest_rows(rest: &BackwardPlan) -> Vec<std::ops::Range<usize>> {
+    (0..rest.vocab_chunks()).map(|i| rest.vocab_range(i)).collect()
+}
+
+#[test]
+fn it_applies_to_compact_logits_with_dc_wanted_only() {
+    assert!(slice_plan_applies(LLAMA, DType::BF16, BOTH, COMPACT));
+    assert!(slice_plan_applies(LLAMA, DType::F16, Wanted { de: false, ..BOTH }, COMPACT));
+    assert!(slice_plan_applies(LLAMA, DType::BF16, Wanted::ALL, COMPACT));
+    assert!(!slice_plan_applies(LLAMA, DType::BF16, BOTH, StepLogits::F32), "f32 logits");
+    assert!(!slice_plan_applies(LLAMA, DType::F32, BOTH, COMPACT), "f32 inputs");
+    assert!(!slice_plan_applies(LLAMA, DType::BF16, Wanted { dc: false, ..BOTH }, COMPACT), "frozen classifier");
+    assert!(!slice_plan_applies(Shape { v: MIN_SLICE_HEAD_ROWS, ..LLAMA }, DType::BF16, BOTH, COMPACT), "no rest");
+    assert_eq!(plan(LLAMA, Wanted { dc: false, ..BOTH }, 1 << 30), None);
+    let cut = |head| slice_plan_with_head(LLAMA, DType::BF16, BOTH, head, COMPACT, REST, &fwd);
+    for bad in [0, 1000, LLAMA.v.div_ceil(256) * 256] {
+        assert!(cut(bad).is_err(), "head {bad}");
+    }
+    assert!(slice_plan_with_head(LLAMA, DType::BF16, BOTH, 4096, StepLogits::F32, REST, &fwd).is_err());
+}
+
+#[test]
+fn the_budget_buys_the_largest_head_that_fits() {
+    for shape in [LLAMA, GEMMA] {
+        let mut last = 0;
+        for mb in [512usize, 1024, 1536] {
+            let budget = mb << 20;
+            let p = plan(shape, BOTH, budget).unwrap_or_else(|| panic!("{shape:?} {mb} MB"));
+            assert!(p.workspace_bytes <= budget && p.head_rows % 256 == 0 && p.head_rows >= MIN_SLICE_HEAD_ROWS);
+            assert!(p.head_rows > last, "{mb} MB: head {} after {last}", p.head_rows);
+            last = p.head_rows;
+            // the next head does not fit
+            let next = slice_plan_with_head(shape, DType::BF16, BOTH, p.head_rows + 256, COMPACT, REST, &fwd).unwrap();
+            assert!(next.workspace_bytes > budget, "{mb} MB: head {} + 256 fits", p.head_rows);
+            // q is most of what the budget holds past the rest's fixed part: within a tile of the
+            // rows the bytes left over after the rest would give (2 bytes a logit and its maxima)
+            let fixed = p.workspace_bytes - p.head.logits.bytes;
+            let rows = (budget - fixed) / (2 * shape.n);
+            assert!(rows - p.head_rows < 512, "{mb} MB: head {} of ~{rows} rows", p.head_rows);
+        }
+    }
+    // Llama 3's rest alone (dE's accumulator: 134 MB; G of a chunk) leaves 256 MB no head worth it
+    assert_eq!(plan(LLAMA, BOTH, 256 << 20), None);
+    // a vocabulary too small for a head and a rest
+    assert_eq!(plan(Shape::new(8192, 4096, 4000), BOTH, 4 << 30), None);
+}
+
+#[test]
+fn every_region_lies_inside_the_workspace_and_apart() {
+    let p = plan(LLAMA, Wanted::ALL, 1 << 30).unwrap();
+    let mut regions = vec![
+        p.head_ws,
+        p.rest_forward_ws,
+        p.rest_ws,
+        p.slice_rows,
+        p.class_weight_sums,
+        p.merged,
+        p.finish_targets,
+        p.slice_status,
+        p.unit_grad,
+    ];
+    assert_eq!(
+        (p.head_ws.bytes, p.rest_forward_ws.bytes, p.rest_ws.bytes),
+        (p.head.workspace_bytes, p.rest_forward.workspace_bytes, p.rest.workspace_bytes)
+    );
+    regions.sort_by_key(|r| r.offset);
+    for w in regions.windows(2) {
+        assert!(w[0].offset + w[0].bytes <= w[1].offset, "{:?} overlaps {:?}", w[0], w[1]);
+    }
+    let last = regions.last().unwrap();
+    assert!(last.offset + last.bytes <= p.workspace_bytes);
+    assert_eq!(p.slice_rows.bytes, 2 * LLAMA.n * 6 * 8);
+}
+
+#[test]
+fn the_head_is_one_compact_chunk_and_the_rest_covers_the_vocabulary_after_it() {
+    let p = plan(LLAMA, BOTH, 1 << 30).unwrap();
+    let h = &p.head;
+    assert_eq!(
+        (h.shape, h.token_chunk, h.dc_acc, h.storage),
+        (Shape { v: p.head_rows, ..LLAMA }, LLAMA.n, None, COMPACT)
+    );
+    assert_eq!(h.m_ref, Some(super::super::MrefPlace::DeRows), "the head's maxima live in dE's rows");
+    assert_eq!(p.rest_forward.shape, Shape { v: LLAMA.v - p.head_rows, ..LLAMA });
+    let r = &p.rest;
+    assert_eq!((r.shape, r.vocab_begin, r.token_chunk, r.family), (LLAMA, p.head_rows, LLAMA.n, Family::Sm90));
+    assert!(!r.token_outer && r.de_pass.is_none() && r.dc_scratch.is_empty());
+    assert!(matches!(r.de_acc, DeAccumulator::Workspace(_)), "{:?}", r.de_acc);
+    assert!(r.vocab_chunk <= REST.vocab_chunk.div_ceil(256) * 256 && r.vocab_chunk % 256 == 0);
+    let rows = rest_rows(r);
+    assert_eq!(rows.first().unwrap().start, p.head_rows);
+    assert_eq!(rows.last().unwrap().end, LLAMA.v);
+    assert!(rows.windows(2).all(|w| w[0].end == w[1].start));
+    assert_eq!(r.tail_chunks().len(), 0, "no tail pass");
+    // without dE: the maxima in the workspace, no dE accumulator
+    let dc_only = plan(LLAMA, Wanted { de: false, ..BOTH }, 1 << 30).unwrap();
+    assert!(matches!(dc_only.head.m_ref, Some(super::super::MrefPlace::Workspace(_))));
+    assert_eq!(dc_only.rest.de_acc, DeAccumulator::NotWanted);
+}

@@ -1,0 +1,282 @@
+//! The vocabulary-slice pass ([`crate::plan::SlicePlan`]): loss and gradients in one call, the
+//! classifier's first rows with three products over all tokens (their logits kept as the compact
+//! forward's f16 q), the rest with the default's four. Gradients come out for grad_output = 1, as
+//! the three-product pass's ([`CudaLoss::scale_gradients`] applies the real one). Never
+//! synchronises the stream.
+//!
+//! Order on the stream (plan/slice.rs says why each piece lives where it does):
+//! 1. the head's effective targets (its rows only), its compact forward (q, per-tile maxima,
+//!    partials, target logits) and its f64 rows; the rest's forward partials and rows (the
+//!    vocabulary-parallel phases' `forward_partials_slice`, offset head_rows);
+//! 2. `finish_ranks` over both rows in order: lse, the loss, the scalars;
+//! 3. the whole call's effective targets and status word, and the token scales for grad_output 1
+//!    (in the rest's backward regions);
+//! 4. the head's G in place over q (flce_grad_from_compact over columns [0, head_rows) of the
+//!    whole call: its targets, smoothing's ε/V and class weights), db's head columns, dC's head
+//!    rows = Gᵀ·E (one product over every token, rounded once), dE's accumulator = G·C[head];
+//! 5. the rest's backward passes from head_rows on (their first dE product adds to the head's
+//!    share), dE and db rounded once.
+
+use flce_core::cpu::phases::VocabSlice;
+use flce_core::{Error, Options, Reduction, Result, Shape};
+
+use crate::abi::{CompactGradParams, DbReduceParams, ExportParams, GradChunk, LossConstants, ScaleParams};
+use crate::backward::de_accumulator;
+use crate::blas::{Elem, Gemm, Mat};
+use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
+use crate::family::{BackwardMode, Family};
+use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
+use crate::phases::{RankPartials, SlicePartials, PARTIAL_FIELDS};
+use crate::plan::{self, MrefPlace, Region, SlicePlan, SliceRest, TradePlan, Wanted};
+
+/// The part of a workspace at `r`.
+fn sub(ws: Workspace, r: Region) -> Workspace {
+    Workspace { ptr: ws.at(r), bytes: r.bytes }
+}
+
+impl CudaLoss {
+    /// Forward and backward at once with a vocabulary-slice plan (made by
+    /// [`CudaLoss::slice_plan`] or [`crate::plan::slice_plan`] for this shape, dtype and these
+    /// gradients): the forward's outputs, and dE, dC, db (as `plan.wanted` says) for
+    /// grad_output = 1.
+    ///
+    /// dE's buffer is scratch until the end where the head's plan keeps its per-tile maxima in
+    /// dE's rows ([`MrefPlace::DeRows`]). Reduction "none" gives the gradients of the sum (every
+    /// token's grad_output 1).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward_backward`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_backward_sliced(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        out: &DeviceForwardOutputs,
+        grads: &DeviceGrads,
+        ws: Workspace,
+        plan: &SlicePlan,
+        stream: Stream,
+    ) -> Result<()> {
+        x.validate(opts)?;
+        out.check(x.shape.n, opts)?;
+        self.check_plan(x, plan.shape, plan.dtype, Family::Sm90)?;
+        if !crate::loss::compact_logits_hold(opts) {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: "vocabulary slice".into(),
+                reason: "its head's compact logits hold no softcap with label smoothing: take another plan",
+            });
+        }
+        if !x.rows_aligned() {
+            return Err(Error::Unsupported("the vocabulary-slice plan needs 16-byte aligned rows of E and C".into()));
+        }
+        grads.check_plan(plan.wanted)?;
+        ws.check(plan.workspace_bytes)?;
+        if let (Some(MrefPlace::DeRows), Some(de)) = (plan.head.m_ref, grads.de) {
+            if de % 4 != 0 {
+                return Err(Error::InvalidOption {
+                    name: "grads.de",
+                    value: format!("{de:#x}"),
+                    reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
+                });
+            }
+        }
+        let (hws, rws) = (sub(ws, plan.head_ws), sub(ws, plan.rest_ws));
+        let de_acc = de_accumulator(&plan.rest, grads, &rws)?;
+        let targets = rws.at(plan.rest.targets);
+        let call = self.call(x, opts, targets, rws, stream)?;
+        let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
+        self.check_pointers(x.pointers().into_iter().chain(given))?;
+
+        let Shape { n, d, v } = x.shape;
+        let head_rows = plan.head_rows;
+        let s = x.dtype.size_in_bytes() as u64;
+        let rows = ws.at(plan.slice_rows);
+        let sums = ws.at(plan.class_weight_sums);
+        let slice_status = ws.at(plan.slice_status);
+        let row_bytes = (n * PARTIAL_FIELDS * 8) as u64;
+        let m_ref = match plan.head.m_ref {
+            Some(MrefPlace::Workspace(r)) => hws.at(r),
+            Some(MrefPlace::DeRows) => grads.de.unwrap_or(0),
+            None => 0,
+        };
+
+        // 1. the head: its rows of C (and of the bias and class weights) as a problem of their own
+        let head_x = DeviceInputs { shape: Shape { v: head_rows, ..x.shape }, ..*x };
+        let head_targets = hws.at(plan.head.targets);
+        let head_call = self.call(&head_x, opts, head_targets, hws, stream)?;
+        self.slice_targets(&head_call, VocabSlice { offset: 0, total: v }, slice_status, -1)?;
+        crate::family::sm90::forward_compact(&head_call, &plan.head, 0..n, head_call.lp, m_ref)?;
+        let export = ExportParams {
+            k: head_call.lp.k,
+            partials: hws.at(plan.head.partials),
+            target_logit: hws.at(plan.head.target_logit),
+            targets: head_targets,
+            class_w: head_call.lp.class_w,
+            splits: plan.head.stats_splits as i32,
+            partials_ld: n as i32,
+            offset: 0,
+            out: rows,
+            class_weight_sum: sums,
+        };
+        self.kernels.launch(x.dtype, &export, stream)?;
+        drop(head_call);
+        // the rest: rows [head_rows, V), as the phases' second rank
+        let offset = |p: Option<u64>, elem: u64| p.map(|p| p + head_rows as u64 * elem);
+        let rest_x = DeviceInputs {
+            shape: Shape { v: v - head_rows, ..x.shape },
+            c: x.c + (head_rows * d) as u64 * s,
+            bias: offset(x.bias, s),
+            class_weights: offset(x.class_weights, 4),
+            ..*x
+        };
+        let rest_rows = SlicePartials { rows: rows + row_bytes, class_weight_sum: sums + 8, status: slice_status };
+        let rest_slice = VocabSlice { offset: head_rows, total: v };
+        let rfws = sub(ws, plan.rest_forward_ws);
+        self.forward_partials_slice(&rest_x, opts, rest_slice, &rest_rows, rfws, &plan.rest_forward, stream)?;
+
+        // 2. both merged in order: lse, loss, scalars
+        let parts = RankPartials { rows, class_weight_sums: sums, ranks: 2 };
+        let finish_ws = Workspace { ptr: ws.at(plan.finish_targets), bytes: plan.finish_targets.bytes };
+        self.finish_ranks(x.shape, opts, x.targets, &parts, out, ws.at(plan.merged), finish_ws, stream)?;
+
+        // 3. the whole call's targets and status word (class weights checked too), token scales
+        self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
+        let unit = ws.at(plan.unit_grad);
+        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
+        let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
+        let (token_scale, scalars) = (rws.at(plan.rest.token_scale), rws.at(plan.rest.scalars));
+        let scale = ScaleParams {
+            k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { call.lp.k },
+            targets,
+            class_w: call.lp.class_w,
+            grad_output: unit,
+            token_scale,
+            scalars,
+        };
+        self.kernels.launch(x.dtype, &scale, stream)?;
+
+        // 4. the head's G over q, then its products
+        let (q, ldg) = (hws.at(plan.head.logits), plan.head.ldg);
+        let db_partial = plan.head.db_partial.map_or(0, |r| hws.at(r));
+        let chunk = GradChunk {
+            lse: out.lse,
+            token_scale,
+            scalars,
+            n0: 0,
+            n_end: n as i32,
+            v0: 0,
+            v_end: head_rows as i32,
+            g_out: q,
+            ldg: ldg as i32,
+            db_partial,
+        };
+        let grad = CompactGradParams {
+            lp: call.lp,
+            chunk,
+            q,
+            m_ref,
+            ld_mref: plan.head.mref_ld() as i32,
+            target_logit: hws.at(plan.head.target_logit),
+        };
+        self.kernels.launch(x.dtype, &grad, stream)?;
+        if let (Some(_), Some(acc)) = (grads.dbias, plan.rest.db_acc) {
+            let reduce = DbReduceParams {
+                db_partial,
+                row_tiles: n.div_ceil(crate::geometry::TILE_M) as i32,
+                ldb: ldg as i32,
+                count: head_rows as i32,
+                accumulate: 0,
+                db_acc: rws.at(acc),
+            };
+            self.kernels.launch(x.dtype, &reduce, stream)?;
+        }
+        let blas = self.blas.bind(stream)?;
+        let input = Elem::Input(x.dtype);
+        if let Some(dc) = grads.dc {
+            // dC[head] = Gᵀ·E over every token, rounded once; column-major (D × head) = E(D × N) · Gᵀ
+            let (a, b) = (Mat::new(x.e, input, d), Mat::new(q, input, ldg).t());
+            Gemm { m: d, n: head_rows, k: n, a, b, beta: 0.0, out: Mat::new(dc, input, d) }.run(&blas)?;
+        }
+        if let Some(acc) = de_acc {
+            // dE's accumulator = G·C[head]; column-major (D × N) = C(D × head) · G
+            let (a, b) = (Mat::new(x.c, input, d), Mat::new(q, input, ldg));
+            Gemm { m: d, n, k: head_rows, a, b, beta: 0.0, out: Mat::new(acc, Elem::F32, d) }.run(&blas)?;
+        }
+        drop(blas);
+
+        // 5. the rest's backward: its chunks add to dE's accumulator; dE and db rounded once
+        self.passes(&call, &plan.rest, grads, de_acc, out.lse)
+    }
+}
+
+impl CudaLoss {
+    /// The vocabulary-slice plan of a call within `budget` bytes of workspace (its head the
+    /// largest that fits), or None where it does not apply (`plan::slice_plan_applies`: compact
+    /// logits for these options, dC wanted) or no head worth it fits. The rest's vocabulary chunk
+    /// is at most the default backward plan's.
+    pub fn slice_plan(
+        &self,
+        shape: Shape,
+        dtype: flce_core::DType,
+        opts: &Options,
+        wanted: Wanted,
+        budget: usize,
+    ) -> Result<Option<SlicePlan>> {
+        let storage = self.step_logits(shape, dtype, opts);
+        if !plan::slice_plan_applies(shape, dtype, wanted, storage) {
+            return Ok(None);
+        }
+        let fused = crate::family::fused_family(self.arch(), shape, dtype);
+        let mode = BackwardMode::Auto.resolve(fused);
+        let default = self.backward_plan(shape, dtype, wanted, BackwardConfig::default())?;
+        let rest =
+            SliceRest { mode, family: mode.family(fused), sm_count: self.sm_count(), vocab_chunk: default.vocab_chunk };
+        let forward_plan = |s: Shape| self.forward_plan(s, dtype, ForwardConfig::default());
+        Ok(plan::slice_plan(shape, dtype, wanted, budget, storage, rest, &forward_plan))
+    }
+
+    /// The plan a call that trades workspace for speed takes within `budget` bytes: the
+    /// three-product pass where a token chunk that pays fits (`plan::step_plan_if_faster`), else
+    /// the vocabulary-slice pass where a head fits ([`CudaLoss::slice_plan`]; not with
+    /// `FLCE_SLICE_PLAN=0`), else None (the default recomputing plans within the budget).
+    pub fn trade_plan(
+        &self,
+        shape: Shape,
+        dtype: flce_core::DType,
+        opts: &Options,
+        wanted: Wanted,
+        budget: usize,
+    ) -> Result<Option<TradePlan>> {
+        let storage = self.step_logits(shape, dtype, opts);
+        let max_tokens = crate::geometry::step_max_tokens(shape.n);
+        if let Some(p) = plan::step_plan_if_faster(shape, dtype, wanted, budget, storage, max_tokens) {
+            return Ok(Some(TradePlan::Step(p)));
+        }
+        if !crate::knobs::slice_plan_enabled() {
+            return Ok(None);
+        }
+        Ok(self.slice_plan(shape, dtype, opts, wanted, budget)?.map(TradePlan::Slice))
+    }
+
+    /// [`CudaLoss::forward_backward`] or [`CudaLoss::forward_backward_sliced`], as `plan` is.
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward_backward`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_backward_trade(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        out: &DeviceForwardOutputs,
+        grads: &DeviceGrads,
+        ws: Workspace,
+        plan: &TradePlan,
+        stream: Stream,
+    ) -> Result<()> {
+        match plan {
+            TradePlan::Step(p) => self.forward_backward(x, opts, out, grads, ws, p, stream),
+            TradePlan::Slice(p) => self.forward_backward_sliced(x, opts, out, grads, ws, p, stream),
+        }
+    }
+}
