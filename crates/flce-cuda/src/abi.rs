@@ -112,6 +112,11 @@ abi_structs! {
         /// [blocks, 4] f64: each block's {Σ loss, Σ w_t, Σ correct, Σ active}, for
         /// flce_finish_scalars (0: lse and losses only).
         block_sums: DevPtr = "double*",
+        /// The splits from `offset_split` on hold a vocabulary slice's partials whose argmax
+        /// counts from the slice's first row, `argmax_offset` (the vocabulary-slice pass:
+        /// src/slice.rs); 0 and 0 elsewhere.
+        offset_split: i32 = "int",
+        argmax_offset: i32 = "int",
     }
 
     /// flce_finish_scalars: the forward finish's block sums and W into the forward's scalars.

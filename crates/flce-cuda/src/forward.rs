@@ -37,8 +37,7 @@ impl CudaLoss {
         self.check_pointers(x.pointers().into_iter().chain(out.pointers()).chain([ws.pointer()]))?;
         self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
         self.family_partials(&call, plan)?;
-        let partials =
-            Partials { stats: ws.at(plan.partials), target_logit: ws.at(plan.target_logit), splits: plan.splits };
+        let partials = Partials::new(ws.at(plan.partials), ws.at(plan.target_logit), plan.splits);
         self.finish(&call, partials, ws.at(plan.finish_sums), out)
     }
 
@@ -138,6 +137,8 @@ impl CudaLoss {
             lse,
             per_token_loss,
             block_sums,
+            offset_split: partials.offset_split as i32,
+            argmax_offset: partials.argmax_offset as i32,
         };
         self.kernels.launch(call.x.dtype, &merge, call.stream)?;
         Ok(())
@@ -145,10 +146,21 @@ impl CudaLoss {
 }
 
 /// A family's per-token partial statistics in the workspace: `splits` rows of N packed RowStats
-/// (split k at `stats` + 16·N·k) and the target logits [N].
+/// (split k at `stats` + 16·N·k) and the target logits [N]; the splits from `offset_split` on
+/// count their argmax from vocabulary row `argmax_offset` (the vocabulary-slice pass's rest;
+/// 0 and 0: every split counts from row 0).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Partials {
     pub stats: DevPtr,
     pub target_logit: DevPtr,
     pub splits: usize,
+    pub offset_split: usize,
+    pub argmax_offset: usize,
+}
+
+impl Partials {
+    /// Splits whose argmax counts from row 0.
+    pub(crate) fn new(stats: DevPtr, target_logit: DevPtr, splits: usize) -> Self {
+        Partials { stats, target_logit, splits, offset_split: 0, argmax_offset: 0 }
+    }
 }

@@ -5,12 +5,13 @@
 //! synchronises the stream.
 //!
 //! Order on the stream (plan/slice.rs says why each piece lives where it does):
-//! 1. the head's effective targets (its rows only), its compact forward (q, per-tile maxima,
-//!    partials, target logits) and its f64 rows; the rest's forward partials and rows (the
-//!    vocabulary-parallel phases' `forward_partials_slice`, offset head_rows);
-//! 2. `finish_ranks` over both rows in order: lse, the loss, the scalars;
-//! 3. the whole call's effective targets and status word, and the token scales for grad_output 1
-//!    (in the rest's backward regions);
+//! 1. the whole call's effective targets and status word (in the rest's backward regions); the
+//!    head's compact forward over C's first rows (q, per-tile maxima, its splits' partials, the
+//!    target logits it holds); the rest's effective targets (its rows only) and its sm90 forward
+//!    (its splits' partials after the head's, the target logits it holds);
+//! 2. the forward's finish over both halves' splits in order (the rest's argmax offset by
+//!    head_rows): lse, the loss, the scalars;
+//! 3. the token scales for grad_output 1 (in the rest's backward regions);
 //! 4. the head's G in place over q (flce_grad_from_compact over columns [0, head_rows) of the
 //!    whole call: its targets, smoothing's ε/V and class weights), db's head columns, dC's head
 //!    rows = Gᵀ·E (one product over every token, rounded once), dE's accumulator = G·C[head];
@@ -20,13 +21,13 @@
 use flce_core::cpu::phases::VocabSlice;
 use flce_core::{Error, Options, Reduction, Result, Shape};
 
-use crate::abi::{CompactGradParams, DbReduceParams, ExportParams, GradChunk, LossConstants, ScaleParams};
+use crate::abi::{CompactGradParams, DbReduceParams, GradChunk, LossConstants, ScaleParams};
 use crate::backward::de_accumulator;
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{BackwardMode, Family};
+use crate::forward::Partials;
 use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
-use crate::phases::{RankPartials, SlicePartials, PARTIAL_FIELDS};
 use crate::plan::{self, MrefPlace, Region, SlicePlan, SliceRest, TradePlan, Wanted};
 
 /// The part of a workspace at `r`.
@@ -72,6 +73,13 @@ impl CudaLoss {
         }
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
+        if plan.rest_forward.sm90_grid.is_none() || plan.head.forward_grid.is_none() {
+            return Err(Error::InvalidOption {
+                name: "plan",
+                value: "vocabulary slice".into(),
+                reason: "both halves' forwards must be the sm90 family's (plan::slice_plan makes them so)",
+            });
+        }
         if let (Some(MrefPlace::DeRows), Some(de)) = (plan.head.m_ref, grads.de) {
             if de % 4 != 0 {
                 return Err(Error::InvalidOption {
@@ -91,37 +99,24 @@ impl CudaLoss {
         let Shape { n, d, v } = x.shape;
         let head_rows = plan.head_rows;
         let s = x.dtype.size_in_bytes() as u64;
-        let rows = ws.at(plan.slice_rows);
-        let sums = ws.at(plan.class_weight_sums);
-        let slice_status = ws.at(plan.slice_status);
-        let row_bytes = (n * PARTIAL_FIELDS * 8) as u64;
+        let (partials, target_logit) = (ws.at(plan.partials), ws.at(plan.target_logit));
         let m_ref = match plan.head.m_ref {
             Some(MrefPlace::Workspace(r)) => hws.at(r),
             Some(MrefPlace::DeRows) => grads.de.unwrap_or(0),
             None => 0,
         };
 
-        // 1. the head: its rows of C (and of the bias and class weights) as a problem of their own
+        // 1. the whole call's effective targets and status word (class weights checked too)
+        self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
+        // the head: its rows of C (and of the bias and class weights) with the call's targets (a
+        // target past the head matches none of its columns): its splits first
         let head_x = DeviceInputs { shape: Shape { v: head_rows, ..x.shape }, ..*x };
-        let head_targets = hws.at(plan.head.targets);
-        let head_call = self.call(&head_x, opts, head_targets, hws, stream)?;
-        self.slice_targets(&head_call, VocabSlice { offset: 0, total: v }, slice_status, -1)?;
-        crate::family::sm90::forward_compact(&head_call, &plan.head, 0..n, head_call.lp, m_ref)?;
-        let export = ExportParams {
-            k: head_call.lp.k,
-            partials: hws.at(plan.head.partials),
-            target_logit: hws.at(plan.head.target_logit),
-            targets: head_targets,
-            class_w: head_call.lp.class_w,
-            splits: plan.head.stats_splits as i32,
-            partials_ld: n as i32,
-            offset: 0,
-            out: rows,
-            class_weight_sum: sums,
-        };
-        self.kernels.launch(x.dtype, &export, stream)?;
+        let head_call = self.call(&head_x, opts, targets, hws, stream)?;
+        let outputs = (partials, target_logit);
+        crate::family::sm90::forward_compact(&head_call, &plan.head, 0..n, head_call.lp, m_ref, outputs)?;
         drop(head_call);
-        // the rest: rows [head_rows, V), as the phases' second rank
+        // the rest: rows [head_rows, V) with their own effective targets (a target in the head is
+        // inactive there), its splits after the head's
         let offset = |p: Option<u64>, elem: u64| p.map(|p| p + head_rows as u64 * elem);
         let rest_x = DeviceInputs {
             shape: Shape { v: v - head_rows, ..x.shape },
@@ -130,18 +125,24 @@ impl CudaLoss {
             class_weights: offset(x.class_weights, 4),
             ..*x
         };
-        let rest_rows = SlicePartials { rows: rows + row_bytes, class_weight_sum: sums + 8, status: slice_status };
-        let rest_slice = VocabSlice { offset: head_rows, total: v };
         let rfws = sub(ws, plan.rest_forward_ws);
-        self.forward_partials_slice(&rest_x, opts, rest_slice, &rest_rows, rfws, &plan.rest_forward, stream)?;
+        let rest_call = self.call(&rest_x, opts, rfws.at(plan.rest_forward.targets), rfws, stream)?;
+        let rest_slice = VocabSlice { offset: head_rows, total: v };
+        self.slice_targets(&rest_call, rest_slice, ws.at(plan.slice_status), -1)?;
+        let rest_partials = partials + 16 * (n * plan.head.stats_splits) as u64;
+        crate::family::sm90::forward_partials_into(&rest_call, &plan.rest_forward, (rest_partials, target_logit))?;
+        drop(rest_call);
 
-        // 2. both merged in order: lse, loss, scalars
-        let parts = RankPartials { rows, class_weight_sums: sums, ranks: 2 };
-        let finish_ws = Workspace { ptr: ws.at(plan.finish_targets), bytes: plan.finish_targets.bytes };
-        self.finish_ranks(x.shape, opts, x.targets, &parts, out, ws.at(plan.merged), finish_ws, stream)?;
+        // 2. both halves' splits merged in order: lse, loss, scalars
+        let splits = plan.head.stats_splits + plan.rest_forward.splits;
+        let all = Partials {
+            offset_split: plan.head.stats_splits,
+            argmax_offset: head_rows,
+            ..Partials::new(partials, target_logit, splits)
+        };
+        self.finish(&call, all, ws.at(plan.finish_sums), out)?;
 
-        // 3. the whole call's targets and status word (class weights checked too), token scales
-        self.prep_targets(x, call.lp.k, targets, out.status, stream)?;
+        // 3. the token scales for grad_output 1
         let unit = ws.at(plan.unit_grad);
         self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
         let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };

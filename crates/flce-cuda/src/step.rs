@@ -103,7 +103,8 @@ impl CudaLoss {
             };
             if compact {
                 // statistics, target logits and q from the sm90 forward (partials at n0, ld N)
-                crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view, m_ref)?;
+                let outputs = (ws.at(plan.partials), ws.at(plan.target_logit));
+                crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view, m_ref, outputs)?;
             } else {
                 // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
                 crate::family::cublas::chunk_logits(&call, &blas, 0, v, tokens.start, nlen, logits, plan.ldg)?;
@@ -121,11 +122,8 @@ impl CudaLoss {
                 };
                 self.kernels.launch(x.dtype, &stats, stream)?;
             }
-            let chunk_partials = crate::forward::Partials {
-                stats: partials + 16 * n0,
-                target_logit: target_logit + 4 * n0,
-                splits: plan.stats_splits,
-            };
+            let chunk_partials =
+                crate::forward::Partials::new(partials + 16 * n0, target_logit + 4 * n0, plan.stats_splits);
             self.merge_partials(&call, view.k, view.targets, chunk_partials, out.lse + 4 * n0, 0, 0)?;
             // G for grad_output = 1, and db's column sums
             let chunk = GradChunk {
@@ -195,7 +193,7 @@ impl CudaLoss {
         }
         drop(blas);
         // the whole forward's outputs from the partials of every chunk
-        let all = crate::forward::Partials { stats: partials, target_logit, splits: plan.stats_splits };
+        let all = crate::forward::Partials::new(partials, target_logit, plan.stats_splits);
         self.finish(&call, all, ws.at(plan.finish_sums), out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to

@@ -2,7 +2,8 @@
 //
 // flce_forward_finish — one thread per token, FINISH_THREADS a block, ceil(N / FINISH_THREADS)
 //   blocks. Merges the `splits` partials of each token (packed RowStats, split k at
-//   partials + k·partials_ld, written by a family's forward) in split order, writes lse [N] (and
+//   partials + k·partials_ld, written by a family's forward; from split offset_split on, their
+//   argmax counts from row argmax_offset: a vocabulary slice's) in split order, writes lse [N] (and
 //   the per-token loss [N] when asked) and, when block_sums is given, the block's {Σ loss, Σ w_t,
 //   Σ correct, Σ active} as 4 doubles at block_sums + 4·blockIdx.x, each summed in a fixed tree
 //   order. With neither (per_token_loss and block_sums 0) lse only: no losses, no W. A token's
@@ -34,8 +35,12 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
   const int i = blockIdx.x * FINISH_THREADS + threadIdx.x;
   if (i < n) {
     RowStats st = row_stats_empty();
-    for (int k = 0; k < fp.splits; ++k)
-      st = row_stats_merge(st, row_stats_unpack(fp.partials[(size_t)k * fp.partials_ld + i]));
+    for (int k = 0; k < fp.splits; ++k) {
+      RowStats part = row_stats_unpack(fp.partials[(size_t)k * fp.partials_ld + i]);
+      // a slice's local argmax as a row of the whole vocabulary (none stays none)
+      if (k >= fp.offset_split && part.argmax != 0x7fffffff) part.argmax += fp.argmax_offset;
+      st = row_stats_merge(st, part);
+    }
     const float lse = st.max + logf(st.sum_exp);
     fp.lse[i] = lse;
     const int t = fp.targets[i];

@@ -125,11 +125,23 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
+    forward_partials_into(call, plan, (call.ws.at(plan.partials), call.ws.at(plan.target_logit)))
+}
+
+/// [`forward_partials`] into the partials [splits, N] and target logits [N] at `outputs`
+/// (the vocabulary-slice pass's rest writes its splits after the head's: src/slice.rs).
+///
+/// # Safety
+/// As for [`forward_partials`]; `outputs` hold `plan.splits` × N packed RowStats and N f32.
+pub(crate) unsafe fn forward_partials_into(
+    call: &Call<'_>,
+    plan: &ForwardPlan,
+    outputs: (DevPtr, DevPtr),
+) -> Result<()> {
     let s = call.x.shape;
     let grid: Sm90Grid = plan
         .sm90_grid
         .ok_or_else(|| flce_core::Error::Unsupported("forward_partials: the forward plan has no sm90 grid".into()))?;
-    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let band_rows = if plan.band_tiles > 0 { plan.band_tiles * SM90_TILE_M } else { s.n };
     for n0 in (0..s.n).step_by(band_rows) {
         let tokens = n0..(n0 + band_rows).min(s.n);
@@ -181,12 +193,12 @@ fn forward_params_over(
 }
 
 /// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
-/// the chunk's statistics into the plan's partials (columns `tokens` of its [splits, N]) and
-/// target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
+/// the chunk's statistics into partials (columns `tokens` of [splits, N]) and target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
 /// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact), in clusters of 2 where the plan's
 /// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
 /// their own (its N and targets; src/step.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
-/// a token (where `plan.m_ref` places them: src/step.rs resolves it).
+/// a token (where `plan.m_ref` places them: src/step.rs resolves it). `outputs`: the partials
+/// [splits, N] and target logits [N] (the plan's regions, or the vocabulary-slice pass's).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
@@ -196,11 +208,11 @@ pub(crate) unsafe fn forward_compact(
     tokens: Range<usize>,
     view: LogitParams,
     m_ref: DevPtr,
+    outputs: (DevPtr, DevPtr),
 ) -> Result<()> {
     let grid: Sm90Grid = plan.forward_grid.ok_or_else(|| {
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
-    let outputs = (call.ws.at(plan.partials), call.ws.at(plan.target_logit));
     let q = call.ws.at(plan.logits);
     let params = Sm90CompactForwardParams {
         // (the staged fold stores each tile's four 64-column boxes of 128 rows from its staging)

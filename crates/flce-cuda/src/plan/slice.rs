@@ -10,17 +10,21 @@
 //! accumulator, which is rounded once at the end. Both halves run inside the forward of a call
 //! that wants gradients, for grad_output 1, as the three-product pass does (src/slice.rs).
 //!
-//! The halves meet as two ranks of the vocabulary-parallel phases on one GPU (src/phases.rs):
-//! each exports its partial statistics as f64 rows, `finish_ranks` merges them in order (lse,
-//! loss, scalars), so the arithmetic is the phases' over two slices, whose CPU specification is
-//! flce-core's cpu/phases.rs. Exactness: the head's rows have the compact form's (plan/step.rs),
-//! the rest's the default's.
+//! The halves meet in the forward's finish as one forward's vocabulary splits would: the head's
+//! splits, then the rest's (whose argmax counts from row head_rows), merged in that order into
+//! lse, the loss and the scalars; each token's target logit comes from the half that holds its
+//! target. So the arithmetic is that of a forward over two vocabulary slices (flce-core's
+//! cpu/phases.rs is its CPU specification: any cut within 1e-6 of the one-slice forward).
+//! (Merging them as two ranks of the vocabulary-parallel phases, f64 rows and `finish_ranks`,
+//! measured ~1 ms slower at the model shapes: their one-block kernels; H200 2026-12-03,
+//! benchmarks/h200-2026-12-03-s37/slice-first/.) Exactness: the head's rows have the compact
+//! form's (plan/step.rs), the rest's the default's.
 //!
 //! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
-//! with dE's f32 accumulator in the workspace (N·D·4 bytes), and the phases' rows (120 bytes a
-//! token). The head is the largest that fits the budget; the rest's vocabulary chunk is the
-//! default plan's, or a smaller one that balances the sm90 G launches better.
+//! with dE's f32 accumulator in the workspace (N·D·4 bytes), and both halves' partials (16 bytes
+//! a token and split). The head is the largest that fits the budget; the rest's vocabulary chunk
+//! is the default plan's, or a smaller one that balances the sm90 G launches better.
 
 use flce_core::{DType, Error, Result, Shape};
 
@@ -34,9 +38,6 @@ use crate::geometry::SM90_TILE_N;
 /// (2·N·D FLOP a row: 4096 rows at Llama 3's 8k tokens, ~0.4 ms on an H200).
 pub const MIN_SLICE_HEAD_ROWS: usize = 4096;
 
-/// f64 values per token in the phases' partial rows (src/phases.rs `PARTIAL_FIELDS`).
-const ROW_FIELDS: usize = 6;
-
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlicePlan {
     pub shape: Shape,
@@ -45,11 +46,12 @@ pub struct SlicePlan {
     /// Classifier rows [0, head_rows) take the three-product path (a multiple of 256, below V).
     pub head_rows: usize,
     /// The head's compact forward and G: the three-product plan of shape (N, D, head_rows) in one
-    /// token chunk (its targets, scales and finish regions unused); regions relative to `head_ws`.
+    /// token chunk (its q, maxima and db partials used; its other regions are not); regions
+    /// relative to `head_ws`.
     pub head: StepPlan,
     pub head_ws: Region,
-    /// The forward partials of rows [head_rows, V) (shape (N, D, V − head_rows)); regions
-    /// relative to `rest_forward_ws`.
+    /// The forward partials of rows [head_rows, V) (shape (N, D, V − head_rows): its targets
+    /// region holds the rest's effective targets); regions relative to `rest_forward_ws`.
     pub rest_forward: ForwardPlan,
     pub rest_forward_ws: Region,
     /// The backward of rows [head_rows, V): the whole call's shape, its chunks from
@@ -57,14 +59,14 @@ pub struct SlicePlan {
     /// token scales and scalars serve the head's G too. Regions relative to `rest_ws`.
     pub rest: BackwardPlan,
     pub rest_ws: Region,
-    /// f64 [2, N, 6]: the head's, then the rest's partial rows; f64 [2]: their Σ_j w_j.
-    pub slice_rows: Region,
-    pub class_weight_sums: Region,
-    /// f64 [N, 6]: the merged rows (`CudaLoss::finish_ranks`).
-    pub merged: Region,
-    /// i32 [N]: finish_ranks' prepared targets; i32 [1]: the slices' status word; f32 [1]: 1.0,
-    /// the grad_output the gradients are formed for.
-    pub finish_targets: Region,
+    /// Packed RowStats [head splits + rest splits, N]: the head's splits, then the rest's.
+    pub partials: Region,
+    /// f32 [N]: each token's target logit, from the half that holds its target.
+    pub target_logit: Region,
+    /// The finish step's block sums ([`crate::geometry::finish_sums_bytes`]).
+    pub finish_sums: Region,
+    /// i32 [1]: the rest's targets' status word (the call's own is the whole call's); f32 [1]:
+    /// 1.0, the grad_output the gradients are formed for.
     pub slice_status: Region,
     pub unit_grad: Region,
     pub workspace_bytes: usize,
@@ -122,10 +124,9 @@ pub fn slice_plan_with_head(
     let head_ws = l.take(head.workspace_bytes);
     let rest_forward_ws = l.take(rest_forward.workspace_bytes);
     let rest_ws = l.take(rest_plan.workspace_bytes);
-    let slice_rows = l.take(2 * n * ROW_FIELDS * 8);
-    let class_weight_sums = l.take(2 * 8);
-    let merged = l.take(n * ROW_FIELDS * 8);
-    let finish_targets = l.take(4 * n);
+    let partials = l.take(16 * n * (head.stats_splits + rest_forward.splits));
+    let target_logit = l.take(4 * n);
+    let finish_sums = l.take(crate::geometry::finish_sums_bytes(n));
     let slice_status = l.take(4);
     let unit_grad = l.take(4);
     Ok(SlicePlan {
@@ -139,10 +140,9 @@ pub fn slice_plan_with_head(
         rest_forward_ws,
         rest: rest_plan,
         rest_ws,
-        slice_rows,
-        class_weight_sums,
-        merged,
-        finish_targets,
+        partials,
+        target_logit,
+        finish_sums,
         slice_status,
         unit_grad,
         workspace_bytes: l.bytes(),

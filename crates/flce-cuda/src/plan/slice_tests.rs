@@ -72,14 +72,13 @@ fn the_budget_buys_the_largest_head_that_fits() {
 #[test]
 fn every_region_lies_inside_the_workspace_and_apart() {
     let p = plan(LLAMA, Wanted::ALL, 1 << 30).unwrap();
-    let mut regions = vec![
+    let mut regions = [
         p.head_ws,
         p.rest_forward_ws,
         p.rest_ws,
-        p.slice_rows,
-        p.class_weight_sums,
-        p.merged,
-        p.finish_targets,
+        p.partials,
+        p.target_logit,
+        p.finish_sums,
         p.slice_status,
         p.unit_grad,
     ];
@@ -93,7 +92,7 @@ fn every_region_lies_inside_the_workspace_and_apart() {
     }
     let last = regions.last().unwrap();
     assert!(last.offset + last.bytes <= p.workspace_bytes);
-    assert_eq!(p.slice_rows.bytes, 2 * LLAMA.n * 6 * 8);
+    assert_eq!(p.partials.bytes, 16 * LLAMA.n * (p.head.stats_splits + p.rest_forward.splits));
 }
 
 #[test]
