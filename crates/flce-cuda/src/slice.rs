@@ -178,7 +178,7 @@ impl CudaLoss {
             q,
             m_ref,
             ld_mref: plan.head.mref_ld() as i32,
-            target_logit: hws.at(plan.head.target_logit),
+            target_logit,
         };
         self.kernels.launch(x.dtype, &grad, stream)?;
         if let (Some(_), Some(acc)) = (grads.dbias, plan.rest.db_acc) {
