@@ -172,14 +172,8 @@ impl CudaLoss {
             ldg: ldg as i32,
             db_partial,
         };
-        let grad = CompactGradParams {
-            lp: call.lp,
-            chunk,
-            q,
-            m_ref,
-            ld_mref: plan.head.mref_ld() as i32,
-            target_logit,
-        };
+        let grad =
+            CompactGradParams { lp: call.lp, chunk, q, m_ref, ld_mref: plan.head.mref_ld() as i32, target_logit };
         self.kernels.launch(x.dtype, &grad, stream)?;
         if let (Some(_), Some(acc)) = (grads.dbias, plan.rest.db_acc) {
             let reduce = DbReduceParams {
@@ -231,8 +225,13 @@ impl CudaLoss {
         let fused = crate::family::fused_family(self.arch(), shape, dtype);
         let mode = BackwardMode::Auto.resolve(fused);
         let default = self.backward_plan(shape, dtype, wanted, BackwardConfig::default())?;
-        let rest =
-            SliceRest { mode, family: mode.family(fused), sm_count: self.sm_count(), vocab_chunk: default.vocab_chunk };
+        let rest = SliceRest {
+            mode,
+            family: mode.family(fused),
+            sm_count: self.sm_count(),
+            vocab_chunk: default.vocab_chunk,
+            dc_scratch: crate::geometry::dc_scratch_enabled(),
+        };
         let forward_plan = |s: Shape| self.forward_plan(s, dtype, ForwardConfig::default());
         Ok(plan::slice_plan(shape, dtype, wanted, budget, storage, rest, &forward_plan))
     }

@@ -18,7 +18,9 @@
 //!
 //! Only where G would go to the workspace as the plan's only buffer of its kind: one token chunk,
 //! dC wanted, no f32 logits region (fused families) and no db column sums (both sized by the
-//! workspace chunk's pitch).
+//! workspace chunk's pitch). A plan whose chunks start at [`BackwardPlan::vocab_begin`] (the
+//! vocabulary-slice plan's rest) covers its rows from there: the rows before it are the head's,
+//! written before this plan's first product.
 
 use flce_core::Shape;
 
@@ -47,18 +49,19 @@ pub fn with_dc_scratch(mut plan: BackwardPlan) -> BackwardPlan {
     let limit = tail.map_or(v * d * s, |t| t.byte_offset);
     // the most rows (a multiple of `step`) of a chunk ending at row b whose G fits past b
     let room = |b: usize| limit.saturating_sub(align(b * d * s)) / (n * s) / step * step;
-    // the chunks covering [0, end), each as large as its end allows (from the end backwards: the
-    // fewest chunks), or None if some end has no room
+    // the chunks covering [begin, end), each as large as its end allows (from the end backwards:
+    // the fewest chunks), or None if some end has no room
+    let begin = plan.vocab_begin;
     let cover = |end: usize| -> Option<Vec<usize>> {
         let mut ends = vec![];
         let mut b = end;
-        while b > 0 {
+        while b > begin {
             let r = room(b);
             if r <= vc {
                 return None;
             }
             ends.push(b);
-            b = b.saturating_sub(r);
+            b = b.saturating_sub(r).max(begin);
         }
         ends.reverse();
         Some(ends)
@@ -70,7 +73,7 @@ pub fn with_dc_scratch(mut plan: BackwardPlan) -> BackwardPlan {
     let mut best: Option<(usize, Vec<usize>)> = None;
     for m in 0..=anchor / vc {
         let end = anchor - m * vc;
-        if end == 0 {
+        if end <= begin {
             break;
         }
         let Some(ends) = cover(end) else { continue };
@@ -93,7 +96,7 @@ pub fn with_dc_scratch(mut plan: BackwardPlan) -> BackwardPlan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use flce_core::DType;
 
     use super::*;
@@ -106,10 +109,11 @@ mod tests {
         backward_plan(shape, dtype, wanted, budget, BackwardMode::FusedTiles, Family::Sm90, 132).ok()
     }
 
-    /// Every row in one chunk, in order (each scratch chunk but the first larger than the workspace's); every scratch G past its chunk's rows and before the
-    /// accumulator (or dC's end); the tail's first row a chunk boundary with the same tail; the
-    /// workspace and the uniform chunks as before.
-    fn check(before: &BackwardPlan, after: &BackwardPlan) {
+    /// Every row from the plan's first (`vocab_begin`) in one chunk, in order (each scratch chunk
+    /// but the first larger than the workspace's); every scratch G past its chunk's rows and
+    /// before the accumulator (or dC's end); the tail's first row a chunk boundary with the same
+    /// tail; the workspace and the uniform chunks as before.
+    pub(in crate::plan) fn check(before: &BackwardPlan, after: &BackwardPlan) {
         let Shape { n, d, v } = after.shape;
         let s = after.dtype.size_in_bytes();
         let ctx = format!("{:?} {:?} {:?}", after.shape, after.dtype, after.wanted);
@@ -119,7 +123,7 @@ mod tests {
             (before.vocab_chunk, before.ldg, before.de_acc),
             "{ctx}"
         );
-        let mut next = 0;
+        let mut next = after.vocab_begin;
         for i in 0..after.vocab_chunks() {
             let r = after.vocab_range(i);
             assert!(r.start == next && r.end > r.start && r.end <= v, "{ctx}: chunk {i} {r:?}");

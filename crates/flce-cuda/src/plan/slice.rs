@@ -73,14 +73,16 @@ pub struct SlicePlan {
 }
 
 /// What the slice planner takes from the device: the backward's resolved mode and family, the
-/// SM count, and the rest's vocabulary chunk (the default backward plan's: at most this many rows
-/// a chunk).
+/// SM count, the rest's vocabulary chunk (the default backward plan's: at most this many rows a
+/// chunk), and whether its first chunks may keep G in dC's unwritten rows ([`super::with_dc_scratch`],
+/// as the default plans do unless `FLCE_DC_SCRATCH=0`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SliceRest {
     pub mode: BackwardMode,
     pub family: Family,
     pub sm_count: usize,
     pub vocab_chunk: usize,
+    pub dc_scratch: bool,
 }
 
 /// Whether a call can take the slice plan at all: compact logits (sm_90a, 16-bit inputs, every
@@ -172,11 +174,30 @@ pub fn slice_plan(
 }
 
 /// The rest's backward: the whole call's shape with chunks from `head_rows`, one token chunk,
-/// dE's accumulator in the workspace (the default's place in dC's tail would hold rows the head
-/// has not written yet: not planned here), the vocabulary chunk at most `rest.vocab_chunk`: with
-/// the sm90 family, the one of at least 1024 rows whose G launches take the fewest tile steps
-/// ([`sm90_grad_steps`]; the larger on ties).
+/// dE's accumulator in the workspace (not in dC's tail, as the default's: not planned here), the
+/// vocabulary chunk at most `rest.vocab_chunk` — with the sm90 family, the one of at least 1024
+/// rows whose G launches take the fewest tile steps ([`sm90_grad_steps`]; the larger on ties) —
+/// and, where `rest.dc_scratch`, the first chunks larger with their G in dC's unwritten rows
+/// past them. (Without them the rest's many chunks cost Gemma 2 ~3 ms over the default at a
+/// 384 MB budget, 34 G launches against 16: H200 2026-12-03,
+/// benchmarks/h200-2026-12-03-s37/profile/.)
 fn rest_backward(shape: Shape, dtype: DType, wanted: Wanted, head_rows: usize, rest: SliceRest) -> BackwardPlan {
+    let plan = rest_backward_uniform(shape, dtype, wanted, head_rows, rest);
+    if rest.dc_scratch {
+        super::with_dc_scratch(plan)
+    } else {
+        plan
+    }
+}
+
+/// [`rest_backward`]'s chunks before the dC scratch: all of `vocab_chunk` rows.
+fn rest_backward_uniform(
+    shape: Shape,
+    dtype: DType,
+    wanted: Wanted,
+    head_rows: usize,
+    rest: SliceRest,
+) -> BackwardPlan {
     let at = |vc: usize| {
         let mut p = layout(shape, dtype, wanted, rest.mode, shape.n, vc, None);
         p.family = rest.family;

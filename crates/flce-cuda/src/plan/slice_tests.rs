@@ -10,8 +10,13 @@ const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
 const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
 const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
 const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::UNPAIRED };
-const REST: SliceRest =
-    SliceRest { mode: BackwardMode::FusedTiles, family: Family::Sm90, sm_count: 132, vocab_chunk: 6784 };
+const REST: SliceRest = SliceRest {
+    mode: BackwardMode::FusedTiles,
+    family: Family::Sm90,
+    sm_count: 132,
+    vocab_chunk: 6784,
+    dc_scratch: true,
+};
 
 fn fwd(shape: Shape) -> ForwardPlan {
     forward_plan(shape, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90)
@@ -107,7 +112,7 @@ fn the_head_is_one_compact_chunk_and_the_rest_covers_the_vocabulary_after_it() {
     assert_eq!(p.rest_forward.shape, Shape { v: LLAMA.v - p.head_rows, ..LLAMA });
     let r = &p.rest;
     assert_eq!((r.shape, r.vocab_begin, r.token_chunk, r.family), (LLAMA, p.head_rows, LLAMA.n, Family::Sm90));
-    assert!(!r.token_outer && r.de_pass.is_none() && r.dc_scratch.is_empty());
+    assert!(!r.token_outer && r.de_pass.is_none());
     assert!(matches!(r.de_acc, DeAccumulator::Workspace(_)), "{:?}", r.de_acc);
     assert!(r.vocab_chunk <= REST.vocab_chunk.div_ceil(256) * 256 && r.vocab_chunk % 256 == 0);
     let rows = rest_rows(r);
@@ -115,6 +120,16 @@ fn the_head_is_one_compact_chunk_and_the_rest_covers_the_vocabulary_after_it() {
     assert_eq!(rows.last().unwrap().end, LLAMA.v);
     assert!(rows.windows(2).all(|w| w[0].end == w[1].start));
     assert_eq!(r.tail_chunks().len(), 0, "no tail pass");
+    // its first chunks larger, their G in dC's unwritten rows past them (none before the head's end)
+    let uniform = super::rest_backward_uniform(LLAMA, DType::BF16, BOTH, p.head_rows, REST);
+    assert!(!r.dc_scratch.is_empty() && r.vocab_chunks() < uniform.vocab_chunks());
+    super::super::dc_scratch::tests::check(&uniform, r);
+    let without = SliceRest { dc_scratch: false, ..REST };
+    let plain = slice_plan_with_head(LLAMA, DType::BF16, BOTH, p.head_rows, COMPACT, without, &fwd).unwrap();
+    assert_eq!(plain.rest, uniform);
+    // Gemma 2 at 384 MB (s37's profile: 34 G launches against the default's 16)
+    let gemma = plan(GEMMA, BOTH, 384 << 20).unwrap();
+    assert!(gemma.rest.vocab_chunks() <= 20, "{} rest chunks", gemma.rest.vocab_chunks());
     // without dE: the maxima in the workspace, no dE accumulator
     let dc_only = plan(LLAMA, Wanted { de: false, ..BOTH }, 1 << 30).unwrap();
     assert!(matches!(dc_only.head.m_ref, Some(super::super::MrefPlace::Workspace(_))));

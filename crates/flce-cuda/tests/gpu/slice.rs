@@ -29,8 +29,13 @@ pub(crate) fn check_slice<T: Element>(
         return Ok("-".into());
     }
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
-    let rest =
-        SliceRest { mode: BackwardMode::FusedTiles, family: Family::Sm90, sm_count: be.sm_count(), vocab_chunk: 256 };
+    let rest = SliceRest {
+        mode: BackwardMode::FusedTiles,
+        family: Family::Sm90,
+        sm_count: be.sm_count(),
+        vocab_chunk: 256,
+        dc_scratch: true,
+    };
     let forward_plan = |shape| be.forward_plan(shape, T::DTYPE, ForwardConfig::default());
     let mut heads = vec![256, (s.v - 1) / 256 * 256];
     heads.dedup();
