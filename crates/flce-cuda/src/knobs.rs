@@ -209,3 +209,12 @@ pub fn slice_plan_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("FLCE_SLICE_PLAN").map_or(true, |v| v.trim() != "0"))
 }
+
+/// Whether the vocabulary-slice plan's rest keeps its first chunks' G in dC's unwritten rows
+/// ([`crate::plan::SliceRest::dc_scratch`]): no, unless `FLCE_SLICE_DC_SCRATCH=1` (read once; a
+/// measurement knob until that plan is measured and sanitized on the GPU: s37 built it after its
+/// device time ran out).
+pub fn slice_dc_scratch_knob() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_SLICE_DC_SCRATCH").is_ok_and(|v| v.trim() == "1"))
+}

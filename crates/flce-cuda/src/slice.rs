@@ -230,7 +230,7 @@ impl CudaLoss {
             family: mode.family(fused),
             sm_count: self.sm_count(),
             vocab_chunk: default.vocab_chunk,
-            dc_scratch: crate::geometry::dc_scratch_enabled(),
+            dc_scratch: crate::knobs::slice_dc_scratch_knob(),
         };
         let forward_plan = |s: Shape| self.forward_plan(s, dtype, ForwardConfig::default());
         Ok(plan::slice_plan(shape, dtype, wanted, budget, storage, rest, &forward_plan))

@@ -34,7 +34,10 @@ pub use forward::{
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
 pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
-pub use slice::{slice_plan, slice_plan_applies, slice_plan_with_head, SlicePlan, SliceRest, MIN_SLICE_HEAD_ROWS};
+pub use slice::{
+    slice_plan, slice_plan_applies, slice_plan_with_head, SlicePlan, SliceRest, MIN_SLICE_HEAD_ROWS,
+    MIN_SLICE_HEAD_SHARE,
+};
 pub use sm90::{
     cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_IDLE_ONE_IN,
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,

@@ -23,8 +23,10 @@
 //! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
 //! with dE's f32 accumulator in the workspace (N·D·4 bytes), and both halves' partials (16 bytes
-//! a token and split). The head is the largest that fits the budget; the rest's vocabulary chunk
-//! is the default plan's, or a smaller one that balances the sm90 G launches better.
+//! a token and split). The head is the largest that fits the budget (the plan is not taken below a
+//! sixth of the vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the
+//! default plan's, or a smaller one that balances the sm90 G launches better, and with
+//! [`SliceRest::dc_scratch`] (`FLCE_SLICE_DC_SCRATCH=1`, until measured) its first chunks larger.
 
 use flce_core::{DType, Error, Result, Shape};
 
@@ -34,9 +36,17 @@ use crate::family::{BackwardMode, Family};
 use crate::geometry::SM90_TILE_N;
 
 /// Heads of fewer rows than this are not planned: the plan's own costs (two forward launches, the
-/// phases' merge, dE's accumulator in the workspace) would outweigh the recompute they save
+/// rest's backward in more chunks than the default's) would outweigh the recompute they save
 /// (2·N·D FLOP a row: 4096 rows at Llama 3's 8k tokens, ~0.4 ms on an H200).
 pub const MIN_SLICE_HEAD_ROWS: usize = 4096;
+
+/// Nor heads of less than this share of the vocabulary (1 / 6). Measured (H200 2026-12-03, fwd+bwd
+/// against the default in the same `flce bench` run, benchmarks/h200-2026-12-03-s37/slice/): heads
+/// of 5–7% of V ran 1.008 / 1.019 / 1.048× the default (Llama 3 / Qwen 2.5 / Gemma 2 at 384 MB),
+/// 8–14% 0.971 / 0.991 / 1.021× (512 MB), 21–39% 0.906 / 0.930 / 0.989× (1 GB). Below the share
+/// the budget goes to the default plans. (The rest's chunks with G in dC's rows,
+/// [`SliceRest::dc_scratch`], should move the break-even down: not yet measured.)
+pub const MIN_SLICE_HEAD_SHARE: f64 = 1.0 / 6.0;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlicePlan {
@@ -152,7 +162,8 @@ pub fn slice_plan_with_head(
 }
 
 /// The slice plan with the largest head that fits `budget` bytes of workspace, or None where it
-/// does not apply ([`slice_plan_applies`]) or no head of [`MIN_SLICE_HEAD_ROWS`] fits.
+/// does not apply ([`slice_plan_applies`]) or no head of [`MIN_SLICE_HEAD_ROWS`] rows and
+/// [`MIN_SLICE_HEAD_SHARE`] of the vocabulary fits.
 pub fn slice_plan(
     shape: Shape,
     dtype: DType,
@@ -170,7 +181,9 @@ pub fn slice_plan(
     // as its vocabulary shrinks, so the answer is checked again below)
     let max = (shape.v - 1) / SM90_TILE_N;
     let k = largest_multiple(max, |k| plan(k).is_some_and(|p| p.workspace_bytes <= budget))?;
-    (k * SM90_TILE_N >= MIN_SLICE_HEAD_ROWS).then(|| plan(k)).flatten().filter(|p| p.workspace_bytes <= budget)
+    let rows = k * SM90_TILE_N;
+    let worth = rows >= MIN_SLICE_HEAD_ROWS && rows as f64 >= MIN_SLICE_HEAD_SHARE * shape.v as f64;
+    worth.then(|| plan(k)).flatten().filter(|p| p.workspace_bytes <= budget)
 }
 
 /// The rest's backward: the whole call's shape with chunks from `head_rows`, one token chunk,

@@ -2,8 +2,10 @@
 //! f64 oracle for grad_output 1, where the GPU and the call allow compact logits: a head of one
 //! tile and a head of every whole tile but the last (a rest shorter than a tile where V is not a
 //! multiple of 256), the rest's backward in chunks of 256 rows (several, each adding to the
-//! head's share of dE), each run twice and compared bitwise; a dE off a 4-byte boundary refused
-//! before any kernel where the head keeps its maxima in dE's rows.
+//! head's share of dE) with G in the workspace, and again with the first chunks' G in dC's
+//! unwritten rows (`SliceRest::dc_scratch`: built after s37's device time ran out, first run
+//! here next), each run twice and compared bitwise; a dE off a 4-byte boundary refused before any
+//! kernel where the head keeps its maxima in dE's rows.
 
 use flce_core::cpu::reference;
 use flce_core::testing::RandomProblem;
@@ -29,32 +31,37 @@ pub(crate) fn check_slice<T: Element>(
         return Ok("-".into());
     }
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
-    let rest = SliceRest {
-        mode: BackwardMode::FusedTiles,
-        family: Family::Sm90,
-        sm_count: be.sm_count(),
-        vocab_chunk: 256,
-        dc_scratch: true,
-    };
     let forward_plan = |shape| be.forward_plan(shape, T::DTYPE, ForwardConfig::default());
     let mut heads = vec![256, (s.v - 1) / 256 * 256];
     heads.dedup();
     let mut report = vec![];
-    for head in heads {
-        let plan = slice_plan_with_head(s, T::DTYPE, wanted, head, storage, rest, &forward_plan)
-            .map_err(|e| format!("head {head}: {e}"))?;
-        let chunks = plan.rest.vocab_chunks();
-        let de_rows = plan.head.m_ref == Some(MrefPlace::DeRows);
-        let plan = TradePlan::Slice(plan);
-        let a = trade_run::<T>(be, up, c, &plan)?;
-        let b = trade_run::<T>(be, up, c, &plan)?;
-        if bits(&a) != bits(&b) {
-            return Err(format!("slice head {head}: results differ between two identical runs"));
-        }
-        let m = compare(c, p, oracle, go, &a).map_err(|e| format!("slice head {head} + {chunks} chunks: {e}"))?;
-        report.push(format!("head {head} + {chunks} chunks: {m}"));
-        if de_rows {
-            misaligned_de_is_refused::<T>(be, up, c, &plan).map_err(|e| format!("slice head {head}: {e}"))?;
+    // the rest in chunks of 256 rows (several), all in the workspace, or the first ones larger
+    // with their G in dC's unwritten rows (SliceRest::dc_scratch)
+    for dc_scratch in [false, true] {
+        let rest = SliceRest {
+            mode: BackwardMode::FusedTiles,
+            family: Family::Sm90,
+            sm_count: be.sm_count(),
+            vocab_chunk: 256,
+            dc_scratch,
+        };
+        for &head in &heads {
+            let plan = slice_plan_with_head(s, T::DTYPE, wanted, head, storage, rest, &forward_plan)
+                .map_err(|e| format!("head {head}: {e}"))?;
+            let (chunks, scratch) = (plan.rest.vocab_chunks(), plan.rest.dc_scratch.len());
+            let what = format!("slice head {head} + {chunks} chunks ({scratch} with G in dC)");
+            let de_rows = plan.head.m_ref == Some(MrefPlace::DeRows);
+            let plan = TradePlan::Slice(plan);
+            let a = trade_run::<T>(be, up, c, &plan)?;
+            let b = trade_run::<T>(be, up, c, &plan)?;
+            if bits(&a) != bits(&b) {
+                return Err(format!("{what}: results differ between two identical runs"));
+            }
+            let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{what}: {e}"))?;
+            report.push(format!("{what}: {m}"));
+            if de_rows && !dc_scratch {
+                misaligned_de_is_refused::<T>(be, up, c, &plan).map_err(|e| format!("{what}: {e}"))?;
+            }
         }
     }
     Ok(report.join("; "))
