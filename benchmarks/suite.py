@@ -166,15 +166,19 @@ def method_fn(name):
 def flce_plan(method, e, c):
     """The plan an flce method's call with gradients takes on CUDA (flce.three_product_plan):
     "step <family> chunk <tokens> <MB> MB" (the three-product pass, its token chunk and
-    workspace) or "recomputing"; None for other methods and on the CPU. Planned at the free memory
-    of the moment, as the call plans."""
+    workspace), "slice <family> head <rows> <MB> MB" (the vocabulary-slice pass, the rows of C that
+    take three products) or "recomputing"; None for other methods and on the CPU. Planned at the
+    free memory of the moment, as the call plans."""
     if not (method == "flce_fast" or method.startswith("flce@") or method == "flce") or e.device.type != "cuda":
         return None
     import flce
 
     budget = "fast" if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else None
     p = flce.three_product_plan(e, c, workspace_budget=budget)
-    return "recomputing" if p is None else f"step {p.family} chunk {p.chunks[0]} {p.workspace_bytes / 2**20:.0f} MB"
+    if p is None:
+        return "recomputing"
+    what = f"head {p.chunks[1]}" if p.kind == "slice" else f"chunk {p.chunks[0]}"
+    return f"{p.kind} {p.family} {what} {p.workspace_bytes / 2**20:.0f} MB"
 
 
 def rel(a, b):

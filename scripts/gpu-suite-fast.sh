@@ -28,7 +28,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers 
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/flce-*.whl
 export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peers
 python3 benchmarks/suite.py --flce-bin gpu-bundle/flce --out "$OUT/suite" --data peaky --extra-dtypes "" \
-  --methods flce,flce_fast,cublas,compile,liger,liger_sm90,cce --budgets 24M,48M,1G,2G,4G --rep-ms "${REP_MS:-600}" \
+  --methods flce,flce_fast,cublas,compile,liger,liger_sm90,cce --budgets 24M,48M,1G,1536M,2G,4G --rep-ms "${REP_MS:-600}" \
   --sweep "${SWEEP:-1024,4096,16384,65536,131072}" --sweep-methods flce,flce_fast,cublas,liger,cce,compile \
   --max-minutes "${SUITE_MINUTES:-8.5}" > "$OUT/suite.log" 2>&1
 echo "exit $?" >> "$OUT/suite.log"
