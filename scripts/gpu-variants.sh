@@ -51,12 +51,16 @@ for label in labels:
             # the three-product pass's time, where BENCH_ARGS asked for one (nan: none)
             rows.setdefault(j["shape"], {}).setdefault(label, []).append(
                 (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("step_ms", float("nan"))))
-            # the three-product plan's token chunk and workspace (the same every round)
-            plans.setdefault(j["shape"], {})[label] = (j.get("step_token_chunk"), j.get("step_ws_mb"))
+            # the trading plan's token chunk (the vocabulary-slice pass: "head" and its rows) and
+            # workspace (the same every round)
+            chunk = j.get("step_token_chunk")
+            if j.get("step_kind") == "slice":
+                chunk = f"head {j.get('step_head_rows')}"
+            plans.setdefault(j["shape"], {})[label] = (chunk, j.get("step_ws_mb"))
 # spread: (max - min) / median of the rounds, in %, of the forward and of the three-product time
 # where there is one, else of fwd+bwd — a ratio to the first variant inside the spreads is no result
 print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs | spread fwd / last "
-      "| three-product chunk, workspace MB |")
+      "| three-product chunk (slice: head rows), workspace MB |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for shape, by in rows.items():
     med = {l: tuple(statistics.median(x[k] for x in v) for k in range(4)) for l, v in by.items()}

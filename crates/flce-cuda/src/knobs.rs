@@ -218,3 +218,21 @@ pub fn slice_dc_scratch_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("FLCE_SLICE_DC_SCRATCH").is_ok_and(|v| v.trim() == "1"))
 }
+
+/// The smallest share of the vocabulary a vocabulary-slice plan's head may cover
+/// ([`crate::plan::slice_plan`]): [`crate::plan::MIN_SLICE_HEAD_SHARE`], unless
+/// `FLCE_SLICE_MIN_SHARE` (read once; a measurement knob: `0` lets every budget that holds a head of
+/// `MIN_SLICE_HEAD_ROWS` take the plan) gives a fraction.
+pub fn slice_min_share() -> f64 {
+    static SHARE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *SHARE.get_or_init(|| {
+        let Ok(v) = std::env::var("FLCE_SLICE_MIN_SHARE") else { return crate::plan::MIN_SLICE_HEAD_SHARE };
+        match v.trim().parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => x,
+            _ => {
+                eprintln!("flce: ignoring FLCE_SLICE_MIN_SHARE={v:?}: not a fraction between 0 and 1");
+                crate::plan::MIN_SLICE_HEAD_SHARE
+            }
+        }
+    })
+}

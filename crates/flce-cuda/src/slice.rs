@@ -233,7 +233,8 @@ impl CudaLoss {
             dc_scratch: crate::knobs::slice_dc_scratch_knob(),
         };
         let forward_plan = |s: Shape| self.forward_plan(s, dtype, ForwardConfig::default());
-        Ok(plan::slice_plan(shape, dtype, wanted, budget, storage, rest, &forward_plan))
+        let share = crate::knobs::slice_min_share();
+        Ok(plan::slice_plan(shape, dtype, wanted, budget, storage, rest, share, &forward_plan))
     }
 
     /// The plan a call that trades workspace for speed takes within `budget` bytes: the

@@ -163,7 +163,9 @@ pub fn slice_plan_with_head(
 
 /// The slice plan with the largest head that fits `budget` bytes of workspace, or None where it
 /// does not apply ([`slice_plan_applies`]) or no head of [`MIN_SLICE_HEAD_ROWS`] rows and
-/// [`MIN_SLICE_HEAD_SHARE`] of the vocabulary fits.
+/// `min_head_share` of the vocabulary fits (the backend passes [`MIN_SLICE_HEAD_SHARE`], or the
+/// measurement knob `FLCE_SLICE_MIN_SHARE`).
+#[allow(clippy::too_many_arguments)]
 pub fn slice_plan(
     shape: Shape,
     dtype: DType,
@@ -171,6 +173,7 @@ pub fn slice_plan(
     budget: usize,
     storage: StepLogits,
     rest: SliceRest,
+    min_head_share: f64,
     forward_plan: &dyn Fn(Shape) -> ForwardPlan,
 ) -> Option<SlicePlan> {
     if !slice_plan_applies(shape, dtype, wanted, storage) {
@@ -182,7 +185,7 @@ pub fn slice_plan(
     let max = (shape.v - 1) / SM90_TILE_N;
     let k = largest_multiple(max, |k| plan(k).is_some_and(|p| p.workspace_bytes <= budget))?;
     let rows = k * SM90_TILE_N;
-    let worth = rows >= MIN_SLICE_HEAD_ROWS && rows as f64 >= MIN_SLICE_HEAD_SHARE * shape.v as f64;
+    let worth = rows >= MIN_SLICE_HEAD_ROWS && rows as f64 >= min_head_share * shape.v as f64;
     worth.then(|| plan(k)).flatten().filter(|p| p.workspace_bytes <= budget)
 }
 

@@ -23,7 +23,7 @@ fn fwd(shape: Shape) -> ForwardPlan {
 }
 
 fn plan(shape: Shape, wanted: Wanted, budget: usize) -> Option<SlicePlan> {
-    slice_plan(shape, DType::BF16, wanted, budget, COMPACT, REST, &fwd)
+    slice_plan(shape, DType::BF16, wanted, budget, COMPACT, REST, MIN_SLICE_HEAD_SHARE, &fwd)
 }
 
 /// The rest's vocabulary chunks, in order, cover [head, V) without a gap.
@@ -75,7 +75,11 @@ fn the_budget_buys_the_largest_head_that_fits() {
     for shape in [LLAMA, GEMMA] {
         assert_eq!(plan(shape, BOTH, 512 << 20), None, "{shape:?}");
         let below = slice_plan_with_head(shape, DType::BF16, BOTH, shape.v / 6 / 256 * 256, COMPACT, REST, &fwd);
-        assert_eq!(plan(shape, BOTH, below.unwrap().workspace_bytes), None, "{shape:?}: a head below V/6");
+        let bytes = below.unwrap().workspace_bytes;
+        assert_eq!(plan(shape, BOTH, bytes), None, "{shape:?}: a head below V/6");
+        // (a measurement may lower the share)
+        let any = slice_plan(shape, DType::BF16, BOTH, bytes, COMPACT, REST, 0.0, &fwd).unwrap();
+        assert_eq!(any.head_rows, shape.v / 6 / 256 * 256, "{shape:?}");
     }
     // a vocabulary too small for a head and a rest
     assert_eq!(plan(Shape::new(8192, 4096, 4000), BOTH, 4 << 30), None);
