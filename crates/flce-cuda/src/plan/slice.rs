@@ -15,10 +15,10 @@
 //! lse, the loss and the scalars; each token's target logit comes from the half that holds its
 //! target. So the arithmetic is that of a forward over two vocabulary slices (flce-core's
 //! cpu/phases.rs is its CPU specification: any cut within 1e-6 of the one-slice forward).
-//! (Merging them as two ranks of the vocabulary-parallel phases, f64 rows and `finish_ranks`,
-//! measured ~1 ms slower at the model shapes: their one-block kernels; H200 2026-12-03,
-//! benchmarks/h200-2026-12-03-s37/slice-first/.) Exactness: the head's rows have the compact
-//! form's (plan/step.rs), the rest's the default's.
+//! (Merging them as two ranks of the vocabulary-parallel phases, f64 rows and one-block
+//! `finish_ranks`, was the first build: no faster, within the runs' spread; H200 2026-12-03,
+//! benchmarks/h200-2026-12-03-s37/slice-first/ against slice/.) Exactness: the head's rows have
+//! the compact form's (plan/step.rs), the rest's the default's.
 //!
 //! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
