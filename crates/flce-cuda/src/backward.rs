@@ -387,6 +387,11 @@ fn check_dc_as_scratch(plan: &BackwardPlan, grads: &DeviceGrads) -> Result<()> {
         }
     }
     let (unaligned, missing_value, missing) = match (plan.dc_tail(), plan.dc_scratch.is_empty()) {
+        _ if plan.de_acc == DeAccumulator::DcHead => (
+            "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
+            "de_acc: DcHead",
+            "dE's accumulator is in dC's first rows, but dC is not given",
+        ),
         (Some(_), _) => (
             "dC must be 16-byte aligned (it holds dE's f32 accumulator during the call)",
             "de_acc: DcTail",
@@ -414,5 +419,6 @@ pub(crate) fn de_accumulator(plan: &BackwardPlan, grads: &DeviceGrads, ws: &Work
         (DeAccumulator::InPlace, de, _) => de,
         (DeAccumulator::Workspace(r), ..) => Some(ws.at(r)),
         (DeAccumulator::DcTail(tail), _, dc) => Some(dc.expect("checked above") + tail.byte_offset as u64),
+        (DeAccumulator::DcHead, _, dc) => Some(dc.expect("checked above")),
     })
 }

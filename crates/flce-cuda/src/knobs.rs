@@ -236,3 +236,12 @@ pub fn slice_min_share() -> f64 {
         }
     })
 }
+
+/// Whether the vocabulary-slice plan keeps dE's f32 accumulator in dC's head rows where they hold
+/// it ([`crate::plan::SliceRest::de_in_dc`]: N·D·4 bytes more for the head): no, unless
+/// `FLCE_SLICE_DE_IN_DC=1` (read once; a measurement knob until run and sanitized on the GPU:
+/// built in s37 after its device time ran out).
+pub fn slice_de_in_dc_knob() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("FLCE_SLICE_DE_IN_DC").is_ok_and(|v| v.trim() == "1"))
+}

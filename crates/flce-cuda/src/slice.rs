@@ -16,7 +16,8 @@
 //!    whole call: its targets, smoothing's ε/V and class weights), db's head columns, dC's head
 //!    rows = Gᵀ·E (one product over every token, rounded once), dE's accumulator = G·C[head];
 //! 5. the rest's backward passes from head_rows on (their first dE product adds to the head's
-//!    share), dE and db rounded once.
+//!    share), dE and db rounded once; where dE's accumulator lives in dC's head rows
+//!    ([`DeAccumulator::DcHead`]), the head's dC product runs only now, over it.
 
 use flce_core::cpu::phases::VocabSlice;
 use flce_core::{Error, Options, Reduction, Result, Shape};
@@ -28,7 +29,7 @@ use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Wor
 use crate::family::{BackwardMode, Family};
 use crate::forward::Partials;
 use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
-use crate::plan::{self, MrefPlace, Region, SlicePlan, SliceRest, TradePlan, Wanted};
+use crate::plan::{self, DeAccumulator, MrefPlace, Region, SlicePlan, SliceRest, TradePlan, Wanted};
 
 /// The part of a workspace at `r`.
 fn sub(ws: Workspace, r: Region) -> Workspace {
@@ -186,12 +187,17 @@ impl CudaLoss {
             };
             self.kernels.launch(x.dtype, &reduce, stream)?;
         }
-        let blas = self.blas.bind(stream)?;
         let input = Elem::Input(x.dtype);
-        if let Some(dc) = grads.dc {
-            // dC[head] = Gᵀ·E over every token, rounded once; column-major (D × head) = E(D × N) · Gᵀ
+        // dC[head] = Gᵀ·E over every token, rounded once; column-major (D × head) = E(D × N) · Gᵀ
+        let head_dc = |dc: u64| {
             let (a, b) = (Mat::new(x.e, input, d), Mat::new(q, input, ldg).t());
-            Gemm { m: d, n: head_rows, k: n, a, b, beta: 0.0, out: Mat::new(dc, input, d) }.run(&blas)?;
+            Gemm { m: d, n: head_rows, k: n, a, b, beta: 0.0, out: Mat::new(dc, input, d) }
+        };
+        // (with dE's accumulator in dC's head rows, their product runs last, over the dead accumulator)
+        let dc_last = plan.rest.de_acc == DeAccumulator::DcHead;
+        let blas = self.blas.bind(stream)?;
+        if let (Some(dc), false) = (grads.dc, dc_last) {
+            head_dc(dc).run(&blas)?;
         }
         if let Some(acc) = de_acc {
             // dE's accumulator = G·C[head]; column-major (D × N) = C(D × head) · G
@@ -201,7 +207,11 @@ impl CudaLoss {
         drop(blas);
 
         // 5. the rest's backward: its chunks add to dE's accumulator; dE and db rounded once
-        self.passes(&call, &plan.rest, grads, de_acc, out.lse)
+        self.passes(&call, &plan.rest, grads, de_acc, out.lse)?;
+        if let (Some(dc), true) = (grads.dc, dc_last) {
+            head_dc(dc).run(&self.blas.bind(stream)?)?;
+        }
+        Ok(())
     }
 }
 
@@ -231,6 +241,7 @@ impl CudaLoss {
             sm_count: self.sm_count(),
             vocab_chunk: default.vocab_chunk,
             dc_scratch: crate::knobs::slice_dc_scratch_knob(),
+            de_in_dc: crate::knobs::slice_de_in_dc_knob(),
         };
         let forward_plan = |s: Shape| self.forward_plan(s, dtype, ForwardConfig::default());
         let share = crate::knobs::slice_min_share();

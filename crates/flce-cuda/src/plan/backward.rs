@@ -42,12 +42,16 @@ pub enum DeAccumulator {
     /// In the caller's dC buffer, past the rows the main pass writes; rounded into dE before the
     /// tail pass writes those rows.
     DcTail(DcTail),
+    /// In the caller's dC buffer from its first byte, over rows that another pass writes after
+    /// this plan's — the vocabulary-slice plan's head rows (their product runs last there:
+    /// src/slice.rs); rounded into dE after the main pass.
+    DcHead,
 }
 
 impl DeAccumulator {
     /// Whether the f32 accumulator is separate from dE and is rounded into it after the main pass.
     pub fn needs_rounding(&self) -> bool {
-        matches!(self, DeAccumulator::Workspace(_) | DeAccumulator::DcTail(_))
+        matches!(self, DeAccumulator::Workspace(_) | DeAccumulator::DcTail(_) | DeAccumulator::DcHead)
     }
 }
 

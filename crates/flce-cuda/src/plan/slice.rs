@@ -22,8 +22,8 @@
 //!
 //! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
-//! with dE's f32 accumulator in the workspace (N·D·4 bytes), and both halves' partials (16 bytes
-//! a token and split). The head is the largest that fits the budget (the plan is not taken below a
+//! with dE's f32 accumulator in the workspace (N·D·4 bytes; with [`SliceRest::de_in_dc`], in
+//! dC's head rows where they hold it), and both halves' partials (16 bytes a token and split). The head is the largest that fits the budget (the plan is not taken below a
 //! sixth of the vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the
 //! default plan's, or a smaller one that balances the sm90 G launches better, and with
 //! [`SliceRest::dc_scratch`] (`FLCE_SLICE_DC_SCRATCH=1`, until measured) its first chunks larger.
@@ -31,7 +31,7 @@
 use flce_core::{DType, Error, Result, Shape};
 
 use super::backward::{largest_multiple, layout};
-use super::{sm90_grad_steps, BackwardPlan, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
+use super::{sm90_grad_steps, BackwardPlan, DeAccumulator, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
 use crate::family::{BackwardMode, Family};
 use crate::geometry::SM90_TILE_N;
 
@@ -84,8 +84,10 @@ pub struct SlicePlan {
 
 /// What the slice planner takes from the device: the backward's resolved mode and family, the
 /// SM count, the rest's vocabulary chunk (the default backward plan's: at most this many rows a
-/// chunk), and whether its first chunks may keep G in dC's unwritten rows ([`super::with_dc_scratch`],
-/// as the default plans do unless `FLCE_DC_SCRATCH=0`).
+/// chunk), whether its first chunks may keep G in dC's unwritten rows ([`super::with_dc_scratch`]),
+/// and whether dE's f32 accumulator may live in dC's head rows ([`DeAccumulator::DcHead`]: the
+/// head's dC product then runs after the rest's passes) where they hold it, instead of the
+/// workspace — N·D·4 bytes more for the head (134 MB at Llama 3's 8k tokens).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SliceRest {
     pub mode: BackwardMode,
@@ -93,6 +95,7 @@ pub struct SliceRest {
     pub sm_count: usize,
     pub vocab_chunk: usize,
     pub dc_scratch: bool,
+    pub de_in_dc: bool,
 }
 
 /// Whether a call can take the slice plan at all: compact logits (sm_90a, 16-bit inputs, every
@@ -214,8 +217,14 @@ fn rest_backward_uniform(
     head_rows: usize,
     rest: SliceRest,
 ) -> BackwardPlan {
+    let de_in_dc = wanted.de && rest.de_in_dc && de_fits_head(shape, dtype, head_rows);
     let at = |vc: usize| {
-        let mut p = layout(shape, dtype, wanted, rest.mode, shape.n, vc, None);
+        // (dE's accumulator in dC's head rows: laid out without it, as for dC and db alone)
+        let laid_out = if de_in_dc { Wanted { de: false, ..wanted } } else { wanted };
+        let mut p = layout(shape, dtype, laid_out, rest.mode, shape.n, vc, None);
+        if de_in_dc {
+            (p.wanted, p.de_acc) = (wanted, DeAccumulator::DcHead);
+        }
         p.family = rest.family;
         p.vocab_begin = head_rows;
         p
@@ -235,6 +244,11 @@ fn rest_backward_uniform(
         }
     }
     best
+}
+
+/// Whether dE's f32 accumulator (N·D·4 bytes) fits in the bytes of dC's first `head_rows` rows.
+fn de_fits_head(shape: Shape, dtype: DType, head_rows: usize) -> bool {
+    4 * shape.n <= head_rows * dtype.size_in_bytes()
 }
 
 #[cfg(test)]

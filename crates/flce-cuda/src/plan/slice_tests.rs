@@ -16,6 +16,7 @@ const REST: SliceRest = SliceRest {
     sm_count: 132,
     vocab_chunk: 6784,
     dc_scratch: true,
+    de_in_dc: false,
 };
 
 fn fwd(shape: Shape) -> ForwardPlan {
@@ -151,4 +152,32 @@ fn the_head_is_one_compact_chunk_and_the_rest_covers_the_vocabulary_after_it() {
     let dc_only = plan(LLAMA, Wanted { de: false, ..BOTH }, 1 << 30).unwrap();
     assert!(matches!(dc_only.head.m_ref, Some(super::super::MrefPlace::Workspace(_))));
     assert_eq!(dc_only.rest.de_acc, DeAccumulator::NotWanted);
+}
+
+#[test]
+fn de_accumulator_in_dcs_head_rows_buys_a_larger_head() {
+    let with = SliceRest { de_in_dc: true, ..REST };
+    let plan_with =
+        |shape, budget| slice_plan(shape, DType::BF16, BOTH, budget, COMPACT, with, MIN_SLICE_HEAD_SHARE, &fwd);
+    for shape in [LLAMA, GEMMA] {
+        let (a, b) = (plan(shape, BOTH, 1 << 30).unwrap(), plan_with(shape, 1 << 30).unwrap());
+        assert_eq!(b.rest.de_acc, DeAccumulator::DcHead);
+        assert!(b.workspace_bytes <= 1 << 30);
+        // N·D·4 bytes at 2 bytes a row and token: 2·D rows more, within two tiles
+        let more = 2 * shape.d;
+        assert!(b.head_rows + 512 >= a.head_rows + more, "{shape:?}: {} -> {}", a.head_rows, b.head_rows);
+        assert!(4 * shape.n <= 2 * b.head_rows, "the accumulator inside dC's head rows");
+        // the G of the rest's scratch chunks past the head, so past the accumulator
+        for i in 0..b.rest.vocab_chunks() {
+            if let super::super::GBuffer::Dc { byte_offset, .. } = b.rest.g_buffer(i) {
+                assert!(byte_offset >= b.head_rows * shape.d * 2);
+            }
+        }
+    }
+    // a head too small to hold it: the workspace's accumulator
+    let small = slice_plan_with_head(LLAMA, DType::BF16, BOTH, 4096, COMPACT, with, &fwd).unwrap();
+    assert!(matches!(small.rest.de_acc, DeAccumulator::Workspace(_)));
+    // no dE: none
+    let dc_only = slice_plan_with_head(LLAMA, DType::BF16, Wanted { de: false, ..BOTH }, 65_536, COMPACT, with, &fwd);
+    assert_eq!(dc_only.unwrap().rest.de_acc, DeAccumulator::NotWanted);
 }

@@ -2,15 +2,16 @@
 //! f64 oracle for grad_output 1, where the GPU and the call allow compact logits: a head of one
 //! tile and a head of every whole tile but the last (a rest shorter than a tile where V is not a
 //! multiple of 256), the rest's backward in chunks of 256 rows (several, each adding to the
-//! head's share of dE) with G in the workspace, and again with the first chunks' G in dC's
-//! unwritten rows (`SliceRest::dc_scratch`: built after s37's device time ran out, first run
-//! here next), each run twice and compared bitwise; a dE off a 4-byte boundary refused before any
+//! head's share of dE) with G and dE's accumulator in the workspace, and again with the first
+//! chunks' G in dC's unwritten rows and dE's accumulator in dC's head rows
+//! (`SliceRest::dc_scratch`, `de_in_dc`: built after s37's device time ran out, first run here
+//! next), each run twice and compared bitwise; a dE off a 4-byte boundary refused before any
 //! kernel where the head keeps its maxima in dE's rows.
 
 use flce_core::cpu::reference;
 use flce_core::testing::RandomProblem;
 use flce_core::Element;
-use flce_cuda::plan::{slice_plan_with_head, MrefPlace, SliceRest, StepLogits, TradePlan, Wanted};
+use flce_cuda::plan::{slice_plan_with_head, DeAccumulator, MrefPlace, SliceRest, StepLogits, TradePlan, Wanted};
 use flce_cuda::{BackwardMode, CudaLoss, Family, ForwardConfig, UploadedInputs};
 
 use crate::oracle::{bits, compare};
@@ -35,21 +36,24 @@ pub(crate) fn check_slice<T: Element>(
     let mut heads = vec![256, (s.v - 1) / 256 * 256];
     heads.dedup();
     let mut report = vec![];
-    // the rest in chunks of 256 rows (several), all in the workspace, or the first ones larger
-    // with their G in dC's unwritten rows (SliceRest::dc_scratch)
-    for dc_scratch in [false, true] {
+    // the rest in chunks of 256 rows (several) with G and dE's accumulator in the workspace; or
+    // the first chunks larger with their G in dC's unwritten rows and dE's accumulator in dC's
+    // head rows where they hold it (SliceRest::dc_scratch, de_in_dc)
+    for in_dc in [false, true] {
         let rest = SliceRest {
             mode: BackwardMode::FusedTiles,
             family: Family::Sm90,
             sm_count: be.sm_count(),
             vocab_chunk: 256,
-            dc_scratch,
+            dc_scratch: in_dc,
+            de_in_dc: in_dc,
         };
         for &head in &heads {
             let plan = slice_plan_with_head(s, T::DTYPE, wanted, head, storage, rest, &forward_plan)
                 .map_err(|e| format!("head {head}: {e}"))?;
             let (chunks, scratch) = (plan.rest.vocab_chunks(), plan.rest.dc_scratch.len());
-            let what = format!("slice head {head} + {chunks} chunks ({scratch} with G in dC)");
+            let acc = if plan.rest.de_acc == DeAccumulator::DcHead { ", dE's accumulator in dC" } else { "" };
+            let what = format!("slice head {head} + {chunks} chunks ({scratch} with G in dC{acc})");
             let de_rows = plan.head.m_ref == Some(MrefPlace::DeRows);
             let plan = TradePlan::Slice(plan);
             let a = trade_run::<T>(be, up, c, &plan)?;
@@ -59,7 +63,7 @@ pub(crate) fn check_slice<T: Element>(
             }
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{what}: {e}"))?;
             report.push(format!("{what}: {m}"));
-            if de_rows && !dc_scratch {
+            if de_rows && !in_dc {
                 misaligned_de_is_refused::<T>(be, up, c, &plan).map_err(|e| format!("{what}: {e}"))?;
             }
         }
