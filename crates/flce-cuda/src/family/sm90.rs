@@ -193,7 +193,8 @@ fn forward_params_over(
 }
 
 /// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
-/// the chunk's statistics into partials (columns `tokens` of [splits, N]) and target logits, each logit as f16 q into the plan's `logits` region and its tiles' m into
+/// the chunk's statistics into partials (columns `tokens` of [splits, N]) and target logits,
+/// each logit as f16 q into the plan's `logits` region and its tiles' m into
 /// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact), in clusters of 2 where the plan's
 /// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
 /// their own (its N and targets; src/step.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
