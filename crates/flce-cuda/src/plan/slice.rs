@@ -23,8 +23,9 @@
 //! Workspace: the head's three-product plan (q: N·head_rows·2 bytes, and N·⌈head_rows/256⌉·4 of
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
 //! with dE's f32 accumulator in the workspace (N·D·4 bytes; with [`SliceRest::de_in_dc`], in
-//! dC's head rows where they hold it), and both halves' partials (16 bytes a token and split). The head is the largest that fits the budget (the plan is not taken below a
-//! sixth of the vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the
+//! dC's head rows where they hold it), and both halves' partials (16 bytes a token and split).
+//! The head is the largest that fits the budget (the plan is not taken below a sixth of the
+//! vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the
 //! default plan's, or a smaller one that balances the sm90 G launches better, and with
 //! [`SliceRest::dc_scratch`] (`FLCE_SLICE_DC_SCRATCH=1`, until measured) its first chunks larger.
 
