@@ -151,26 +151,23 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let step = match &call.step {
             Some((plan, ws)) => {
                 let ms = time_ms(2, args.iters, || call.forward_backward())?;
-                let (chunk, storage, what) = match plan {
-                    TradePlan::Step(p) => (p.token_chunk, p.storage.name(), format!("{}-token chunks", p.token_chunk)),
-                    TradePlan::Slice(p) => (p.shape.n, "compact", format!("slice: head of {} rows", p.head_rows)),
+                let (chunk, storage, head) = match plan {
+                    TradePlan::Step(p) => (p.token_chunk, p.storage.name(), 0),
+                    TradePlan::Slice(p) => (p.shape.n, "compact", p.head_rows),
                 };
-                Some((ms, ws.bytes(), chunk, storage, plan.kind(), what))
+                Some((ms, ws.bytes(), chunk, storage, plan.kind(), head))
             }
             None => None,
         };
-        let step_col = step.as_ref().map_or("-".into(), |(ms, bytes, _, storage, _, what)| {
+        let step_col = step.map_or("-".into(), |(ms, bytes, chunk, storage, _, head)| {
             let ratio = ms / (3.0 * gemm_ms);
-            format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {what}, {storage} logits)", mb(*bytes))
+            let what = if head > 0 { format!("slice: head of {head} rows") } else { format!("{chunk}-token chunks") };
+            format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {what}, {storage} logits)", mb(bytes))
         });
-        let step_json = step.as_ref().map_or(String::new(), |(ms, bytes, chunk, storage, kind, _)| {
-            let head = match &call.step {
-                Some((TradePlan::Slice(p), _)) => p.head_rows,
-                _ => 0,
-            };
+        let step_json = step.map_or(String::new(), |(ms, bytes, chunk, storage, kind, head)| {
             format!(
                 ", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}, \"step_logits\": \"{storage}\", \"step_kind\": \"{kind}\", \"step_head_rows\": {head}",
-                mb(*bytes)
+                mb(bytes)
             )
         });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;

@@ -176,6 +176,12 @@ impl Workspace {
         self.ptr + r.offset as u64
     }
 
+    /// The part of this workspace at `r`, as a workspace of its own (a sub-plan's regions count
+    /// from its first byte).
+    pub(crate) fn sub(&self, r: Region) -> Workspace {
+        Workspace { ptr: self.at(r), bytes: r.bytes }
+    }
+
     /// At least `needed` bytes, at a real address when any are needed.
     pub(crate) fn check(&self, needed: usize) -> Result<()> {
         if self.bytes < needed || (needed > 0 && self.ptr == 0) {

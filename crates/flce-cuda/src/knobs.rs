@@ -31,6 +31,15 @@ fn mb_from_env(name: &str, default: usize) -> usize {
     count_from_env(name, "MB").map_or(default, |mb| mb << 20)
 }
 
+/// An on/off knob: `1` on, `0` off, unset or anything else `default`.
+fn switch_from_env(name: &str, default: bool) -> bool {
+    match std::env::var(name).as_deref().map(str::trim) {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => default,
+    }
+}
+
 /// A count knob's value: the variable `name` as a number of `unit`s, or None where it is unset or
 /// not a number (said on stderr).
 fn count_from_env(name: &str, unit: &str) -> Option<usize> {
@@ -96,7 +105,7 @@ pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
 /// ([`crate::plan::Sm90Rest`]): yes, unless `FLCE_SM90_REST=0` (read once; a measurement knob).
 fn sm90_rest_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SM90_REST").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| switch_from_env("FLCE_SM90_REST", true))
 }
 
 /// Token tiles per sm90 forward launch (`FLCE_SM90_FORWARD_BAND`, read once; a measurement knob,
@@ -112,7 +121,7 @@ fn sm90_forward_band_knob() -> Option<usize> {
 /// knob).
 pub fn dc_scratch_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_DC_SCRATCH").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| switch_from_env("FLCE_DC_SCRATCH", true))
 }
 
 /// Whether backward plans wanting dE and dC run dE in a pass of its own
@@ -132,7 +141,7 @@ pub fn de_pass_knob() -> Option<bool> {
 /// knob: all N rows then go in dC's tail where it still holds them, `plan::without_de_head`).
 pub fn de_head_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_DE_HEAD").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| switch_from_env("FLCE_DE_HEAD", true))
 }
 
 /// The most tokens a three-product chunk of a batch of `n` tokens may hold: the measured rule
@@ -157,7 +166,7 @@ pub fn step_logits_f32_knob() -> bool {
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).
 pub fn sm90_products_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SM90_PRODUCTS").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| switch_from_env("FLCE_SM90_PRODUCTS", false))
 }
 
 /// The order of flce_sm90_product's output tiles (`FLCE_SM90_PRODUCT_ORDER`, read once; a
@@ -207,7 +216,7 @@ pub fn sm90_product_cluster_knob() -> usize {
 /// measurement knob for A/B runs against the default plans at the same budget).
 pub fn slice_plan_enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SLICE_PLAN").map_or(true, |v| v.trim() != "0"))
+    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_PLAN", true))
 }
 
 /// Whether the vocabulary-slice plan's rest keeps its first chunks' G in dC's unwritten rows
@@ -216,7 +225,7 @@ pub fn slice_plan_enabled() -> bool {
 /// device time ran out).
 pub fn slice_dc_scratch_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SLICE_DC_SCRATCH").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DC_SCRATCH", false))
 }
 
 /// The smallest share of the vocabulary a vocabulary-slice plan's head may cover
@@ -243,5 +252,5 @@ pub fn slice_min_share() -> f64 {
 /// built in s37 after its device time ran out).
 pub fn slice_de_in_dc_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("FLCE_SLICE_DE_IN_DC").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DE_IN_DC", false))
 }

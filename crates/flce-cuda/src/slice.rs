@@ -29,12 +29,7 @@ use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Wor
 use crate::family::{BackwardMode, Family};
 use crate::forward::Partials;
 use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
-use crate::plan::{self, DeAccumulator, MrefPlace, Region, SlicePlan, SliceRest, TradePlan, Wanted};
-
-/// The part of a workspace at `r`.
-fn sub(ws: Workspace, r: Region) -> Workspace {
-    Workspace { ptr: ws.at(r), bytes: r.bytes }
-}
+use crate::plan::{self, DeAccumulator, MrefPlace, SlicePlan, SliceRest, TradePlan, Wanted};
 
 impl CudaLoss {
     /// Forward and backward at once with a vocabulary-slice plan (made by
@@ -81,16 +76,8 @@ impl CudaLoss {
                 reason: "both halves' forwards must be the sm90 family's (plan::slice_plan makes them so)",
             });
         }
-        if let (Some(MrefPlace::DeRows), Some(de)) = (plan.head.m_ref, grads.de) {
-            if de % 4 != 0 {
-                return Err(Error::InvalidOption {
-                    name: "grads.de",
-                    value: format!("{de:#x}"),
-                    reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
-                });
-            }
-        }
-        let (hws, rws) = (sub(ws, plan.head_ws), sub(ws, plan.rest_ws));
+        crate::step::check_maxima_in_de(&plan.head, grads)?;
+        let (hws, rws) = (ws.sub(plan.head_ws), ws.sub(plan.rest_ws));
         let de_acc = de_accumulator(&plan.rest, grads, &rws)?;
         let targets = rws.at(plan.rest.targets);
         let call = self.call(x, opts, targets, rws, stream)?;
@@ -126,7 +113,7 @@ impl CudaLoss {
             class_weights: offset(x.class_weights, 4),
             ..*x
         };
-        let rfws = sub(ws, plan.rest_forward_ws);
+        let rfws = ws.sub(plan.rest_forward_ws);
         let rest_call = self.call(&rest_x, opts, rfws.at(plan.rest_forward.targets), rfws, stream)?;
         let rest_slice = VocabSlice { offset: head_rows, total: v };
         self.slice_targets(&rest_call, rest_slice, ws.at(plan.slice_status), -1)?;

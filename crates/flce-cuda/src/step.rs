@@ -51,16 +51,7 @@ impl CudaLoss {
         }
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
-        // the compact forward's maxima in dE's rows: f32, so dE 4-byte aligned (torch's are)
-        if let (Some(MrefPlace::DeRows), Some(de)) = (plan.m_ref, grads.de) {
-            if de % 4 != 0 {
-                return Err(flce_core::Error::InvalidOption {
-                    name: "grads.de",
-                    value: format!("{de:#x}"),
-                    reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
-                });
-            }
-        }
+        check_maxima_in_de(plan, grads)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
@@ -103,7 +94,7 @@ impl CudaLoss {
             };
             if compact {
                 // statistics, target logits and q from the sm90 forward (partials at n0, ld N)
-                let outputs = (ws.at(plan.partials), ws.at(plan.target_logit));
+                let outputs = (partials, target_logit);
                 crate::family::sm90::forward_compact(&call, plan, tokens.clone(), view, m_ref, outputs)?;
             } else {
                 // logits of the chunk over the whole vocabulary, f32 [nlen, ldg]
@@ -225,4 +216,20 @@ impl CudaLoss {
         self.kernels.launch(dtype, &ScaleGradsParams { data, count: count as u64, scale }, stream)?;
         Ok(())
     }
+}
+
+/// Where `plan` keeps the compact forward's per-tile maxima in dE's rows ([`MrefPlace::DeRows`]):
+/// f32 values, so dE must be 4-byte aligned (torch's are); a clear error before any kernel
+/// otherwise. (The three-product pass, and the vocabulary-slice pass's head: src/slice.rs.)
+pub(crate) fn check_maxima_in_de(plan: &StepPlan, grads: &DeviceGrads) -> Result<()> {
+    if let (Some(MrefPlace::DeRows), Some(de)) = (plan.m_ref, grads.de) {
+        if de % 4 != 0 {
+            return Err(flce_core::Error::InvalidOption {
+                name: "grads.de",
+                value: format!("{de:#x}"),
+                reason: "this plan keeps per-tile maxima in dE's rows: dE must be 4-byte aligned",
+            });
+        }
+    }
+    Ok(())
 }

@@ -358,23 +358,32 @@ fn sm90_balanced_chunks(plan: BackwardPlan, mode: BackwardMode, budget: usize, s
         return plan;
     }
     let reach = plan.dc_tail().map(|t| t.reach(shape));
-    let (largest, family) = (plan.vocab_chunk, plan.family);
+    let family = plan.family;
     let good = good_vocab_chunk(mode);
-    let (mut best_steps, mut best) = (sm90_grad_steps(&plan, sm_count), plan);
-    let below = (good.div_ceil(SM90_TILE_N)..=largest.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
-    for vc in below.filter(|&vc| vc < largest) {
+    fewest_grad_steps(plan, good, sm_count, |vc| {
         let tail = match reach {
-            Some(reach) => match dc_tail(shape, dtype, wanted, shape.n, vc, reach) {
-                Some(t) => Some(t),
-                None => continue,
-            },
+            Some(reach) => Some(dc_tail(shape, dtype, wanted, shape.n, vc, reach)?),
             None => None,
         };
         let mut p = layout(shape, dtype, wanted, mode, shape.n, vc, tail);
-        if p.workspace_bytes > budget {
-            continue;
-        }
         p.family = family;
+        (p.workspace_bytes <= budget).then_some(p)
+    })
+}
+
+/// Of `largest` and the plans `at(vc)` for the multiples of 256 below its vocabulary chunk down
+/// to `smallest` (rounded up; None: no such plan), the one whose sm90 G launches take the fewest
+/// tile steps ([`sm90_grad_steps`] on `sm_count` SMs; the larger chunk on ties).
+pub(super) fn fewest_grad_steps(
+    largest: BackwardPlan,
+    smallest: usize,
+    sm_count: usize,
+    at: impl Fn(usize) -> Option<BackwardPlan>,
+) -> BackwardPlan {
+    let top = largest.vocab_chunk;
+    let (mut best_steps, mut best) = (sm90_grad_steps(&largest, sm_count), largest);
+    let below = (smallest.div_ceil(SM90_TILE_N)..=top.div_ceil(SM90_TILE_N)).rev().map(|k| k * SM90_TILE_N);
+    for p in below.filter(|&vc| vc < top).filter_map(at) {
         let steps = sm90_grad_steps(&p, sm_count);
         if steps < best_steps {
             (best_steps, best) = (steps, p);

@@ -31,8 +31,8 @@
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::backward::{largest_multiple, layout};
-use super::{sm90_grad_steps, BackwardPlan, DeAccumulator, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
+use super::backward::{fewest_grad_steps, largest_multiple, layout};
+use super::{BackwardPlan, DeAccumulator, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
 use crate::family::{BackwardMode, Family};
 use crate::geometry::SM90_TILE_N;
 
@@ -66,8 +66,9 @@ pub struct SlicePlan {
     pub rest_forward: ForwardPlan,
     pub rest_forward_ws: Region,
     /// The backward of rows [head_rows, V): the whole call's shape, its chunks from
-    /// [`BackwardPlan::vocab_begin`] = head_rows, dE's accumulator in its workspace. Its targets,
-    /// token scales and scalars serve the head's G too. Regions relative to `rest_ws`.
+    /// [`BackwardPlan::vocab_begin`] = head_rows, dE's accumulator in its workspace (or in dC's
+    /// head rows: [`SliceRest::de_in_dc`]). Its targets, token scales and scalars serve the head's
+    /// G too. Regions relative to `rest_ws`.
     pub rest: BackwardPlan,
     pub rest_ws: Region,
     /// Packed RowStats [head splits + rest splits, N]: the head's splits, then the rest's.
@@ -184,13 +185,13 @@ pub fn slice_plan(
         return None;
     }
     let plan = |k: usize| slice_plan_with_head(shape, dtype, wanted, k * SM90_TILE_N, storage, rest, forward_plan).ok();
-    // (the workspace grows with the head; the rest's forward plan may move by a split's partials
-    // as its vocabulary shrinks, so the answer is checked again below)
+    // (the workspace grows with the head, up to the rest's forward plan moving by a split's
+    // partials as its vocabulary shrinks; the search returns a head that fits either way)
     let max = (shape.v - 1) / SM90_TILE_N;
     let k = largest_multiple(max, |k| plan(k).is_some_and(|p| p.workspace_bytes <= budget))?;
     let rows = k * SM90_TILE_N;
     let worth = rows >= MIN_SLICE_HEAD_ROWS && rows as f64 >= min_head_share * shape.v as f64;
-    worth.then(|| plan(k)).flatten().filter(|p| p.workspace_bytes <= budget)
+    worth.then(|| plan(k)).flatten()
 }
 
 /// The rest's backward: the whole call's shape with chunks from `head_rows`, one token chunk,
@@ -231,20 +232,11 @@ fn rest_backward_uniform(
         p
     };
     let largest = rest.vocab_chunk.div_ceil(SM90_TILE_N).max(1) * SM90_TILE_N;
-    let largest = largest.min((shape.v - head_rows).div_ceil(SM90_TILE_N) * SM90_TILE_N);
+    let largest = at(largest.min((shape.v - head_rows).div_ceil(SM90_TILE_N) * SM90_TILE_N));
     if rest.family != Family::Sm90 {
-        return at(largest);
+        return largest;
     }
-    let mut best = at(largest);
-    let mut best_steps = sm90_grad_steps(&best, rest.sm_count);
-    for k in (1024 / SM90_TILE_N..largest / SM90_TILE_N).rev() {
-        let p = at(k * SM90_TILE_N);
-        let steps = sm90_grad_steps(&p, rest.sm_count);
-        if steps < best_steps {
-            (best, best_steps) = (p, steps);
-        }
-    }
-    best
+    fewest_grad_steps(largest, 1024, rest.sm_count, |vc| Some(at(vc)))
 }
 
 /// Whether dE's f32 accumulator (N·D·4 bytes) fits in the bytes of dC's first `head_rows` rows.
