@@ -92,8 +92,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     ``chunks`` = (N, the rows of C that take three products)), with ``workspace_bytes`` and
     ``family``; or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
     the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
-    neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast" and "peak" read the
-    device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
+    neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast"
+    and "peak" read the device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
     accepted and changes nothing: the plan is the same with one."""
     budget = budget_option(options.pop("workspace_budget", None))
     if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
