@@ -220,12 +220,12 @@ pub fn slice_plan_enabled() -> bool {
 }
 
 /// Whether the vocabulary-slice plan's rest keeps its first chunks' G in dC's unwritten rows
-/// ([`crate::plan::SliceRest::dc_scratch`]): no, unless `FLCE_SLICE_DC_SCRATCH=1` (read once; a
-/// measurement knob until that plan is measured and sanitized on the GPU: s37 built it after its
-/// device time ran out).
+/// ([`crate::plan::SliceRest::dc_scratch`]): yes, unless `FLCE_SLICE_DC_SCRATCH=0` (read once; a
+/// measurement knob for A/B runs: measured and sanitized on the H200 2026-12-04,
+/// benchmarks/h200-2026-12-04-s38/slice-rests/).
 pub fn slice_dc_scratch_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DC_SCRATCH", false))
+    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DC_SCRATCH", true))
 }
 
 /// The smallest share of the vocabulary a vocabulary-slice plan's head may cover
@@ -247,10 +247,10 @@ pub fn slice_min_share() -> f64 {
 }
 
 /// Whether the vocabulary-slice plan keeps dE's f32 accumulator in dC's head rows where they hold
-/// it ([`crate::plan::SliceRest::de_in_dc`]: N·D·4 bytes more for the head): no, unless
-/// `FLCE_SLICE_DE_IN_DC=1` (read once; a measurement knob until run and sanitized on the GPU:
-/// built in s37 after its device time ran out).
+/// it ([`crate::plan::SliceRest::de_in_dc`]: N·D·4 bytes more for the head): yes, unless
+/// `FLCE_SLICE_DE_IN_DC=0` (read once; a measurement knob for A/B runs: measured and sanitized on
+/// the H200 2026-12-04, benchmarks/h200-2026-12-04-s38/slice-rests/).
 pub fn slice_de_in_dc_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DE_IN_DC", false))
+    *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DE_IN_DC", true))
 }

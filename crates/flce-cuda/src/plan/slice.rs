@@ -24,10 +24,10 @@
 //! per-tile maxima unless dE's rows hold them), the rest's forward plan, the rest's backward plan
 //! with dE's f32 accumulator in the workspace (N·D·4 bytes; with [`SliceRest::de_in_dc`], in
 //! dC's head rows where they hold it), and both halves' partials (16 bytes a token and split).
-//! The head is the largest that fits the budget (the plan is not taken below a sixth of the
-//! vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the
-//! default plan's, or a smaller one that balances the sm90 G launches better, and with
-//! [`SliceRest::dc_scratch`] (`FLCE_SLICE_DC_SCRATCH=1`, until measured) its first chunks larger.
+//! The head is the largest that fits the budget (the plan is not taken below a sixteenth of the
+//! vocabulary: [`MIN_SLICE_HEAD_SHARE`]); the rest's vocabulary chunk is the default plan's, or a
+//! smaller one that balances the sm90 G launches better, and with [`SliceRest::dc_scratch`] (the
+//! default; `FLCE_SLICE_DC_SCRATCH=0` turns it off) its first chunks larger.
 
 use flce_core::{DType, Error, Result, Shape};
 
@@ -41,13 +41,15 @@ use crate::geometry::SM90_TILE_N;
 /// (2·N·D FLOP a row: 4096 rows at Llama 3's 8k tokens, ~0.4 ms on an H200).
 pub const MIN_SLICE_HEAD_ROWS: usize = 4096;
 
-/// Nor heads of less than this share of the vocabulary (1 / 6). Measured (H200 2026-12-03, fwd+bwd
-/// against the default in the same `flce bench` run, benchmarks/h200-2026-12-03-s37/slice/): heads
-/// of 5–7% of V ran 1.008 / 1.019 / 1.048× the default (Llama 3 / Qwen 2.5 / Gemma 2 at 384 MB),
-/// 8–14% 0.971 / 0.991 / 1.021× (512 MB), 21–39% 0.906 / 0.930 / 0.989× (1 GB). Below the share
-/// the budget goes to the default plans. (The rest's chunks with G in dC's rows,
-/// [`SliceRest::dc_scratch`], should move the break-even down: not yet measured.)
-pub const MIN_SLICE_HEAD_SHARE: f64 = 1.0 / 6.0;
+/// Nor heads of less than this share of the vocabulary (1 / 16). Measured (H200, fwd+bwd against
+/// the default in the same `flce bench --step-budget-mb M` run, the slice ÷ the default): with the
+/// rest's first chunks' G in dC's unwritten rows and dE's accumulator in dC's head rows (both on
+/// by default since 2026-12-04, benchmarks/h200-2026-12-04-s38/slice-rests/ and slice-curve/),
+/// Llama 3 / Qwen 2.5 paid from heads of ~4% of V (0.983 / 0.990 at 320 MB; 0.972 / 0.985 at
+/// 7%; 0.882 / 0.908 at 1 GB), Gemma 2 from ~8% (1.013 at 3%, 1.008 at 5%, 0.990 at 8%, 1.008 at
+/// 10%, 0.973 at 13%, 0.954 at 23%; runs 1–3% apart). Without them (2026-12-03, s37/slice/) the
+/// break-even was a sixth. Below the share the budget goes to the default plans.
+pub const MIN_SLICE_HEAD_SHARE: f64 = 1.0 / 16.0;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlicePlan {
