@@ -8,10 +8,11 @@
 #  2. the rests timed against each other and against the default at 384 MB / 512 MB / 1 GB
 #     (scripts/gpu-variants.sh, two rounds: its fwd+bwd column is the default's four products, its
 #     three-product column the slice pass and its head; FLCE_SLICE_MIN_SHARE=0 so that the small
-#     heads the planner skips by default are timed too): "uniform" (today's default), "scratch"
+#     heads the planner skips by default are timed too): "uniform" (the s37 default), "scratch"
 #     (FLCE_SLICE_DC_SCRATCH=1), "in-dc" (and FLCE_SLICE_DE_IN_DC=1: a larger head, 2·D rows more).
-# Then: what is correct and faster becomes the default (CudaLoss::slice_plan's SliceRest), and
-# MIN_SLICE_HEAD_SHARE moves to the new break-even (plan/slice.rs).
+# Run on the H200 2026-12-04 (benchmarks/h200-2026-12-04-s38/slice-rests/): both correct and
+# sanitized, in-dc the fastest, so both are the default since (the knobs' =0 turns them off, as the
+# variants here do) and MIN_SLICE_HEAD_SHARE moved to 1/16 (plan/slice.rs).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; cp "$0" "$OUT/call.sh"
 export FLCE_CACHE_DIR=$(mktemp -d)
@@ -25,8 +26,8 @@ timeout 60 env FLCE_GPU_TEST_MODES=FusedTiles compute-sanitizer --error-exitcode
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log"
 for mb in 384 512 1024; do
   SHAPES=gemma2,llama3,qwen25 BENCH_ARGS="--iters 5 --step-budget-mb $mb" OUT=$OUT/var-$mb \
-    bash scripts/gpu-variants.sh 2 "uniform=$B/flce:FLCE_SLICE_MIN_SHARE=0" \
-    "scratch=$B/flce:FLCE_SLICE_MIN_SHARE=0,FLCE_SLICE_DC_SCRATCH=1" \
+    bash scripts/gpu-variants.sh 2 "uniform=$B/flce:FLCE_SLICE_MIN_SHARE=0,FLCE_SLICE_DC_SCRATCH=0,FLCE_SLICE_DE_IN_DC=0" \
+    "scratch=$B/flce:FLCE_SLICE_MIN_SHARE=0,FLCE_SLICE_DC_SCRATCH=1,FLCE_SLICE_DE_IN_DC=0" \
     "in-dc=$B/flce:FLCE_SLICE_MIN_SHARE=0,FLCE_SLICE_DC_SCRATCH=1,FLCE_SLICE_DE_IN_DC=1" > "$OUT/v-$mb.md" 2>&1
   echo "## $mb MB"; tail -n 10 "$OUT/v-$mb.md"
 done
