@@ -258,8 +258,8 @@ pub fn slice_de_in_dc_knob() -> bool {
 /// The vocabulary-slice plan's rest: at most this many rows a backward chunk
 /// ([`crate::plan::SliceRest::vocab_chunk`]): the default backward plan's chunk, unless
 /// `FLCE_SLICE_REST_CHUNK` gives a number of rows (read once; a measurement knob: a larger chunk
-/// takes G bytes from the head — s38 measured the default plan at Llama 3's 69,888-row rest 4.7%
-/// faster with a 256 MB backward budget than with its default ~56 MB).
+/// takes G bytes from the head. At 1 GB, 12k–24k rows ran 0.99–1.04× the default chunk's slice:
+/// H200 2026-12-04, benchmarks/h200-2026-12-04-s38/rest-chunk/).
 pub fn slice_rest_chunk_knob() -> Option<usize> {
     static ROWS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *ROWS.get_or_init(|| count_from_env("FLCE_SLICE_REST_CHUNK", "rows").filter(|&r| r > 0))
