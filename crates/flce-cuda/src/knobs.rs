@@ -254,13 +254,3 @@ pub fn slice_de_in_dc_knob() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| switch_from_env("FLCE_SLICE_DE_IN_DC", true))
 }
-
-/// The vocabulary-slice plan's rest: at most this many rows a backward chunk
-/// ([`crate::plan::SliceRest::vocab_chunk`]): the default backward plan's chunk, unless
-/// `FLCE_SLICE_REST_CHUNK` gives a number of rows (read once; a measurement knob: a larger chunk
-/// takes G bytes from the head. At 1 GB, 12k–24k rows ran 0.99–1.04× the default chunk's slice:
-/// H200 2026-12-04, benchmarks/h200-2026-12-04-s38/rest-chunk/).
-pub fn slice_rest_chunk_knob() -> Option<usize> {
-    static ROWS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *ROWS.get_or_init(|| count_from_env("FLCE_SLICE_REST_CHUNK", "rows").filter(|&r| r > 0))
-}

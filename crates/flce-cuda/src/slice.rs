@@ -226,7 +226,7 @@ impl CudaLoss {
             mode,
             family: mode.family(fused),
             sm_count: self.sm_count(),
-            vocab_chunk: crate::knobs::slice_rest_chunk_knob().unwrap_or(default.vocab_chunk),
+            vocab_chunk: default.vocab_chunk,
             dc_scratch: crate::knobs::slice_dc_scratch_knob(),
             de_in_dc: crate::knobs::slice_de_in_dc_knob(),
         };
