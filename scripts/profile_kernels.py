@@ -7,7 +7,12 @@ host overhead).
 
     python3 scripts/profile_kernels.py --shape gemma2 --configs "auto/cublas/min,auto/fused/min,auto/cublas/fast"
 
-A config is forward_mode/backward_mode/workspace_budget ("min", "fast" or bytes).
+A config is forward_mode/backward_mode/workspace_budget ("min", "fast" or bytes). `--steps K`
+profiles K steps queued back to back, as a training loop runs them (the host free to run ahead;
+one sync at the end): the GPU idle between kernels then counts only what the host could not hide.
+`--host` also records the host's side and lists the ops that took its time (self CPU ms), to
+say where a gap before a kernel goes (perf-notes v46: 0.62 ms before the slice and three-product
+passes' first kernel in a one-step profile).
 """
 import argparse
 import collections
@@ -57,7 +62,12 @@ def main():
                     help="also list every kernel launch of the profiled step in order: name, grid, µs")
     ap.add_argument("--trace", default=None,
                     help="also record host activity and write one Chrome trace per config into this folder")
+    ap.add_argument("--steps", type=int, default=1,
+                    help="profile this many steps queued back to back (no sync between them); per-step times")
+    ap.add_argument("--host", action="store_true",
+                    help="also record host activity and list the ops with the most self CPU time")
     a = ap.parse_args()
+    steps = max(1, a.steps)
     n, d, v = SHAPES[a.shape]
     e, c, t = inputs(n, d, v)
     print(f"# {torch.cuda.get_device_name()} {a.shape} (N {n}, D {d}, V {v}) bf16, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -68,13 +78,14 @@ def main():
             step(e, c, t, fwd, bwd, budget)
         torch.cuda.synchronize()
         acts = [torch.profiler.ProfilerActivity.CUDA]
-        if a.trace:
+        if a.trace or a.host:
             acts.append(torch.profiler.ProfilerActivity.CPU)
         with torch.profiler.profile(activities=acts) as prof:
             w0 = time.perf_counter()
-            step(e, c, t, fwd, bwd, budget)
+            for _ in range(steps):
+                step(e, c, t, fwd, bwd, budget)
             torch.cuda.synchronize()
-            wall = (time.perf_counter() - w0) * 1e3
+            wall = (time.perf_counter() - w0) * 1e3 / steps
         if a.trace:
             os.makedirs(a.trace, exist_ok=True)
             prof.export_chrome_trace(os.path.join(a.trace, f"{a.shape}-{cfg.replace('/', '-')}.json"))
@@ -82,16 +93,20 @@ def main():
             print_launches(prof)
         kernels, per, total = kernel_times(prof, copies=False)
         span, gaps = timeline(kernels)
-        print(f"\n## {cfg}: kernels {total:.2f} ms, first kernel start to last kernel end {span:.2f} ms, "
-              f"wall {wall:.2f} ms")
+        each = f" ({steps} steps back to back; per step)" if steps > 1 else ""
+        print(f"\n## {cfg}{each}: kernels {total / steps:.2f} ms, first kernel start to last kernel end "
+              f"{span / steps:.2f} ms, wall {wall:.2f} ms")
         print("| kernel | launches | ms | share |")
         print("|---|---|---|---|")
         for name, (ms, cnt) in sorted(per.items(), key=lambda kv: -kv[1][0])[: a.top]:
-            print(f"| {name} | {cnt} | {ms:.2f} | {100 * ms / total:.0f}% |")
+            print(f"| {name} | {cnt / steps:g} | {ms / steps:.2f} | {100 * ms / total:.0f}% |")
         idle = sum(g[0] for g in gaps)
-        print(f"\nGPU idle between kernels: {idle:.2f} ms over {len(gaps)} gaps; the longest:")
+        print(f"\nGPU idle between kernels: {idle / steps:.2f} ms a step over {len(gaps)} gaps in all; the longest:")
         for ms, before, after in sorted(gaps, key=lambda g: -g[0])[: a.gaps]:
             print(f"- {ms:.3f} ms between {before} and {after}")
+        if a.host:
+            print(f"\nHost ops by self CPU time ({steps} step(s) together):")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.top))
 
 
 def kernel_times(prof, copies=True):
