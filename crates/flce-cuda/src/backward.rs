@@ -172,11 +172,13 @@ impl CudaLoss {
                 }
             }
         }
-        // The main pass ended with the last vocabulary chunk and left its G in the workspace (a
-        // tail plan has one token chunk): its dC rows need no recompute, so the tail pass starts
-        // there, before the recomputes overwrite G.
+        // The main pass ended with the last vocabulary chunk and left its G in the workspace: with
+        // one token chunk its dC rows need no recompute, so the tail pass starts there, before the
+        // recomputes overwrite G. (With several, that G holds the last token chunk's rows only:
+        // every tail chunk is recomputed, plan::with_token_tail.)
         for vc in plan.tail_chunks().rev() {
-            let pass = if vc + 1 == plan.vocab_chunks() { Pass::TailKeptG } else { Pass::Tail };
+            let kept = vc + 1 == plan.vocab_chunks() && plan.token_chunks() == 1;
+            let pass = if kept { Pass::TailKeptG } else { Pass::Tail };
             self.vocab_chunk(call, &blas, plan, &dst, lse, vc, pass)?;
         }
         drop(blas);

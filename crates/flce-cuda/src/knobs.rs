@@ -136,6 +136,20 @@ pub fn de_pass_knob() -> Option<bool> {
     })
 }
 
+/// Whether one-token-chunk backward plans with dE's accumulator in dC's tail are cut into token
+/// chunks with larger vocabulary chunks ([`crate::plan::with_token_tail`]): `FLCE_BWD_TOKEN_TAIL=1`
+/// wherever such a plan exists (`Some(true)`), `auto` where the planner's model has it faster
+/// (`None`), unset or `0` never (`Some(false)`: built in s38 without device time; the default
+/// until scripts/gpu-token-tail.sh has run it). Read once; a measurement knob.
+pub fn token_tail_knob() -> Option<bool> {
+    static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| match std::env::var("FLCE_BWD_TOKEN_TAIL").as_deref().map(str::trim) {
+        Ok("1") => Some(true),
+        Ok("auto") => None,
+        _ => Some(false),
+    })
+}
+
 /// Whether backward plans keep the first rows of dE's f32 accumulator in dE's own buffer
 /// ([`crate::plan::DcTail::rows_in_de`]): yes, unless `FLCE_DE_HEAD=0` (read once; a measurement
 /// knob: all N rows then go in dC's tail where it still holds them, `plan::without_de_head`).

@@ -36,6 +36,11 @@ pub(crate) struct Case {
     /// (`Some(true)`: the `FLCE_BWD_DE_PASS=1` knob's plans), never (`Some(false)`: the one-pass
     /// tails these cases test) or where it pays (`None`, the default): CudaLoss::with_de_pass.
     pub de_pass: Option<bool>,
+    /// Cut one-token-chunk backward plans with dE's accumulator in dC's tail into token chunks
+    /// with larger vocabulary chunks wherever they can (`Some(true)`: the `FLCE_BWD_TOKEN_TAIL=1`
+    /// knob's plans), never, or where the model has it faster: CudaLoss::with_token_tail. None:
+    /// the backend's setting.
+    pub token_tail: Option<bool>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -59,6 +64,7 @@ impl Case {
             cluster: None,
             band: None,
             de_pass: None,
+            token_tail: None,
             frozen: false,
         }
     }
@@ -162,6 +168,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     cluster: None,
                     band: None,
                     de_pass: None,
+                    token_tail: None,
                     frozen: false,
                 });
             }
@@ -182,6 +189,7 @@ pub(crate) fn cases() -> Vec<Case> {
             cluster: None,
             band: None,
             de_pass: None,
+            token_tail: None,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -206,6 +214,7 @@ pub(crate) fn cases() -> Vec<Case> {
             cluster: None,
             band: None,
             de_pass: None,
+            token_tail: None,
             frozen: false,
         });
     }
@@ -324,6 +333,25 @@ pub(crate) fn cases() -> Vec<Case> {
     }
     // and by default where the one pass's tail would recompute the whole vocabulary (N above V)
     out.push(Case::planted(DType::BF16, "plain", Shape::new(5000, 64, 3000), base.clone(), false, "de-pass default"));
+    // the one pass's tails in token chunks with larger vocabulary chunks (plan::with_token_tail,
+    // forced on every family): a tail within a third (3000, 64, 12000), with two tail chunks
+    // (2000, 136, 9001: D not a multiple of 64), the whole vocabulary with the accumulator's
+    // last rows in the workspace (5000, 64, 3000); db and class weights, reduction none
+    for (dtype, what, shape, opts, extras) in [
+        (DType::BF16, "plain", Shape::new(3000, 64, 12_000), base.clone(), false),
+        (DType::BF16, "all", Shape::new(3000, 64, 12_000), all.clone(), true),
+        (
+            DType::F16,
+            "none",
+            Shape::new(2000, 136, 9001),
+            Options { reduction: Reduction::None, ..base.clone() },
+            false,
+        ),
+        (DType::BF16, "all", Shape::new(5000, 64, 3000), all.clone(), true),
+    ] {
+        let case = Case::planted(dtype, what, shape, opts, extras, "token-tail");
+        out.push(Case { de_pass: Some(false), token_tail: Some(true), ..case });
+    }
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
@@ -363,6 +391,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 cluster: None,
                 band: None,
                 de_pass: None,
+                token_tail: None,
                 frozen: false,
             });
         }
@@ -384,6 +413,7 @@ pub(crate) fn cases() -> Vec<Case> {
         cluster: None,
         band: None,
         de_pass: None,
+        token_tail: None,
         frozen: false,
     });
     out
@@ -399,6 +429,15 @@ fn require_plans(be: &CudaLoss, c: &Case, check: impl Fn(&BackwardPlan) -> Resul
         check(&p).map_err(|e| format!("{mode:?}: {e}"))?;
     }
     Ok(())
+}
+
+/// The token-tail cases must plan dE's accumulator in dC's tail and several token chunks, on
+/// every family.
+pub(crate) fn require_token_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    require_plans(be, c, |p| match (p.dc_tail(), p.token_chunks()) {
+        (Some(_), k) if k >= 2 => Ok(()),
+        (t, k) => Err(format!("not a tail plan in token chunks: {k} token chunk(s), {t:?}")),
+    })
 }
 
 /// The long-tail cases must plan a tail over more than a third of the vocabulary (and, with N

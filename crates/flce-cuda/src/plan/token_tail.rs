@@ -1,0 +1,223 @@
+//! Larger vocabulary chunks at large N within the same budget: tail plans in token chunks.
+//!
+//! A one-token-chunk plan's G holds every token of a vocabulary chunk (N·rows·2 bytes), so past
+//! N ≈ V/6 a tenth of the gradients buys ever smaller chunks: Llama 3 3,584 rows at 16k tokens,
+//! 1,024 at 65k — 105 main-pass chunks (their first ones larger: [`super::with_dc_scratch`]) and
+//! 65 tail-pass ones, each with its G launch, two products and their last waves (perf-notes v16:
+//! 126 → 33 chunks at 32k saved 17.4 ms; the default ran 1.23× four logits GEMMs at 65k in s38's
+//! suite). Cutting the tokens into k chunks makes each vocabulary chunk about k times larger for
+//! the same G bytes. dC then adds up across the token chunks in an f32 chunk accumulator in the
+//! workspace (vocab_chunk·D·4 bytes, rounded once into dC: exact, as
+//! [`super::DcAccumulator::Workspace`] already is for small budgets), and dE's accumulator stays
+//! where the one-token plan keeps it: in dC's tail, its first rows in dE's own bytes
+//! ([`super::DcTail`]). What it costs: that accumulator's traffic (about (8k + 2)·V·D bytes over
+//! both passes), and the tail pass recomputes all of its chunks (the main pass's last G holds one
+//! token chunk, not the last vocabulary chunk's every token).
+//!
+//! The backend takes such a plan where `FLCE_BWD_TOKEN_TAIL` asks for it (`1`: wherever one
+//! exists; `auto`: where [`large_n_seconds`] has it faster; unset: never, until measured on the
+//! H200 — scripts/gpu-token-tail.sh) or a test does ([`crate::CudaLoss::with_token_tail`]).
+
+use flce_core::Shape;
+
+use super::backward::{largest_multiple, layout};
+use super::dc_tail::dc_tail_with;
+use super::{with_dc_scratch, BackwardPlan, DcAccumulator};
+use crate::family::BackwardMode;
+use crate::geometry::{SM90_TILE_N, TILE_M, TILE_N};
+
+/// At most this many token chunks (each vocabulary chunk's launches are that many).
+pub const MAX_TAIL_TOKEN_CHUNKS: usize = 16;
+
+/// Of the tail plans in 2 to [`MAX_TAIL_TOKEN_CHUNKS`] token chunks of `one`'s call (a
+/// one-token-chunk plan with dE's accumulator in dC's tail, made by [`super::backward_plan`]),
+/// each with the largest vocabulary chunk whose workspace fits `budget` and whose tail the
+/// accumulator allows (as far into the vocabulary as `one`'s tail reaches), the one
+/// [`large_n_seconds`] has fastest. None where `one` is not such a plan or no candidate has larger
+/// vocabulary chunks than `one`.
+pub fn token_tail_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode) -> Option<BackwardPlan> {
+    let (shape, dtype, wanted) = (one.shape, one.dtype, one.wanted);
+    let tail = one.dc_tail()?;
+    let plain = one.token_chunk >= shape.n && !one.token_outer && one.de_pass.is_none() && one.vocab_begin == 0;
+    if !(plain && wanted.de && wanted.dc) {
+        return None;
+    }
+    let reach = tail.reach(shape);
+    let step = if one.vocab_chunk % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N };
+    let most = shape.v.div_ceil(step);
+    let mut best: Option<(f64, BackwardPlan)> = None;
+    for k in 2..=MAX_TAIL_TOKEN_CHUNKS {
+        let tc = shape.n.div_ceil(k).div_ceil(TILE_M) * TILE_M;
+        if tc >= shape.n || shape.n.div_ceil(tc) != k {
+            continue; // one token chunk, or the same chunks as a smaller k
+        }
+        // the workspace grows with the chunk (G, dC's accumulator) and not with where the tail
+        // starts: the largest chunk that fits with `one`'s tail, then the largest at or below it
+        // that has a tail of its own (a multiple of the chunk)
+        let bytes = |vc: usize| layout(shape, dtype, wanted, mode, tc, vc, Some(tail)).workspace_bytes;
+        let Some(largest) = largest_multiple(most, |m| bytes(m * step) <= budget) else { continue };
+        let plan = (one.vocab_chunk / step + 1..=largest).rev().find_map(|m| {
+            let vc = m * step;
+            let t = dc_tail_with(shape, dtype, vc, tail.rows_in_de, reach)?;
+            let mut p = layout(shape, dtype, wanted, mode, tc, vc, Some(t));
+            p.family = one.family;
+            (p.workspace_bytes <= budget).then_some(p)
+        });
+        if let Some(p) = plan {
+            let s = large_n_seconds(&p);
+            if best.as_ref().map_or(true, |(b, _)| s < *b) {
+                best = Some((s, p));
+            }
+        }
+    }
+    best.map(|(_, p)| p)
+}
+
+/// `one`, or its tail plan in token chunks ([`token_tail_plan`]): always where one exists when
+/// `force`, else where [`large_n_seconds`] has it faster by more than the model's own error (5%
+/// of one logits product, as the one-token plans' choice in plan/backward.rs).
+pub fn with_token_tail(one: BackwardPlan, budget: usize, mode: BackwardMode, force: bool) -> BackwardPlan {
+    let Some(chunked) = token_tail_plan(&one, budget, mode) else { return one };
+    let Shape { n, d, v } = one.shape;
+    let margin = 0.05 * 2.0 * (n * d * v) as f64 / 650e12;
+    if force || large_n_seconds(&chunked) < large_n_seconds(&one) - margin {
+        chunked
+    } else {
+        one
+    }
+}
+
+/// Modeled seconds of what differs between a call's vocabulary-outer plans at large N (one token
+/// chunk or several): the tail pass's recomputed logits (2·N·D FLOP a row at ~650 TFLOP/s; all
+/// its rows but the last chunk's with one token chunk, all of them with several); per vocabulary
+/// chunk of either pass ~0.19 ms per 32k tokens of launch tails (plan/dc_tail.rs
+/// `modeled_seconds`, from perf-notes v16), and in the main pass the part of dE's accumulator
+/// traffic (N·D·8 bytes at ~3.5 TB/s) its product's compute does not hide; with several token
+/// chunks, dC's f32 chunk accumulator's traffic ((8k + 2)·V·D bytes: written by the first token
+/// chunk, read and written by the others, read by the rounding, which writes 2 bytes an element)
+/// and ~4 µs a launch for the three launches of every (vocabulary, token) chunk pair. One-token
+/// plans are modeled with their leading chunks' G in dC's rows, as [`with_dc_scratch`] makes them.
+pub fn large_n_seconds(p: &BackwardPlan) -> f64 {
+    let Shape { n, d, v } = p.shape;
+    let p = if p.token_chunk >= n { with_dc_scratch(p.clone()) } else { p.clone() };
+    let k = p.token_chunks();
+    let tail = p.tail_chunks();
+    let kept = match (k, tail.is_empty()) {
+        (1, false) => p.vocab_range(p.vocab_chunks() - 1).len(),
+        _ => 0,
+    };
+    let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(kept));
+    let nd = (n * d) as f64;
+    let launch_tails = 0.19e-3 * n as f64 / 32_768.0;
+    let main = |rows: usize| {
+        let unhidden = if p.wanted.de { (8.0 * nd / 3.5e12 - 2.0 * nd * rows as f64 / 650e12).max(0.0) } else { 0.0 };
+        unhidden + launch_tails
+    };
+    let main_seconds: f64 = (0..p.vocab_chunks()).map(|i| main(p.vocab_range(i).len())).sum();
+    let dc_acc = match p.dc_acc {
+        DcAccumulator::Workspace(_) => ((8 * k + 2) * v * d) as f64 / 3.5e12,
+        _ => 0.0,
+    };
+    let launches = 3.0 * 4e-6 * (k * (p.vocab_chunks() + tail.len())) as f64;
+    2.0 * recomputed as f64 * nd / 650e12 + main_seconds + tail.len() as f64 * launch_tails + dc_acc + launches
+}
+
+#[cfg(test)]
+mod tests {
+    use flce_core::DType;
+
+    use super::*;
+    use crate::family::Family;
+    use crate::plan::{backward_plan, default_backward_budget, DeAccumulator, Wanted};
+
+    const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
+    const MODE: BackwardMode = BackwardMode::FusedTiles;
+
+    fn one(shape: Shape, wanted: Wanted) -> (BackwardPlan, usize) {
+        let budget = default_backward_budget(shape, DType::BF16, wanted, MODE);
+        (backward_plan(shape, DType::BF16, wanted, Some(budget), MODE, Family::Sm90, 132).unwrap(), budget)
+    }
+
+    /// Every (vocabulary, token) chunk pair once: the vocabulary chunks cover V in order, the
+    /// token chunks N; the tail's first row a chunk boundary; dE's accumulator where the one-token
+    /// plan keeps it (same rows in dE, within dC, no overflow moved), dC's in the workspace.
+    fn check(one: &BackwardPlan, p: &BackwardPlan, budget: usize) {
+        let Shape { n, v, .. } = p.shape;
+        let ctx = format!("{:?}: {} x {}", p.shape, p.token_chunk, p.vocab_chunk);
+        assert!(p.workspace_bytes <= budget, "{ctx}: {} > {budget}", p.workspace_bytes);
+        assert!(p.token_chunks() >= 2 && p.token_chunk % TILE_M == 0, "{ctx}");
+        assert!(p.vocab_chunk > one.vocab_chunk, "{ctx}: not larger than {}", one.vocab_chunk);
+        assert!(p.dc_scratch.is_empty() && !p.token_outer && p.de_pass.is_none(), "{ctx}");
+        assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)), "{ctx}: {:?}", p.dc_acc);
+        let (t, t1) = (p.dc_tail().unwrap(), one.dc_tail().unwrap());
+        assert_eq!(
+            (t.rows_in_de, t.overflow_rows, t.reach(p.shape)),
+            (t1.rows_in_de, t1.overflow_rows, t1.reach(p.shape))
+        );
+        assert!(t.byte_offset >= t.first_row * p.shape.d * 2, "{ctx}: the accumulator over rows the main pass writes");
+        assert_eq!(p.vocab_range(p.first_tail_chunk()).start, t.first_row.min(v), "{ctx}");
+        let mut next = 0;
+        for i in 0..p.vocab_chunks() {
+            let r = p.vocab_range(i);
+            assert_eq!(r.start, next, "{ctx}");
+            next = r.end;
+        }
+        assert_eq!(next, v, "{ctx}");
+        let tokens: usize = (0..p.token_chunks()).map(|i| p.token_range(i).len()).sum();
+        assert_eq!(tokens, n, "{ctx}");
+    }
+
+    #[test]
+    fn large_n_takes_larger_vocabulary_chunks_in_token_chunks() {
+        // Llama 3 from 32k tokens (a tail of a third and more; 128k: the whole vocabulary, rows
+        // past dC's end in the workspace), the 16k training-step loss shape
+        for shape in [
+            Shape::new(32_768, 4096, 128_256),
+            Shape::new(65_536, 4096, 128_256),
+            Shape::new(131_072, 4096, 128_256),
+            Shape::new(16_384, 2048, 128_256),
+        ] {
+            let (one, budget) = one(shape, BOTH);
+            let p = token_tail_plan(&one, budget, MODE).unwrap_or_else(|| panic!("{shape:?}: none"));
+            check(&one, &p, budget);
+            // fewer vocabulary chunks over both passes
+            let chunks = |p: &BackwardPlan| p.vocab_chunks() + p.tail_chunks().len();
+            assert!(chunks(&p) < chunks(&with_dc_scratch(one.clone())), "{shape:?}");
+        }
+    }
+
+    #[test]
+    fn the_model_takes_it_at_large_n_only() {
+        // 65k tokens at Llama 3: 105 + 65 chunks against ~40 + ~20; by the model several ms
+        let (one65, budget) = one(Shape::new(65_536, 4096, 128_256), BOTH);
+        let p = with_token_tail(one65.clone(), budget, MODE, false);
+        assert!(p.token_chunks() > 1, "{}", p.token_chunks());
+        assert!(large_n_seconds(&p) < large_n_seconds(&one65));
+        // 8k tokens at Llama 3: the one-token plan's chunks are already large
+        let (one8, budget) = one(Shape::new(8192, 4096, 128_256), BOTH);
+        assert_eq!(with_token_tail(one8.clone(), budget, MODE, false), one8);
+        // forced, where a candidate exists: taken
+        if let Some(c) = token_tail_plan(&one8, budget, MODE) {
+            assert_eq!(with_token_tail(one8.clone(), budget, MODE, true), c);
+        }
+    }
+
+    #[test]
+    fn only_for_one_token_chunk_plans_with_the_accumulator_in_dcs_tail() {
+        let shape = Shape::new(65_536, 4096, 128_256);
+        // dE only (token-outer), dC only (no accumulator), f32 (dE in place): none
+        for wanted in [Wanted { dc: false, ..BOTH }, Wanted { de: false, ..BOTH }] {
+            let (p, budget) = one(shape, wanted);
+            assert!(token_tail_plan(&p, budget, MODE).is_none(), "{wanted:?}");
+        }
+        let budget = default_backward_budget(shape, DType::F32, BOTH, MODE);
+        let f32 = backward_plan(shape, DType::F32, BOTH, Some(budget), MODE, Family::Sm90, 132).unwrap();
+        assert!(token_tail_plan(&f32, budget, MODE).is_none());
+        // a budget that holds the workspace accumulator: no tail, none
+        let big = 4 << 30;
+        let p = backward_plan(shape, DType::BF16, BOTH, Some(big), MODE, Family::Sm90, 132).unwrap();
+        if !matches!(p.de_acc, DeAccumulator::DcTail(_)) {
+            assert!(token_tail_plan(&p, big, MODE).is_none());
+        }
+    }
+}
