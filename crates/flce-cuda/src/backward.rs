@@ -14,6 +14,12 @@ use crate::family::{self, Family};
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
 
+/// Whether vocabulary chunk `vc` writes its dC rows in `pass`: the tail pass's chunks in the tail
+/// pass only (in the main pass their rows hold dE's accumulator), the others in the main pass.
+fn writes_dc(plan: &BackwardPlan, vc: usize, pass: Pass) -> bool {
+    pass != Pass::Main || vc < plan.first_tail_chunk()
+}
+
 /// Which pass a vocabulary chunk is computed in.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Pass {
@@ -231,7 +237,9 @@ impl CudaLoss {
             self.chunk_pair(call, blas, plan, dst, lse, vc, tc, pass)?;
         }
         let (x, d, s) = (call.x, call.x.shape.d, call.x.dtype.size_in_bytes() as u64);
-        if let (Some(dc), DcAccumulator::Workspace(r)) = (dst.grads.dc, plan.dc_acc) {
+        // (a tail chunk's dC accumulator is rounded in the tail pass, which fills it: in the main
+        // pass its rows hold dE's accumulator, plan::with_token_tail)
+        if let (Some(dc), DcAccumulator::Workspace(r), true) = (dst.grads.dc, plan.dc_acc, writes_dc(plan, vc, pass)) {
             let vocab = plan.vocab_range(vc);
             let dc_rows = dc + vocab.start as u64 * d as u64 * s;
             self.round_into(x.dtype, call.ws.at(r), dc_rows, vocab.len() * d, call.stream)?;
@@ -263,7 +271,7 @@ impl CudaLoss {
             // (a Dc buffer without dC was refused by check_dc_as_scratch)
             _ => ws.at(plan.g),
         };
-        let writes_dc = pass != Pass::Main || vc < plan.first_tail_chunk();
+        let writes_dc = writes_dc(plan, vc, pass);
         let tokens = plan.token_range(tc);
         let chunk = GradChunk {
             lse,
