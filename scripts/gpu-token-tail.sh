@@ -10,7 +10,8 @@
 #     loss shape, FLCE_BWD_TOKEN_TAIL=0 (today's plans) / 1 (wherever one exists) / auto (where
 #     plan::large_n_seconds has it faster), two rounds (scripts/gpu-variants.sh: its fwd+bwd
 #     column). The model predicts 65k: 121 -> 86 ms of what differs (-35 ms of ~494),
-#     128k one pass 407 -> 261 (the de pass still taken there), 32k and 16k: not faster.
+#     128k one pass 407 -> 261 (the de pass still taken there: "one-pass" times the one pass in
+#     token chunks against it), 32k and 16k: not faster.
 # Then: what is correct and faster becomes the default (knobs.rs token_tail_knob), perf-notes.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; cp "$0" "$OUT/call.sh"
@@ -28,8 +29,9 @@ echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log"
 SHAPES="16384,2048,128256 32768,4096,128256 65536,4096,128256 131072,4096,128256" \
   BENCH_ARGS="--iters 3 --step-budget-mb 0" OUT=$OUT/var timeout 420 bash scripts/gpu-variants.sh 2 \
   "today=$B/flce:FLCE_BWD_TOKEN_TAIL=0" "always=$B/flce:FLCE_BWD_TOKEN_TAIL=1" "auto=$B/flce:FLCE_BWD_TOKEN_TAIL=auto" \
+  "one-pass=$B/flce:FLCE_BWD_TOKEN_TAIL=1,FLCE_BWD_DE_PASS=0" \
   > "$OUT/variants.md" 2>&1
-tail -n 16 "$OUT/variants.md"
+tail -n 20 "$OUT/variants.md"
 grep -h "^| 65536x\|^| 131072x" "$OUT"/var/var-*-1.log | cut -d'|' -f2,5,9 | head -6
 tar czf "$OUT/var.tgz" -C "$OUT" var && rm -rf "$OUT/var"
 echo "total ${SECONDS}s"
