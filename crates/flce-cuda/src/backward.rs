@@ -181,7 +181,7 @@ impl CudaLoss {
         // The main pass ended with the last vocabulary chunk and left its G in the workspace: with
         // one token chunk its dC rows need no recompute, so the tail pass starts there, before the
         // recomputes overwrite G. (With several, that G holds the last token chunk's rows only:
-        // every tail chunk is recomputed, plan::with_token_tail.)
+        // every tail chunk is recomputed, plan::with_token_chunks.)
         for vc in plan.tail_chunks().rev() {
             let kept = vc + 1 == plan.vocab_chunks() && plan.token_chunks() == 1;
             let pass = if kept { Pass::TailKeptG } else { Pass::Tail };
@@ -238,7 +238,7 @@ impl CudaLoss {
         }
         let (x, d, s) = (call.x, call.x.shape.d, call.x.dtype.size_in_bytes() as u64);
         // (a tail chunk's dC accumulator is rounded in the tail pass, which fills it: in the main
-        // pass its rows hold dE's accumulator, plan::with_token_tail)
+        // pass its rows hold dE's accumulator, plan::with_token_chunks)
         if let (Some(dc), DcAccumulator::Workspace(r), true) = (dst.grads.dc, plan.dc_acc, writes_dc(plan, vc, pass)) {
             let vocab = plan.vocab_range(vc);
             let dc_rows = dc + vocab.start as u64 * d as u64 * s;

@@ -57,10 +57,10 @@ pub struct CudaLoss {
     /// or what a test asked for ([`CudaLoss::with_de_pass`]).
     de_pass: Option<bool>,
     /// One-token-chunk backward plans cut into token chunks with larger vocabulary chunks
-    /// ([`plan::with_token_tail`]) wherever one exists (`Some(true)`), never, or where the model
-    /// has it faster (`None`): [`crate::geometry::token_tail_knob`], or what a test asked for
-    /// ([`CudaLoss::with_token_tail`]).
-    token_tail: Option<bool>,
+    /// ([`plan::with_token_chunks`]) wherever one exists (`Some(true)`), never, or where the model
+    /// has it faster (`None`): [`crate::geometry::token_chunks_knob`], or what a test asked for
+    /// ([`CudaLoss::with_token_chunks`]).
+    token_chunks: Option<bool>,
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
@@ -100,8 +100,8 @@ impl CudaLoss {
         let kernels = Kernels::new(ctx.clone(), arch.clone());
         let sm90_tuning = crate::geometry::sm90_tuning();
         let de_pass = crate::geometry::de_pass_knob();
-        let token_tail = crate::geometry::token_tail_knob();
-        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, de_pass, token_tail, name, kernels, blas: Blas::default() })
+        let token_chunks = crate::geometry::token_chunks_knob();
+        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, de_pass, token_chunks, name, kernels, blas: Blas::default() })
     }
 
     /// Number of CUDA devices (0 when the driver is missing).
@@ -154,12 +154,12 @@ impl CudaLoss {
     }
 
     /// This backend, cutting one-token-chunk backward plans with dE's accumulator in dC's tail
-    /// into token chunks ([`plan::with_token_tail`]) wherever it can (`Some(true)`), never, or
+    /// into token chunks ([`plan::with_token_chunks`]) wherever it can (`Some(true)`), never, or
     /// where the model has it faster (`None`), whatever the knob says (the GPU tests'
-    /// "token-tail" cases).
+    /// "token-chunks" cases).
     #[doc(hidden)]
-    pub fn with_token_tail(mut self, on: Option<bool>) -> Self {
-        self.token_tail = on;
+    pub fn with_token_chunks(mut self, on: Option<bool>) -> Self {
+        self.token_chunks = on;
         self
     }
 
@@ -243,11 +243,11 @@ impl CudaLoss {
         let mode = config.mode.resolve(fused);
         let plan = plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)?;
         let plan = if crate::geometry::de_head_enabled() { plan } else { plan::without_de_head(plan) };
-        let plan = match self.token_tail {
+        let plan = match self.token_chunks {
             Some(false) => plan,
             force => {
                 let budget = config.budget.unwrap_or_else(|| plan::default_backward_budget(shape, dtype, wanted, mode));
-                plan::with_token_tail(plan, budget, mode, force == Some(true))
+                plan::with_token_chunks(plan, budget, mode, force == Some(true))
             }
         };
         Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })

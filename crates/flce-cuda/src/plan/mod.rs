@@ -18,8 +18,8 @@ mod step;
 mod tail_tests;
 #[cfg(test)]
 mod tests;
+mod token_chunks;
 pub mod token_outer;
-mod token_tail;
 
 pub use backward::{
     backward_plan, default_backward_budget, gradient_tenth, slice_backward_plan, sm90_grad_steps, BackwardPlan,
@@ -47,7 +47,7 @@ pub use step::{
     default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, MrefPlace,
     StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
-pub use token_tail::{large_n_seconds, token_tail_plan, with_token_tail, MAX_TAIL_TOKEN_CHUNKS};
+pub use token_chunks::{large_n_seconds, token_chunked_plan, with_token_chunks, MAX_TOKEN_CHUNKS};
 
 use std::ops::Range;
 

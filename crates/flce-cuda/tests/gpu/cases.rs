@@ -37,10 +37,10 @@ pub(crate) struct Case {
     /// tails these cases test) or where it pays (`None`, the default): CudaLoss::with_de_pass.
     pub de_pass: Option<bool>,
     /// Cut one-token-chunk backward plans with dE's accumulator in dC's tail into token chunks
-    /// with larger vocabulary chunks wherever they can (`Some(true)`: the `FLCE_BWD_TOKEN_TAIL=1`
-    /// knob's plans), never, or where the model has it faster: CudaLoss::with_token_tail. None:
+    /// with larger vocabulary chunks wherever they can (`Some(true)`: the `FLCE_BWD_TOKEN_CHUNKS=1`
+    /// knob's plans), never, or where the model has it faster: CudaLoss::with_token_chunks. None:
     /// the backend's setting.
-    pub token_tail: Option<bool>,
+    pub token_chunks: Option<bool>,
     /// dE only, dC not wanted (a frozen classifier): the token-outer backward (frozen.rs).
     pub frozen: bool,
 }
@@ -64,7 +64,7 @@ impl Case {
             cluster: None,
             band: None,
             de_pass: None,
-            token_tail: None,
+            token_chunks: None,
             frozen: false,
         }
     }
@@ -168,7 +168,7 @@ pub(crate) fn cases() -> Vec<Case> {
                     cluster: None,
                     band: None,
                     de_pass: None,
-                    token_tail: None,
+                    token_chunks: None,
                     frozen: false,
                 });
             }
@@ -189,7 +189,7 @@ pub(crate) fn cases() -> Vec<Case> {
             cluster: None,
             band: None,
             de_pass: None,
-            token_tail: None,
+            token_chunks: None,
             frozen: false,
         });
         // several vocabulary chunks at D = 520 (two full 256-column tiles and a partial one): dE's
@@ -214,7 +214,7 @@ pub(crate) fn cases() -> Vec<Case> {
             cluster: None,
             band: None,
             de_pass: None,
-            token_tail: None,
+            token_chunks: None,
             frozen: false,
         });
     }
@@ -333,7 +333,7 @@ pub(crate) fn cases() -> Vec<Case> {
     }
     // and by default where the one pass's tail would recompute the whole vocabulary (N above V)
     out.push(Case::planted(DType::BF16, "plain", Shape::new(5000, 64, 3000), base.clone(), false, "de-pass default"));
-    // the one pass's tails in token chunks with larger vocabulary chunks (plan::with_token_tail,
+    // the one pass's tails in token chunks with larger vocabulary chunks (plan::with_token_chunks,
     // forced on every family): a tail within a third (3000, 64, 12000), with two tail chunks
     // (2000, 136, 9001: D not a multiple of 64), the whole vocabulary with the accumulator's
     // last rows in the workspace (5000, 64, 3000); db and class weights, reduction none
@@ -349,9 +349,12 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
         (DType::BF16, "all", Shape::new(5000, 64, 3000), all.clone(), true),
     ] {
-        let case = Case::planted(dtype, what, shape, opts, extras, "token-tail");
-        out.push(Case { de_pass: Some(false), token_tail: Some(true), ..case });
+        let case = Case::planted(dtype, what, shape, opts, extras, "token-chunks");
+        out.push(Case { de_pass: Some(false), token_chunks: Some(true), ..case });
     }
+    // and the dE pass's first pass (dC and db without dE) in token chunks
+    let case = Case::planted(DType::BF16, "all", Shape::new(5000, 64, 3000), all.clone(), true, "de-pass token-chunks");
+    out.push(Case { de_pass: Some(true), token_chunks: Some(true), ..case });
     // the classifier frozen (dE and db only): several token chunks at the default budget (N above
     // the good token chunk of 1024), several vocabulary chunks (V above 8192), N = 1
     for (dtype, what, shape, opts, extras) in [
@@ -391,7 +394,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 cluster: None,
                 band: None,
                 de_pass: None,
-                token_tail: None,
+                token_chunks: None,
                 frozen: false,
             });
         }
@@ -413,7 +416,7 @@ pub(crate) fn cases() -> Vec<Case> {
         cluster: None,
         band: None,
         de_pass: None,
-        token_tail: None,
+        token_chunks: None,
         frozen: false,
     });
     out
@@ -431,12 +434,12 @@ fn require_plans(be: &CudaLoss, c: &Case, check: impl Fn(&BackwardPlan) -> Resul
     Ok(())
 }
 
-/// The token-tail cases must plan dE's accumulator in dC's tail and several token chunks, on
-/// every family.
-pub(crate) fn require_token_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
-    require_plans(be, c, |p| match (p.dc_tail(), p.token_chunks()) {
-        (Some(_), k) if k >= 2 => Ok(()),
-        (t, k) => Err(format!("not a tail plan in token chunks: {k} token chunk(s), {t:?}")),
+/// The token-chunks cases must plan several token chunks with dE's accumulator in dC's tail — or,
+/// in the de-pass ones, a first pass (dC) in several token chunks — on every family.
+pub(crate) fn require_token_chunks(be: &CudaLoss, c: &Case) -> Result<(), String> {
+    require_plans(be, c, |p| match (p.dc_tail(), p.de_pass.is_some(), p.token_chunks()) {
+        (Some(_), _, k) | (None, true, k) if k >= 2 => Ok(()),
+        (t, _, k) => Err(format!("not a tail or dC pass in token chunks: {k} token chunk(s), {t:?}")),
     })
 }
 

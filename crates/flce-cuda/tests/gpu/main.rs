@@ -39,7 +39,7 @@ use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
 use cases::{
     cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_de_pass, require_long_tail,
-    require_rest, require_token_tail,
+    require_rest, require_token_chunks,
 };
 use frozen::run_frozen;
 use loss_math::run_loss_math;
@@ -187,15 +187,15 @@ fn main() {
             type Key = (Option<usize>, Option<usize>, Option<usize>, Option<bool>, Option<bool>);
             let mut planning_for: std::collections::HashMap<Key, CudaLoss> = Default::default();
             for c in &selected {
-                let key = (c.sms, c.cluster, c.band, c.de_pass, c.token_tail);
+                let key = (c.sms, c.cluster, c.band, c.de_pass, c.token_chunks);
                 if key == (None, None, None, None, None) || planning_for.contains_key(&key) {
                     continue;
                 }
                 match CudaLoss::new(0) {
                     Ok(b) => {
                         let b = b.with_sm90_tuning(tuning_of(c.cluster, c.band)).with_de_pass(c.de_pass);
-                        let b = match c.token_tail {
-                            Some(on) => b.with_token_tail(Some(on)),
+                        let b = match c.token_chunks {
+                            Some(on) => b.with_token_chunks(Some(on)),
                             None => b,
                         };
                         planning_for.insert(key, if let Some(sms) = c.sms { b.planning_for_sms(sms) } else { b });
@@ -204,7 +204,7 @@ fn main() {
                 }
             }
             for c in &selected {
-                let be = match (c.sms, c.cluster, c.band, c.de_pass, c.token_tail) {
+                let be = match (c.sms, c.cluster, c.band, c.de_pass, c.token_chunks) {
                     (None, None, None, None, None) => be,
                     key => match planning_for.get(&key) {
                         Some(b) => b,
@@ -233,8 +233,8 @@ fn main() {
                     if c.name.ends_with("long-tail") {
                         require_long_tail(be, c)?;
                     }
-                    if c.name.ends_with("token-tail") {
-                        require_token_tail(be, c)?;
+                    if c.name.ends_with("token-chunks") {
+                        require_token_chunks(be, c)?;
                     }
                     match (c.dtype, c.big) {
                         (DType::BF16, false) if c.frozen => run_frozen::<bf16>(be, c),

@@ -1,22 +1,27 @@
-//! Larger vocabulary chunks at large N within the same budget: tail plans in token chunks.
+//! Larger vocabulary chunks at large N within the same budget: vocabulary-outer plans in token
+//! chunks.
 //!
 //! A one-token-chunk plan's G holds every token of a vocabulary chunk (N·rows·2 bytes), so past
 //! N ≈ V/6 a tenth of the gradients buys ever smaller chunks: Llama 3 3,584 rows at 16k tokens,
 //! 1,024 at 65k — 105 main-pass chunks (their first ones larger: [`super::with_dc_scratch`]) and
 //! 65 tail-pass ones, each with its G launch, two products and their last waves (perf-notes v16:
 //! 126 → 33 chunks at 32k saved 17.4 ms; the default ran 1.23× four logits GEMMs at 65k in s38's
-//! suite). Cutting the tokens into k chunks makes each vocabulary chunk about k times larger for
-//! the same G bytes. dC then adds up across the token chunks in an f32 chunk accumulator in the
-//! workspace (vocab_chunk·D·4 bytes, rounded once into dC: exact, as
-//! [`super::DcAccumulator::Workspace`] already is for small budgets), and dE's accumulator stays
-//! where the one-token plan keeps it: in dC's tail, its first rows in dE's own bytes
-//! ([`super::DcTail`]). What it costs: that accumulator's traffic (about (8k + 2)·V·D bytes over
-//! both passes), and the tail pass recomputes all of its chunks (the main pass's last G holds one
-//! token chunk, not the last vocabulary chunk's every token).
+//! suite); at 128k the dE pass of its own ([`super::with_de_pass`]) runs its dC pass in 126. Cutting
+//! the tokens into k chunks makes each vocabulary chunk about k times larger for the same G bytes.
+//! dC then adds up across the token chunks in an f32 chunk accumulator in the workspace
+//! (vocab_chunk·D·4 bytes, rounded once into dC: exact, as [`super::DcAccumulator::Workspace`]
+//! already is for small budgets), and dE's accumulator, where the plan has one, stays where the
+//! one-token plan keeps it: in dC's tail, its first rows in dE's own bytes ([`super::DcTail`]).
+//! What it costs: that accumulator's traffic (about (8k + 2)·V·D bytes over both passes), and a
+//! tail pass recomputes all of its chunks (the main pass's last G holds one token chunk, not the
+//! last vocabulary chunk's every token).
 //!
-//! The backend takes such a plan where `FLCE_BWD_TOKEN_TAIL` asks for it (`1`: wherever one
+//! Two kinds of plan are cut: dE and dC with dE's accumulator in dC's tail (the default past
+//! N ≈ V/6), and dC without dE (the dE pass's first pass; a classifier-only backward).
+//!
+//! The backend takes such a plan where `FLCE_BWD_TOKEN_CHUNKS` asks for it (`1`: wherever one
 //! exists; `auto`: where [`large_n_seconds`] has it faster; unset: never, until measured on the
-//! H200 — scripts/gpu-token-tail.sh) or a test does ([`crate::CudaLoss::with_token_tail`]).
+//! H200 — scripts/gpu-token-chunks.sh) or a test does ([`crate::CudaLoss::with_token_chunks`]).
 
 use flce_core::Shape;
 
@@ -27,39 +32,43 @@ use crate::family::BackwardMode;
 use crate::geometry::{SM90_TILE_N, TILE_M, TILE_N};
 
 /// At most this many token chunks (each vocabulary chunk's launches are that many).
-pub const MAX_TAIL_TOKEN_CHUNKS: usize = 16;
+pub const MAX_TOKEN_CHUNKS: usize = 16;
 
-/// Of the tail plans in 2 to [`MAX_TAIL_TOKEN_CHUNKS`] token chunks of `one`'s call (a
-/// one-token-chunk plan with dE's accumulator in dC's tail, made by [`super::backward_plan`]),
-/// each with the largest vocabulary chunk whose workspace fits `budget` and whose tail the
-/// accumulator allows (as far into the vocabulary as `one`'s tail reaches), the one
-/// [`large_n_seconds`] has fastest. None where `one` is not such a plan or no candidate has larger
-/// vocabulary chunks than `one`.
-pub fn token_tail_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode) -> Option<BackwardPlan> {
+/// Of the plans of `one`'s call in 2 to [`MAX_TOKEN_CHUNKS`] token chunks — `one` a
+/// one-token-chunk vocabulary-outer plan ([`super::backward_plan`]) wanting dE and dC with dE's
+/// accumulator in dC's tail, or dC without dE — each with the largest vocabulary chunk whose
+/// workspace fits `budget` (and, with a tail, whose tail the accumulator allows, as far into the
+/// vocabulary as `one`'s reaches), the one [`large_n_seconds`] has fastest. None where `one` is
+/// not such a plan or no candidate has larger vocabulary chunks than `one`.
+pub fn token_chunked_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode) -> Option<BackwardPlan> {
     let (shape, dtype, wanted) = (one.shape, one.dtype, one.wanted);
-    let tail = one.dc_tail()?;
     let plain = one.token_chunk >= shape.n && !one.token_outer && one.de_pass.is_none() && one.vocab_begin == 0;
-    if !(plain && wanted.de && wanted.dc) {
+    let tail = one.dc_tail();
+    // dE and dC with dE's accumulator in dC's tail, or dC without dE
+    let kind = matches!((tail, wanted.de, wanted.dc), (Some(_), true, true) | (None, false, true));
+    if !(plain && kind && dtype != flce_core::DType::F32) {
         return None;
     }
-    let reach = tail.reach(shape);
     let step = if one.vocab_chunk % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N };
     let most = shape.v.div_ceil(step);
     let mut best: Option<(f64, BackwardPlan)> = None;
-    for k in 2..=MAX_TAIL_TOKEN_CHUNKS {
+    for k in 2..=MAX_TOKEN_CHUNKS {
         let tc = shape.n.div_ceil(k).div_ceil(TILE_M) * TILE_M;
         if tc >= shape.n || shape.n.div_ceil(tc) != k {
             continue; // one token chunk, or the same chunks as a smaller k
         }
-        // the workspace grows with the chunk (G, dC's accumulator) and not with where the tail
+        // the workspace grows with the chunk (G, dC's accumulator) and not with where a tail
         // starts: the largest chunk that fits with `one`'s tail, then the largest at or below it
         // that has a tail of its own (a multiple of the chunk)
-        let bytes = |vc: usize| layout(shape, dtype, wanted, mode, tc, vc, Some(tail)).workspace_bytes;
+        let bytes = |vc: usize| layout(shape, dtype, wanted, mode, tc, vc, tail).workspace_bytes;
         let Some(largest) = largest_multiple(most, |m| bytes(m * step) <= budget) else { continue };
         let plan = (one.vocab_chunk / step + 1..=largest).rev().find_map(|m| {
             let vc = m * step;
-            let t = dc_tail_with(shape, dtype, vc, tail.rows_in_de, reach)?;
-            let mut p = layout(shape, dtype, wanted, mode, tc, vc, Some(t));
+            let t = match tail {
+                Some(t) => Some(dc_tail_with(shape, dtype, vc, t.rows_in_de, t.reach(shape))?),
+                None => None,
+            };
+            let mut p = layout(shape, dtype, wanted, mode, tc, vc, t);
             p.family = one.family;
             (p.workspace_bytes <= budget).then_some(p)
         });
@@ -73,11 +82,11 @@ pub fn token_tail_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode) ->
     best.map(|(_, p)| p)
 }
 
-/// `one`, or its tail plan in token chunks ([`token_tail_plan`]): always where one exists when
+/// `one`, or its tail plan in token chunks ([`token_chunked_plan`]): always where one exists when
 /// `force`, else where [`large_n_seconds`] has it faster by more than the model's own error (5%
 /// of one logits product, as the one-token plans' choice in plan/backward.rs).
-pub fn with_token_tail(one: BackwardPlan, budget: usize, mode: BackwardMode, force: bool) -> BackwardPlan {
-    let Some(chunked) = token_tail_plan(&one, budget, mode) else { return one };
+pub fn with_token_chunks(one: BackwardPlan, budget: usize, mode: BackwardMode, force: bool) -> BackwardPlan {
+    let Some(chunked) = token_chunked_plan(&one, budget, mode) else { return one };
     let Shape { n, d, v } = one.shape;
     let margin = 0.05 * 2.0 * (n * d * v) as f64 / 650e12;
     if force || large_n_seconds(&chunked) < large_n_seconds(&one) - margin {
@@ -178,7 +187,7 @@ mod tests {
             Shape::new(16_384, 2048, 128_256),
         ] {
             let (one, budget) = one(shape, BOTH);
-            let p = token_tail_plan(&one, budget, MODE).unwrap_or_else(|| panic!("{shape:?}: none"));
+            let p = token_chunked_plan(&one, budget, MODE).unwrap_or_else(|| panic!("{shape:?}: none"));
             check(&one, &p, budget);
             // fewer vocabulary chunks over both passes
             let chunks = |p: &BackwardPlan| p.vocab_chunks() + p.tail_chunks().len();
@@ -190,34 +199,55 @@ mod tests {
     fn the_model_takes_it_at_large_n_only() {
         // 65k tokens at Llama 3: 105 + 65 chunks against ~40 + ~20; by the model several ms
         let (one65, budget) = one(Shape::new(65_536, 4096, 128_256), BOTH);
-        let p = with_token_tail(one65.clone(), budget, MODE, false);
+        let p = with_token_chunks(one65.clone(), budget, MODE, false);
         assert!(p.token_chunks() > 1, "{}", p.token_chunks());
         assert!(large_n_seconds(&p) < large_n_seconds(&one65));
         // 8k tokens at Llama 3: the one-token plan's chunks are already large
         let (one8, budget) = one(Shape::new(8192, 4096, 128_256), BOTH);
-        assert_eq!(with_token_tail(one8.clone(), budget, MODE, false), one8);
+        assert_eq!(with_token_chunks(one8.clone(), budget, MODE, false), one8);
         // forced, where a candidate exists: taken
-        if let Some(c) = token_tail_plan(&one8, budget, MODE) {
-            assert_eq!(with_token_tail(one8.clone(), budget, MODE, true), c);
+        if let Some(c) = token_chunked_plan(&one8, budget, MODE) {
+            assert_eq!(with_token_chunks(one8.clone(), budget, MODE, true), c);
         }
     }
 
     #[test]
-    fn only_for_one_token_chunk_plans_with_the_accumulator_in_dcs_tail() {
+    fn the_de_pass_first_pass_too() {
+        // dC without dE (the dE pass's first pass, forced at 65k: 126 chunks of 1024 rows at a
+        // tenth; at 128k the planner already cuts its tokens, 4 × 63 chunks of 2048 rows)
         let shape = Shape::new(65_536, 4096, 128_256);
-        // dE only (token-outer), dC only (no accumulator), f32 (dE in place): none
-        for wanted in [Wanted { dc: false, ..BOTH }, Wanted { de: false, ..BOTH }] {
-            let (p, budget) = one(shape, wanted);
-            assert!(token_tail_plan(&p, budget, MODE).is_none(), "{wanted:?}");
-        }
+        let dc_only = Wanted { de: false, ..BOTH };
+        let budget = crate::plan::gradient_tenth(shape, DType::BF16, BOTH);
+        let one = backward_plan(shape, DType::BF16, dc_only, Some(budget), MODE, Family::Sm90, 132).unwrap();
+        assert_eq!((one.token_chunks(), one.dc_tail()), (1, None));
+        let p = token_chunked_plan(&one, budget, MODE).expect("a dC-only plan in token chunks");
+        assert!(p.workspace_bytes <= budget && p.token_chunks() >= 2 && p.vocab_chunk > one.vocab_chunk);
+        assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)) && p.de_acc == DeAccumulator::NotWanted);
+        assert_eq!((p.tail_chunks().len(), p.vocab_range(p.vocab_chunks() - 1).end), (0, shape.v));
+        // (the model keeps the one-token plan here: its first chunks' G in dC's unwritten rows
+        // make it ~50 chunks, and the cut plan pays dC's accumulator traffic)
+        assert_eq!(with_token_chunks(one.clone(), budget, MODE, false), one);
+        // and joined with the dE pass as the one-token first pass is (same prologue regions)
+        let de_only = Wanted { dc: false, ..BOTH };
+        let de = backward_plan(shape, DType::BF16, de_only, Some(budget), MODE, Family::Sm90, 132).unwrap();
+        assert!(crate::plan::with_de_pass(p, de, BOTH).is_ok());
+    }
+
+    #[test]
+    fn not_for_token_outer_f32_or_workspace_accumulator_plans() {
+        let shape = Shape::new(65_536, 4096, 128_256);
+        // dE only (token-outer): none
+        let (p, budget) = one(shape, Wanted { dc: false, ..BOTH });
+        assert!(p.token_outer && token_chunked_plan(&p, budget, MODE).is_none());
+        // f32 (dE accumulates in place): none
         let budget = default_backward_budget(shape, DType::F32, BOTH, MODE);
         let f32 = backward_plan(shape, DType::F32, BOTH, Some(budget), MODE, Family::Sm90, 132).unwrap();
-        assert!(token_tail_plan(&f32, budget, MODE).is_none());
-        // a budget that holds the workspace accumulator: no tail, none
-        let big = 4 << 30;
-        let p = backward_plan(shape, DType::BF16, BOTH, Some(big), MODE, Family::Sm90, 132).unwrap();
-        if !matches!(p.de_acc, DeAccumulator::DcTail(_)) {
-            assert!(token_tail_plan(&p, big, MODE).is_none());
-        }
+        assert!(token_chunked_plan(&f32, budget, MODE).is_none());
+        // dE's accumulator in the workspace (a plan a large budget may take): none
+        let shape = Shape::new(8192, 4096, 128_256);
+        let mut p = layout(shape, DType::BF16, BOTH, MODE, shape.n, 4096, None);
+        p.family = Family::Sm90;
+        assert!(matches!(p.de_acc, DeAccumulator::Workspace(_)), "{:?}", p.de_acc);
+        assert!(token_chunked_plan(&p, 4 << 30, MODE).is_none());
     }
 }
