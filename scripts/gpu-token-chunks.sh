@@ -13,6 +13,8 @@
 #     column). The model predicts 65k: 121 -> 86 ms of what differs (-35 ms of ~494),
 #     128k one pass 407 -> 261 (the de pass still taken there: "one-pass" times the one pass in
 #     token chunks against it), 32k and 16k: not faster.
+#  3. v46's open host gap (0.62 ms before the trading passes' first kernel in one-step profiles):
+#     scripts/profile_kernels.py --steps 3 --host at Gemma 2, the default and a 1 GB slice.
 # Then: what is correct and faster becomes the default (knobs.rs token_chunks_knob), perf-notes.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; cp "$0" "$OUT/call.sh"
@@ -35,4 +37,8 @@ SHAPES="16384,2048,128256 32768,4096,128256 65536,4096,128256 131072,4096,128256
 tail -n 20 "$OUT/variants.md"
 grep -h "^| 65536x\|^| 131072x" "$OUT"/var/var-*-1.log | cut -d'|' -f2,5,9 | head -6
 tar czf "$OUT/var.tgz" -C "$OUT" var && rm -rf "$OUT/var"
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site $B/wheels/flce-*.whl
+PYTHONPATH=/tmp/site timeout 150 python3 scripts/profile_kernels.py --shape gemma2 --steps 3 --host --top 14 --gaps 4 \
+  --configs "auto/auto/min,auto/auto/1073741824" > "$OUT/profile-loop.log" 2>&1
+echo "profile rc=$? at ${SECONDS}s"; grep -E "^## |GPU idle|^- " "$OUT/profile-loop.log" | head -12
 echo "total ${SECONDS}s"
