@@ -23,7 +23,7 @@
 //! exists; `auto`: where [`large_n_seconds`] has it faster; unset: never, until measured on the
 //! H200 — scripts/gpu-token-chunks.sh) or a test does ([`crate::CudaLoss::with_token_chunks`]).
 
-use flce_core::Shape;
+use flce_core::{DType, Shape};
 
 use super::backward::{largest_multiple, layout};
 use super::dc_tail::dc_tail_with;
@@ -46,7 +46,7 @@ pub fn token_chunked_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode)
     let tail = one.dc_tail();
     // dE and dC with dE's accumulator in dC's tail, or dC without dE
     let kind = matches!((tail, wanted.de, wanted.dc), (Some(_), true, true) | (None, false, true));
-    if !(plain && kind && dtype != flce_core::DType::F32) {
+    if !(plain && kind && dtype != DType::F32) {
         return None;
     }
     let step = if one.vocab_chunk % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N };
@@ -82,7 +82,7 @@ pub fn token_chunked_plan(one: &BackwardPlan, budget: usize, mode: BackwardMode)
     best.map(|(_, p)| p)
 }
 
-/// `one`, or its tail plan in token chunks ([`token_chunked_plan`]): always where one exists when
+/// `one`, or its plan in token chunks ([`token_chunked_plan`]): always where one exists when
 /// `force`, else where [`large_n_seconds`] has it faster by more than the model's own error (5%
 /// of one logits product, as the one-token plans' choice in plan/backward.rs).
 pub fn with_token_chunks(one: BackwardPlan, budget: usize, mode: BackwardMode, force: bool) -> BackwardPlan {
