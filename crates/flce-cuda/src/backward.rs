@@ -8,28 +8,12 @@ use std::ops::Range;
 use flce_core::{check_grad_output, DType, Error, Options, Result};
 
 use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams};
+use crate::backward_steps::{one_pass_steps, writes_dc, Computes, Pass, Step};
 use crate::blas::{BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
-
-/// Whether vocabulary chunk `vc` writes its dC rows in `pass`: the tail pass's chunks in the tail
-/// pass only (in the main pass their rows hold dE's accumulator), the others in the main pass.
-fn writes_dc(plan: &BackwardPlan, vc: usize, pass: Pass) -> bool {
-    pass != Pass::Main || vc < plan.first_tail_chunk()
-}
-
-/// Which pass a vocabulary chunk is computed in.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pass {
-    /// Every chunk: dE, db, and dC for the chunks before the tail.
-    Main,
-    /// The tail chunks again, after dE is final: their dC rows only, G recomputed.
-    Tail,
-    /// The last vocabulary chunk's dC rows, from the G the main pass left in the workspace.
-    TailKeptG,
-}
 
 /// The resolved destinations of one backward call.
 struct Targets {
@@ -151,45 +135,46 @@ impl CudaLoss {
         let de_overflow = plan.dc_tail().filter(|t| t.overflow_rows > 0).map(|t| ws.at(t.overflow));
         let dst = Targets { grads: *grads, de_acc, de_overflow, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
-        if plan.token_outer {
-            // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
-            for tc in 0..plan.token_chunks() {
-                for vc in 0..plan.vocab_chunks() {
-                    self.chunk_pair(call, &blas, plan, &dst, lse, vc, tc, Pass::Main)?;
+        let what = Computes {
+            de_rounded: grads.de.is_some() && de_acc.is_some() && plan.de_acc.needs_rounding(),
+            dc: grads.dc.is_some(),
+            db: grads.dbias.is_some(),
+        };
+        let (d, s) = (x.shape.d, x.dtype.size_in_bytes() as u64);
+        // (one_pass_steps emits a rounding only where `what` and the plan hold its buffers)
+        let missing = |step: Step| Error::Unsupported(format!("backward step {step:?} without its buffers"));
+        for step in one_pass_steps(plan, what) {
+            match step {
+                Step::Pair { vc, tc, pass } => self.chunk_pair(call, &blas, plan, &dst, lse, vc, tc, pass)?,
+                Step::RoundDc { vc } => {
+                    let (Some(dc), DcAccumulator::Workspace(r)) = (grads.dc, plan.dc_acc) else {
+                        return Err(missing(step));
+                    };
+                    let vocab = plan.vocab_range(vc);
+                    let dc_rows = dc + vocab.start as u64 * d as u64 * s;
+                    self.round_into(x.dtype, ws.at(r), dc_rows, vocab.len() * d, stream)?;
                 }
-                if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
+                Step::RoundDeChunk { tc } => {
+                    // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
+                    let (Some(de), Some(acc)) = (grads.de, de_acc) else { return Err(missing(step)) };
                     let tokens = plan.token_range(tc);
-                    let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
-                    let de_rows = de + tokens.start as u64 * row_bytes;
-                    self.round_into(x.dtype, acc, de_rows, tokens.len() * x.shape.d, stream)?;
+                    let de_rows = de + tokens.start as u64 * d as u64 * s;
+                    self.round_into(x.dtype, acc, de_rows, tokens.len() * d, stream)?;
+                }
+                Step::RoundDe => {
+                    // the rows kept in dE's own buffer first: their bytes are the others' destination
+                    let (Some(de), Some(acc)) = (grads.de, de_acc) else { return Err(missing(step)) };
+                    let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
+                    self.round_head_in_place(x.dtype, de, head, d, stream)?;
+                    for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
+                        self.round_into(x.dtype, from, de + rows.start as u64 * d as u64 * s, rows.len() * d, stream)?;
+                    }
+                }
+                Step::RoundDb => {
+                    let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) else { return Err(missing(step)) };
+                    self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
                 }
             }
-        } else {
-            for vc in 0..plan.vocab_chunks() {
-                self.vocab_chunk(call, &blas, plan, &dst, lse, vc, Pass::Main)?;
-            }
-            if let (Some(de), Some(acc), true) = (grads.de, de_acc, plan.de_acc.needs_rounding()) {
-                // the rows kept in dE's own buffer first: their bytes are the others' destination
-                let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
-                self.round_head_in_place(x.dtype, de, head, x.shape.d, stream)?;
-                let row_bytes = (x.shape.d * x.dtype.size_in_bytes()) as u64;
-                for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
-                    self.round_into(x.dtype, from, de + rows.start as u64 * row_bytes, rows.len() * x.shape.d, stream)?;
-                }
-            }
-        }
-        // The main pass ended with the last vocabulary chunk and left its G in the workspace: with
-        // one token chunk its dC rows need no recompute, so the tail pass starts there, before the
-        // recomputes overwrite G. (With several, that G holds the last token chunk's rows only:
-        // every tail chunk is recomputed, plan::with_token_chunks.)
-        for vc in plan.tail_chunks().rev() {
-            let kept = vc + 1 == plan.vocab_chunks() && plan.token_chunks() == 1;
-            let pass = if kept { Pass::TailKeptG } else { Pass::Tail };
-            self.vocab_chunk(call, &blas, plan, &dst, lse, vc, pass)?;
-        }
-        drop(blas);
-        if let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) {
-            self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
         }
         Ok(())
     }
@@ -215,34 +200,6 @@ impl CudaLoss {
             let b = (2 * a + 2).min(rows);
             self.round_into(dtype, buf + f32_row * (a as u64 + 1), buf + row * a as u64, (b - a) * d, stream)?;
             a = b;
-        }
-        Ok(())
-    }
-
-    /// Every token chunk of vocabulary chunk `vc` in `pass`, and the chunk's dC rounded from its
-    /// accumulator.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn vocab_chunk(
-        &self,
-        call: &Call<'_>,
-        blas: &BoundBlas<'_>,
-        plan: &BackwardPlan,
-        dst: &Targets,
-        lse: DevPtr,
-        vc: usize,
-        pass: Pass,
-    ) -> Result<()> {
-        debug_assert!(pass != Pass::TailKeptG || plan.token_chunks() == 1);
-        for tc in 0..plan.token_chunks() {
-            self.chunk_pair(call, blas, plan, dst, lse, vc, tc, pass)?;
-        }
-        let (x, d, s) = (call.x, call.x.shape.d, call.x.dtype.size_in_bytes() as u64);
-        // (a tail chunk's dC accumulator is rounded in the tail pass, which fills it: in the main
-        // pass its rows hold dE's accumulator, plan::with_token_chunks)
-        if let (Some(dc), DcAccumulator::Workspace(r), true) = (dst.grads.dc, plan.dc_acc, writes_dc(plan, vc, pass)) {
-            let vocab = plan.vocab_range(vc);
-            let dc_rows = dc + vocab.start as u64 * d as u64 * s;
-            self.round_into(x.dtype, call.ws.at(r), dc_rows, vocab.len() * d, call.stream)?;
         }
         Ok(())
     }

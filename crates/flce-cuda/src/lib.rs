@@ -24,6 +24,7 @@
 
 pub mod abi;
 mod backward;
+mod backward_steps;
 pub mod bench;
 mod blas;
 pub mod cache;
