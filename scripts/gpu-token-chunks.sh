@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # The backward's vocabulary-outer plans in token chunks (plan::with_token_chunks: the one pass's
-# tail plans, and the dE pass's first pass; built in s38 without device
-# time; off unless FLCE_BWD_TOKEN_CHUNKS says otherwise), one device call (~7 min; carry gpu-bundle,
-# built by scripts/gpu-prepare.sh):
-#  1. correct: the GPU "token-chunks" cases (forced on every family: a tail within a third, two tail
+# tail plans, and the dE pass's first pass; built in s38 without device time; off unless
+# FLCE_BWD_TOKEN_CHUNKS says otherwise), one device call (~9 min; carry gpu-bundle, built by
+# scripts/gpu-prepare.sh):
+#  1. correct: every small GPU case (the backward's steps as values since s38: every path), the
+#     "token-chunks" ones among them (forced on every family: a tail within a third, two tail
 #     chunks, the whole vocabulary with accumulator rows in the workspace, the dE pass's first
-#     pass; db, class weights, reduction none; each against f64 and twice bitwise), then the long-tail, de-head and
-#     de-pass cases under FLCE_BWD_TOKEN_CHUNKS=auto (the plans the model picks), memcheck on one;
-#  2. timed: the default fwd+bwd at Llama 3's token sweep past 16k and the 16k training-step
-#     loss shape, FLCE_BWD_TOKEN_CHUNKS=0 (today's plans) / 1 (wherever one exists) / auto (where
-#     plan::large_n_seconds has it faster), two rounds (scripts/gpu-variants.sh: its fwd+bwd
-#     column). The model predicts 65k: 121 -> 86 ms of what differs (-35 ms of ~494),
-#     128k one pass 407 -> 261 (the de pass still taken there: "one-pass" times the one pass in
-#     token chunks against it), 32k and 16k: not faster.
+#     pass; db, class weights, reduction none; each against f64 and twice bitwise), then the
+#     long-tail, de-head and de-pass cases under FLCE_BWD_TOKEN_CHUNKS=auto (the plans the model
+#     picks), memcheck on one;
+#  2. timed: the default fwd+bwd at Llama 3's 32k / 65k / 128k tokens, FLCE_BWD_TOKEN_CHUNKS=0
+#     (today's plans) / 1 (wherever one exists; "auto" takes the same at 65k and 128k by the
+#     model, none at 32k), two rounds (scripts/gpu-variants.sh: its fwd+bwd column). The model
+#     predicts 65k: 121 -> 86 ms of what differs (-35 ms of ~494); 128k's one pass 407 -> 261
+#     (the dE pass is still taken there: "one-pass" times the one pass in token chunks against
+#     it); 32k: not faster.
 #  3. v46's open host gap (0.62 ms before the trading passes' first kernel in one-step profiles):
 #     scripts/profile_kernels.py --steps 3 --host at Gemma 2, the default and a 1 GB slice.
 # Then: what is correct and faster becomes the default (knobs.rs token_chunks_knob), perf-notes.
@@ -21,17 +23,19 @@ OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; cp "$0" "$OUT/call.sh"
 export FLCE_CACHE_DIR=$(mktemp -d)
 B=gpu-bundle
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$OUT/gpu.txt"
-timeout 120 $B/gpu-tests --small "token-chunks" > "$OUT/tests-token-chunks.log" 2>&1
-echo "token-chunks cases rc=$? at ${SECONDS}s: $(grep -c '\.\.\. ok' "$OUT/tests-token-chunks.log") ok, $(grep -c FAIL "$OUT/tests-token-chunks.log") FAIL"
-grep -E "FAIL|panicked" "$OUT/tests-token-chunks.log" | head -5 | cut -c1-300
-timeout 120 env FLCE_BWD_TOKEN_CHUNKS=auto $B/gpu-tests --small "long-tail" "de-head" "de-pass" > "$OUT/tests-auto.log" 2>&1
+# (every small case: CudaLoss::one_pass runs backward_steps::one_pass_steps since s38, every
+# backward path — the token-chunks cases among them)
+timeout 300 $B/gpu-tests --small > "$OUT/tests-small.log" 2>&1
+echo "small cases rc=$? at ${SECONDS}s: $(grep -c '\.\.\. ok' "$OUT/tests-small.log") ok, $(grep -c FAIL "$OUT/tests-small.log") FAIL"
+grep -E "FAIL|panicked" "$OUT/tests-small.log" | head -5 | cut -c1-300; tail -n 1 "$OUT/tests-small.log"
+timeout 100 env FLCE_BWD_TOKEN_CHUNKS=auto $B/gpu-tests --small "long-tail" "de-head" "de-pass" > "$OUT/tests-auto.log" 2>&1
 echo "auto cases rc=$? at ${SECONDS}s: $(grep -c '\.\.\. ok' "$OUT/tests-auto.log") ok, $(grep -c FAIL "$OUT/tests-auto.log") FAIL"
 timeout 90 compute-sanitizer --error-exitcode 9 $B/gpu-tests --small "bf16 all (3000,64,12000) token-chunks" \
   > "$OUT/memcheck.log" 2>&1
 echo "memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log"
-SHAPES="16384,2048,128256 32768,4096,128256 65536,4096,128256 131072,4096,128256" \
-  BENCH_ARGS="--iters 3 --step-budget-mb 0" OUT=$OUT/var timeout 420 bash scripts/gpu-variants.sh 2 \
-  "today=$B/flce:FLCE_BWD_TOKEN_CHUNKS=0" "always=$B/flce:FLCE_BWD_TOKEN_CHUNKS=1" "auto=$B/flce:FLCE_BWD_TOKEN_CHUNKS=auto" \
+SHAPES="32768,4096,128256 65536,4096,128256 131072,4096,128256" \
+  BENCH_ARGS="--iters 3 --step-budget-mb 0" OUT=$OUT/var timeout 240 bash scripts/gpu-variants.sh 2 \
+  "today=$B/flce:FLCE_BWD_TOKEN_CHUNKS=0" "always=$B/flce:FLCE_BWD_TOKEN_CHUNKS=1" \
   "one-pass=$B/flce:FLCE_BWD_TOKEN_CHUNKS=1,FLCE_BWD_DE_PASS=0" \
   > "$OUT/variants.md" 2>&1
 tail -n 20 "$OUT/variants.md"
