@@ -136,11 +136,12 @@ pub fn de_pass_knob() -> Option<bool> {
     })
 }
 
-/// Whether one-token-chunk backward plans with dE's accumulator in dC's tail are cut into token
-/// chunks with larger vocabulary chunks ([`crate::plan::with_token_chunks`]): `FLCE_BWD_TOKEN_CHUNKS=1`
-/// wherever such a plan exists (`Some(true)`), `auto` where the planner's model has it faster
-/// (`None`), unset or `0` never (`Some(false)`: built in s38 without device time; the default
-/// until scripts/gpu-token-chunks.sh has run it). Read once; a measurement knob.
+/// Whether one-token-chunk vocabulary-outer backward plans (dE's accumulator in dC's tail, or dC
+/// without dE) are cut into token chunks with larger vocabulary chunks
+/// ([`crate::plan::with_token_chunks`]): `FLCE_BWD_TOKEN_CHUNKS=1` wherever such a plan exists
+/// (`Some(true)`), `auto` where the planner's model has it faster (`None`), unset or `0` never
+/// (`Some(false)`: built in s38 without device time; the default until
+/// scripts/gpu-token-chunks.sh has run it). Read once; a measurement knob.
 pub fn token_chunks_knob() -> Option<bool> {
     static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     *ON.get_or_init(|| match std::env::var("FLCE_BWD_TOKEN_CHUNKS").as_deref().map(str::trim) {
