@@ -5,25 +5,31 @@
 # nvidia-cutlass-dsl-libs-cu13 wheel, which travels in two halves (scripts/peer-wheels.sh), so
 # three back-to-back device calls from the repository root after scripts/gpu-prepare.sh (the
 # machine keeps /tmp while warm: ~30 s between calls):
-#   call 1 (carry .whl/a, .whl/small):                            PART=1 bash scripts/gpu-suite-fast.sh
-#   call 2 (carry gpu-bundle/wheels):                             PART=wheel bash scripts/gpu-suite-fast.sh
-#   call 3 (carry gpu-bundle/flce, .whl/b):                       OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
-# (the tree, the bundle's binary and wheel and the second half together are over the 64 MiB carry)
+#   call 1 (carry .whl/a):                                        PART=1 bash scripts/gpu-suite-fast.sh
+#   call 2 (carry gpu-bundle/wheels, .whl/small):                 PART=wheel bash scripts/gpu-suite-fast.sh
+#   call 3 (carry .whl/b):                                        PART=b bash scripts/gpu-suite-fast.sh
+#   call 4 (carry gpu-bundle/flce):                               OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
+# (the tree — 19 MB since 2026-12-04 —, a 46 MB half and anything else are over the 64 MiB carry)
 # SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 3;
 # REP_MS (default 600: ~12 timed calls of a 50 ms forward+backward; the 2026-12-02 run took 200,
 # ~4 calls, and equal plans came out up to 9% apart) sets the timer.
 set -uo pipefail
 if [ "${PART:-2}" = 1 ]; then
-  mkdir -p /tmp/cut /tmp/small && cp .whl/a/cu13.part.aa /tmp/cut/ && cp .whl/small/*.whl /tmp/small/ && ls -la /tmp/cut /tmp/small
+  mkdir -p /tmp/cut && cp .whl/a/cu13.part.aa /tmp/cut/ && ls -la /tmp/cut
   exit 0
 fi
 if [ "${PART:-2}" = wheel ]; then
-  mkdir -p /tmp/whl && cp gpu-bundle/wheels/flce-*.whl /tmp/whl/ && ls -la /tmp/whl
+  mkdir -p /tmp/whl /tmp/small && cp gpu-bundle/wheels/flce-*.whl /tmp/whl/ && cp .whl/small/*.whl /tmp/small/ \
+    && ls -la /tmp/whl /tmp/small
+  exit 0
+fi
+if [ "${PART:-2}" = b ]; then
+  cp .whl/b/cu13.part.ab /tmp/cut/ && ls -la /tmp/cut
   exit 0
 fi
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
-cat /tmp/cut/cu13.part.aa .whl/b/cu13.part.ab > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+cat /tmp/cut/cu13.part.aa /tmp/cut/cu13.part.ab > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers /tmp/small/*.whl /tmp/cut/*.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/flce-*.whl
 export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peers

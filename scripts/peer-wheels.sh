@@ -2,12 +2,14 @@
 # The peers' wheels for side-by-side runs on the GPU machine (no network there), in .whl/
 # (git-excluded): liger-kernel 0.8.5, cut-cross-entropy 25.1.1 and, for Liger's Hopper kernel
 # (`liger_sm90`), nvidia-cutlass-dsl 4.8.1 with its -libs-core, -libs-base and -libs-cu13. The
-# last is 92 MB, over one call's 64 MiB carry, so it is split in two halves that travel in two
-# back-to-back calls (the machine keeps /tmp while warm, 30 s):
+# last is 92 MB, over one call's 64 MiB carry (the tracked tree counts too: 19 MB since
+# 2026-12-04), so it is split in two halves that travel in back-to-back calls, each alone (the
+# machine keeps /tmp while warm, 30 s; scripts/gpu-suite-fast.sh's PART=1 / wheel / b do this):
 #   bash scripts/peer-wheels.sh                        # here, once
-#   call 1 (carry .whl/a):  mkdir -p /tmp/cut && cp .whl/a/cu13.part.aa /tmp/cut/ && <anything else>
-#   call 2 (carry .whl/b, .whl/small), at once:
-#     cat /tmp/cut/cu13.part.aa .whl/b/cu13.part.ab > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+#   call 1 (carry .whl/a):  mkdir -p /tmp/cut && cp .whl/a/cu13.part.aa /tmp/cut/
+#   call 2 (carry .whl/b):  cp .whl/b/cu13.part.ab /tmp/cut/
+#   call 3 (carry .whl/small and what the run needs), at once:
+#     cat /tmp/cut/cu13.part.aa /tmp/cut/cu13.part.ab > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 #     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .whl/small/*.whl /tmp/cut/*.whl
 #     export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peers
 #     python3 benchmarks/suite.py --methods flce,cublas,liger_sm90,liger,cce ...
