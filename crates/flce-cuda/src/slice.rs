@@ -20,9 +20,9 @@
 //!    ([`DeAccumulator::DcHead`]), the head's dC product runs only now, over it.
 
 use flce_core::cpu::phases::VocabSlice;
-use flce_core::{Error, Options, Reduction, Result, Shape};
+use flce_core::{Error, Options, Result, Shape};
 
-use crate::abi::{CompactGradParams, DbReduceParams, GradChunk, LossConstants, ScaleParams};
+use crate::abi::{CompactGradParams, DbReduceParams, GradChunk};
 use crate::backward::de_accumulator;
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
@@ -131,19 +131,8 @@ impl CudaLoss {
         self.finish(&call, all, ws.at(plan.finish_sums), out)?;
 
         // 3. the token scales for grad_output 1
-        let unit = ws.at(plan.unit_grad);
-        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
-        let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
         let (token_scale, scalars) = (rws.at(plan.rest.token_scale), rws.at(plan.rest.scalars));
-        let scale = ScaleParams {
-            k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { call.lp.k },
-            targets,
-            class_w: call.lp.class_w,
-            grad_output: unit,
-            token_scale,
-            scalars,
-        };
-        self.kernels.launch(x.dtype, &scale, stream)?;
+        self.unit_token_scales(&call, opts, targets, ws.at(plan.unit_grad), (token_scale, scalars))?;
 
         // 4. the head's G over q, then its products
         let (q, ldg) = (hws.at(plan.head.logits), plan.head.ldg);

@@ -58,19 +58,8 @@ impl CudaLoss {
         self.check_pointers(x.pointers().into_iter().chain(given))?;
         let k = call.lp.k;
         self.prep_targets(x, k, targets, out.status, stream)?;
-        // g_i for grad_output = 1 (reduction none: 1 for every non-ignored token, as for sum)
         let unit = ws.at(plan.unit_grad);
-        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
-        let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
-        let scale = ScaleParams {
-            k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { k },
-            targets,
-            class_w: call.lp.class_w,
-            grad_output: unit,
-            token_scale: ws.at(plan.token_scale),
-            scalars: ws.at(plan.scalars),
-        };
-        self.kernels.launch(x.dtype, &scale, stream)?;
+        self.unit_token_scales(&call, opts, targets, unit, (ws.at(plan.token_scale), ws.at(plan.scalars)))?;
 
         let (d, v, s) = (x.shape.d, x.shape.v, x.dtype.size_in_bytes() as u64);
         let input = Elem::Input(x.dtype);
@@ -195,6 +184,36 @@ impl CudaLoss {
         if let (Some(db), Some(acc)) = (grads.dbias, plan.db_acc) {
             self.round_into(x.dtype, ws.at(acc), db, v, stream)?;
         }
+        Ok(())
+    }
+
+    /// The per-token scales and scalars of the gradients for grad_output = 1 (reduction none: 1
+    /// for every token, as for sum), into `(token_scale, scalars)`; `unit` is a 4-byte workspace
+    /// slot for the 1. The passes that compute the gradients in the forward (this one and the
+    /// vocabulary-slice pass, src/slice.rs).
+    ///
+    /// # Safety
+    /// `call`'s inputs and `targets` (prepared) live on its stream; the regions are in its workspace.
+    pub(crate) unsafe fn unit_token_scales(
+        &self,
+        call: &crate::loss::Call<'_>,
+        opts: &Options,
+        targets: u64,
+        unit: u64,
+        (token_scale, scalars): (u64, u64),
+    ) -> Result<()> {
+        let (x, stream) = (call.x, call.stream);
+        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
+        let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
+        let scale = ScaleParams {
+            k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { call.lp.k },
+            targets,
+            class_w: call.lp.class_w,
+            grad_output: unit,
+            token_scale,
+            scalars,
+        };
+        self.kernels.launch(x.dtype, &scale, stream)?;
         Ok(())
     }
 
