@@ -164,14 +164,31 @@ pub fn without_de_head(mut plan: BackwardPlan) -> BackwardPlan {
 /// larger one the workspace accumulator's plan wins where the tail is long (v17: Llama 3 32k,
 /// 224 ms with the 537 MB accumulator in the workspace against 243 with a 26% tail).
 pub(super) fn modeled_seconds(p: &BackwardPlan) -> f64 {
-    let Shape { n, d, v } = p.shape;
+    let v = p.shape.v;
     let p = with_dc_scratch(p.clone());
     let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(p.vocab_chunk));
-    let nd = (n * d) as f64;
+    recompute_seconds(&p, recomputed) + main_pass_seconds(&p)
+}
+
+/// Modeled seconds of recomputing `rows` vocabulary rows' logits for every token of `p`'s call
+/// (2·N·D FLOP a row at ~650 TFLOP/s).
+pub(super) fn recompute_seconds(p: &BackwardPlan, rows: usize) -> f64 {
+    2.0 * rows as f64 * (p.shape.n * p.shape.d) as f64 / 650e12
+}
+
+/// A vocabulary chunk's launch tails over every token of `p`'s call: ~0.19 ms per 32k tokens
+/// (perf-notes v16).
+pub(super) fn launch_tail_seconds(p: &BackwardPlan) -> f64 {
+    0.19e-3 * p.shape.n as f64 / 32_768.0
+}
+
+/// Modeled seconds of `p`'s main-pass vocabulary chunks: each one's launch tails, and the part of
+/// dE's accumulator traffic (N·D·8 bytes at ~3.5 TB/s) its product's compute does not hide.
+pub(super) fn main_pass_seconds(p: &BackwardPlan) -> f64 {
+    let nd = (p.shape.n * p.shape.d) as f64;
     let chunk = |rows: usize| {
         let unhidden = if p.wanted.de { (8.0 * nd / 3.5e12 - 2.0 * nd * rows as f64 / 650e12).max(0.0) } else { 0.0 };
-        unhidden + 0.19e-3 * n as f64 / 32_768.0
+        unhidden + launch_tail_seconds(p)
     };
-    let chunks: f64 = (0..p.vocab_chunks()).map(|i| chunk(p.vocab_range(i).len())).sum();
-    2.0 * recomputed as f64 * nd / 650e12 + chunks
+    (0..p.vocab_chunks()).map(|i| chunk(p.vocab_range(i).len())).sum()
 }

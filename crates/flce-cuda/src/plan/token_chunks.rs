@@ -26,7 +26,7 @@
 use flce_core::{DType, Shape};
 
 use super::backward::{largest_multiple, layout};
-use super::dc_tail::dc_tail_with;
+use super::dc_tail::{dc_tail_with, launch_tail_seconds, main_pass_seconds, recompute_seconds};
 use super::{with_dc_scratch, BackwardPlan, DcAccumulator};
 use crate::family::BackwardMode;
 use crate::geometry::{SM90_TILE_N, TILE_M, TILE_N};
@@ -116,19 +116,16 @@ pub fn large_n_seconds(p: &BackwardPlan) -> f64 {
         _ => 0,
     };
     let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(kept));
-    let nd = (n * d) as f64;
-    let launch_tails = 0.19e-3 * n as f64 / 32_768.0;
-    let main = |rows: usize| {
-        let unhidden = if p.wanted.de { (8.0 * nd / 3.5e12 - 2.0 * nd * rows as f64 / 650e12).max(0.0) } else { 0.0 };
-        unhidden + launch_tails
-    };
-    let main_seconds: f64 = (0..p.vocab_chunks()).map(|i| main(p.vocab_range(i).len())).sum();
     let dc_acc = match p.dc_acc {
         DcAccumulator::Workspace(_) => ((8 * k + 2) * v * d) as f64 / 3.5e12,
         _ => 0.0,
     };
     let launches = 3.0 * 4e-6 * (k * (p.vocab_chunks() + tail.len())) as f64;
-    2.0 * recomputed as f64 * nd / 650e12 + main_seconds + tail.len() as f64 * launch_tails + dc_acc + launches
+    recompute_seconds(&p, recomputed)
+        + main_pass_seconds(&p)
+        + tail.len() as f64 * launch_tail_seconds(&p)
+        + dc_acc
+        + launches
 }
 
 #[cfg(test)]
