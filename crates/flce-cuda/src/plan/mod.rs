@@ -10,6 +10,7 @@ mod dc_scratch;
 mod dc_tail;
 mod de_pass;
 mod forward;
+mod grad_steps;
 mod product;
 mod slice;
 mod sm90;
@@ -22,8 +23,8 @@ mod token_chunks;
 pub mod token_outer;
 
 pub use backward::{
-    backward_plan, default_backward_budget, gradient_tenth, slice_backward_plan, sm90_grad_steps, BackwardPlan,
-    DcAccumulator, DeAccumulator, GBuffer,
+    backward_plan, default_backward_budget, gradient_tenth, slice_backward_plan, BackwardPlan, DcAccumulator,
+    DeAccumulator, GBuffer,
 };
 pub use dc_scratch::with_dc_scratch;
 pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
@@ -34,6 +35,7 @@ pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
+pub use grad_steps::sm90_grad_steps;
 pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
 pub use slice::{
     slice_plan, slice_plan_applies, slice_plan_with_head, SlicePlan, SliceRest, MIN_SLICE_HEAD_ROWS,

@@ -31,7 +31,8 @@
 
 use flce_core::{DType, Error, Result, Shape};
 
-use super::backward::{fewest_grad_steps, largest_multiple, layout};
+use super::backward::{largest_multiple, layout};
+use super::grad_steps::fewest_grad_steps;
 use super::{BackwardPlan, DeAccumulator, ForwardPlan, Layout, Region, StepLogits, StepPlan, Wanted};
 use crate::family::{BackwardMode, Family};
 use crate::geometry::SM90_TILE_N;
