@@ -3,8 +3,8 @@
 # carry gpu-bundle, built by scripts/gpu-prepare.sh):
 #  1. its GPU cases — each oracle case that takes compact logits runs the slice with the rest's G
 #     and dE's accumulator in the workspace, and with its first chunks' G in dC's unwritten rows
-#     and dE's accumulator in dC's head rows (SliceRest::dc_scratch, de_in_dc: built in s37 after
-#     its device time ran out, never run before) — and memcheck on one;
+#     and dE's accumulator in dC's head rows (SliceRest::dc_scratch, de_in_dc: built in s37,
+#     first run by this script in s38) — and memcheck on one;
 #  2. the rests timed against each other and against the default at 384 MB / 512 MB / 1 GB
 #     (scripts/gpu-variants.sh, two rounds: its fwd+bwd column is the default's four products, its
 #     three-product column the slice pass and its head; FLCE_SLICE_MIN_SHARE=0 so that the small

@@ -4,8 +4,8 @@
 //! multiple of 256), the rest's backward in chunks of 256 rows (several, each adding to the
 //! head's share of dE) with G and dE's accumulator in the workspace, and again with the first
 //! chunks' G in dC's unwritten rows and dE's accumulator in dC's head rows
-//! (`SliceRest::dc_scratch`, `de_in_dc`: built after s37's device time ran out, first run here
-//! next), each run twice and compared bitwise; a dE off a 4-byte boundary refused before any
+//! (`SliceRest::dc_scratch`, `de_in_dc`: the default since s38), each run twice and compared
+//! bitwise; a dE off a 4-byte boundary refused before any
 //! kernel where the head keeps its maxima in dE's rows.
 
 use flce_core::cpu::reference;
