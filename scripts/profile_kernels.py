@@ -28,7 +28,9 @@ SHAPES = {"gemma2": (8192, 2304, 256000), "llama3": (8192, 4096, 128256), "qwen2
           # the loss of benchmarks/train_step.py's model at 16k tokens
           "train16k": (16384, 2048, 128256),
           # the suite's smallest Llama 3 sweep point
-          "llama3_n1024": (1024, 4096, 128256)}
+          "llama3_n1024": (1024, 4096, 128256),
+          # the large-N points where flce runs furthest from its floor (1.25-1.31x four GEMMs)
+          "llama3_n65536": (65536, 4096, 128256), "llama3_n131072": (131072, 4096, 128256)}
 
 
 def short(name: str) -> str:
