@@ -140,8 +140,9 @@ pub fn de_pass_knob() -> Option<bool> {
 /// without dE) are cut into token chunks with larger vocabulary chunks
 /// ([`crate::plan::with_token_chunks`]): `FLCE_BWD_TOKEN_CHUNKS=1` wherever such a plan exists
 /// (`Some(true)`), `auto` where the planner's model has it faster (`None`), unset or `0` never
-/// (`Some(false)`: built in s38 without device time; the default until
-/// scripts/gpu-token-chunks.sh has run it). Read once; a measurement knob.
+/// (`Some(false)`, the default: measured in s39 — correct on every family, but at Llama 3 32k /
+/// 65k tokens 1.067 / 0.984× today's plans, and the model behind `auto` predicted 0.93 at 65k;
+/// benchmarks/h200-2026-12-04-s39/token-chunks/, perf-notes v48). Read once; a measurement knob.
 pub fn token_chunks_knob() -> Option<bool> {
     static ON: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
     *ON.get_or_init(|| match std::env::var("FLCE_BWD_TOKEN_CHUNKS").as_deref().map(str::trim) {

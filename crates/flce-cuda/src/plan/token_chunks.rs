@@ -20,8 +20,19 @@
 //! N ≈ V/6), and dC without dE (the dE pass's first pass; a classifier-only backward).
 //!
 //! The backend takes such a plan where `FLCE_BWD_TOKEN_CHUNKS` asks for it (`1`: wherever one
-//! exists; `auto`: where [`large_n_seconds`] has it faster; unset: never, until measured on the
-//! H200 — scripts/gpu-token-chunks.sh) or a test does ([`crate::CudaLoss::with_token_chunks`]).
+//! exists; `auto`: where [`large_n_seconds`] has it faster; unset: never) or a test does
+//! ([`crate::CudaLoss::with_token_chunks`]).
+//!
+//! Measured on the H200 (s39, benchmarks/h200-2026-12-04-s39/, perf-notes v48): correct on every
+//! family (the GPU cases against f64, twice bitwise; memcheck 0 errors), but not worth its launches
+//! — Llama 3 fwd+bwd 1.067× today's plans at 32k tokens (3 token chunks), 0.984× at 65k (7; the
+//! model predicted 86 against 121 ms of what differs, ~0.93×). The one-step profile at 65k says
+//! why: G took as long cut as whole (167.5 against 164.3 ms: the persistent G kernel has no
+//! launch tails at 1,024 rows × 65k tokens for larger chunks to save — the model's 0.19 ms a chunk
+//! per 32k tokens is v16's at 32k and smaller chunks), only dE's accumulator traffic fell (the
+//! cuBLAS products 211 against 227 ms), and the tail's recompute (~56 ms) is the same in both.
+//! Hence off by default; kept as the knob for the dE-pass and one-pass plans a later large-N
+//! plan may cut.
 
 use flce_core::{DType, Shape};
 
