@@ -24,6 +24,7 @@ mod oracle;
 mod phases;
 mod pointers;
 mod probe;
+mod require;
 mod sampled;
 mod slice;
 mod step;
@@ -37,10 +38,7 @@ use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
-use cases::{
-    cases, nccl_cases, phase_cases, require_band, require_cluster, require_de_head, require_de_pass, require_long_tail,
-    require_rest, require_token_chunks,
-};
+use cases::{cases, nccl_cases, phase_cases};
 use frozen::run_frozen;
 use loss_math::run_loss_math;
 use mn_major::run_mn_major;
@@ -48,6 +46,10 @@ use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
 use phases::run_phases;
 use pointers::run_bad_pointers;
+use require::{
+    require_band, require_cluster, require_de_head, require_de_pass, require_long_tail, require_rest,
+    require_token_chunks,
+};
 use sampled::{run_context_restored, run_sampled};
 use threads::{run_device_one, run_two_threads};
 
