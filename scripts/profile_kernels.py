@@ -12,7 +12,12 @@ profiles K steps queued back to back, as a training loop runs them (the host fre
 one sync at the end): the GPU idle between kernels then counts only what the host could not hide.
 `--host` also records the host's side and lists the ops that took its time (self CPU ms), to
 say where a gap before a kernel goes (perf-notes v46: 0.62 ms before the slice and three-product
-passes' first kernel in a one-step profile).
+passes' first kernel in a one-step profile). `--by-product` splits the step's kernel time into the
+four products of an exact loss — the forward, G (the recomputed logits), dE = G·C and dC = Gᵀ·E —
+each against cuBLAS's product of the same shape timed here (bf16, L2 flushed, median of 5), as
+perf-notes v48 did by hand at Llama 3 65k. It names cuBLAS's launches by their layout (`…_NTN`:
+the middle letter T is dC's Gᵀ, N is dE's), which holds for the fused families' backward plans
+(no cuBLAS logits): use it with the auto/auto configs.
 """
 import argparse
 import collections
@@ -68,11 +73,15 @@ def main():
                     help="profile this many steps queued back to back (no sync between them); per-step times")
     ap.add_argument("--host", action="store_true",
                     help="also record host activity and list the ops with the most self CPU time")
+    ap.add_argument("--by-product", action="store_true",
+                    help="also split the step's kernel time by product (forward, G, dE, dC) against "
+                         "cuBLAS's product of the same shape, timed here")
     a = ap.parse_args()
     steps = max(1, a.steps)
     n, d, v = SHAPES[a.shape]
     e, c, t = inputs(n, d, v)
     print(f"# {torch.cuda.get_device_name()} {a.shape} (N {n}, D {d}, V {v}) bf16, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    floors = cublas_floors(e, c) if a.by_product else None
     for cfg in a.configs.split(","):
         fwd, bwd, budget = cfg.split("/")
         budget = None if budget == "min" else ("fast" if budget == "fast" else int(budget))
@@ -106,6 +115,8 @@ def main():
         print(f"\nGPU idle between kernels: {idle / steps:.2f} ms a step over {len(gaps)} gaps in all; the longest:")
         for ms, before, after in sorted(gaps, key=lambda g: -g[0])[: a.gaps]:
             print(f"- {ms:.3f} ms between {before} and {after}")
+        if floors:
+            print_by_product(per, steps, floors)
         if a.host:
             print(f"\nHost ops by self CPU time ({steps} step(s) together):")
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=a.top))
@@ -122,6 +133,65 @@ def kernel_times(prof, copies=True):
         k[0] += ev.time_range.elapsed_us() / 1e3
         k[1] += 1
     return kernels, per, sum(x[0] for x in per.values())
+
+
+def product_of(name):
+    """Which product of an exact loss a kernel (by `short` name) computes: "forward", "G", "dE",
+    "dC", "own products" (flce's sm90 product kernel, FLCE_SM90_PRODUCTS=1: dE or dC), or "other"
+    (finishing, scaling and conversion kernels)."""
+    if name in ("flce_sm90_forward", "flce_sm90_forward_compact", "flce_forward_tiles"):
+        return "forward"
+    if name in ("flce_sm90_grad", "flce_grad_tiles", "flce_grad_from_compact", "flce_grad_from_logits"):
+        return "G"
+    if name == "flce_sm90_product":
+        return "own products"
+    layout = re.search(r"_([NT])([NT])([NT])$", name)
+    if layout and (name.startswith("nvjet") or "gemm" in name.lower()):
+        return "dC" if layout.group(2) == "T" else "dE"
+    return "other"
+
+
+def cublas_floors(e, c, reps=5):
+    """cuBLAS's three products at the shape, ms (median of `reps`, L2 flushed before each):
+    logits E·Cᵀ [N, V], dE = G·C [N, D] (K = V), dC = Gᵀ·E [V, D] (K = N)."""
+    n, v = e.shape[0], c.shape[0]
+    g = torch.randn(n, v, device="cuda").bfloat16()
+    ed, cd = e.detach(), c.detach()
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    out = {}
+    for name, fn in (("logits", lambda: ed @ cd.T), ("dE", lambda: g @ cd), ("dC", lambda: g.T @ ed)):
+        fn()
+        times = []
+        for _ in range(reps):
+            flush.zero_()
+            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s0.record()
+            fn()
+            s1.record()
+            torch.cuda.synchronize()
+            times.append(s0.elapsed_time(s1))
+        out[name] = sorted(times)[reps // 2]
+    del g, flush
+    torch.cuda.empty_cache()
+    return out
+
+
+def print_by_product(per, steps, floors):
+    """The step's kernel ms by product against cuBLAS's (`floors`, from `cublas_floors`)."""
+    ms = collections.defaultdict(float)
+    for name, (t, _) in per.items():
+        ms[product_of(name)] += t / steps
+    floor = {"forward": floors["logits"], "G": floors["logits"], "dE": floors["dE"], "dC": floors["dC"]}
+    print("\n| product | flce ms | cuBLAS ms | ÷ cuBLAS |")
+    print("|---|---|---|---|")
+    for k in ("forward", "G", "dE", "dC"):
+        print(f"| {k} | {ms[k]:.2f} | {floor[k]:.2f} | {ms[k] / floor[k]:.3f} |")
+    total, floor4 = sum(ms.values()), sum(floor.values())
+    if ms["own products"]:
+        print(f"| own products (dE and dC) | {ms['own products']:.2f} | {floor['dE'] + floor['dC']:.2f} | "
+              f"{ms['own products'] / (floor['dE'] + floor['dC']):.3f} |")
+    print(f"| other | {ms['other']:.2f} | | |")
+    print(f"| step | {total:.2f} | {floor4:.2f} (floor4) | {total / floor4:.3f} |")
 
 
 def print_launches(prof):
