@@ -14,8 +14,9 @@ one sync at the end): the GPU idle between kernels then counts only what the hos
 say where a gap before a kernel goes (perf-notes v46: 0.62 ms before the slice and three-product
 passes' first kernel in a one-step profile). `--by-product` splits the step's kernel time into the
 four products of an exact loss — the forward, G (the recomputed logits), dE = G·C and dC = Gᵀ·E —
-each against cuBLAS's product of the same shape timed here (bf16, L2 flushed, median of 5), as
-perf-notes v48 did by hand at Llama 3 65k. It names cuBLAS's launches by their layout (`…_NTN`:
+each against cuBLAS's product of the same shape timed here as the suite times its floors
+(benchmarks/suite.py `measure_cublas`: L2 flushed, medians), as perf-notes v48 did by hand at
+Llama 3 65k. It names cuBLAS's launches by their layout (`…_NTN`:
 the middle letter T is dC's Gᵀ, N is dE's), which holds for the fused families' backward plans
 (no cuBLAS logits): use it with the auto/auto configs.
 """
@@ -23,11 +24,15 @@ import argparse
 import collections
 import os
 import re
+import sys
 import time
 
 import torch
 
 import flce
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from suite import measure_cublas, timer  # noqa: E402  (the suite's floors, timed the same way)
 
 SHAPES = {"gemma2": (8192, 2304, 256000), "llama3": (8192, 4096, 128256), "qwen25": (8192, 3584, 152064),
           # the loss of benchmarks/train_step.py's model at 16k tokens
@@ -81,7 +86,7 @@ def main():
     n, d, v = SHAPES[a.shape]
     e, c, t = inputs(n, d, v)
     print(f"# {torch.cuda.get_device_name()} {a.shape} (N {n}, D {d}, V {v}) bf16, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    floors = cublas_floors(e, c) if a.by_product else None
+    floors = measure_cublas(e.detach(), c.detach(), timer("cuda")) if a.by_product else None
     for cfg in a.configs.split(","):
         fwd, bwd, budget = cfg.split("/")
         budget = None if budget == "min" else ("fast" if budget == "fast" else int(budget))
@@ -151,37 +156,13 @@ def product_of(name):
     return "other"
 
 
-def cublas_floors(e, c, reps=5):
-    """cuBLAS's three products at the shape, ms (median of `reps`, L2 flushed before each):
-    logits E·Cᵀ [N, V], dE = G·C [N, D] (K = V), dC = Gᵀ·E [V, D] (K = N)."""
-    n, v = e.shape[0], c.shape[0]
-    g = torch.randn(n, v, device="cuda").bfloat16()
-    ed, cd = e.detach(), c.detach()
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    out = {}
-    for name, fn in (("logits", lambda: ed @ cd.T), ("dE", lambda: g @ cd), ("dC", lambda: g.T @ ed)):
-        fn()
-        times = []
-        for _ in range(reps):
-            flush.zero_()
-            s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s0.record()
-            fn()
-            s1.record()
-            torch.cuda.synchronize()
-            times.append(s0.elapsed_time(s1))
-        out[name] = sorted(times)[reps // 2]
-    del g, flush
-    torch.cuda.empty_cache()
-    return out
-
-
 def print_by_product(per, steps, floors):
-    """The step's kernel ms by product against cuBLAS's (`floors`, from `cublas_floors`)."""
+    """The step's kernel ms by product against cuBLAS's (`floors`: benchmarks/suite.py's
+    `measure_cublas` row, the suite's floors)."""
     ms = collections.defaultdict(float)
     for name, (t, _) in per.items():
         ms[product_of(name)] += t / steps
-    floor = {"forward": floors["logits"], "G": floors["logits"], "dE": floors["dE"], "dC": floors["dC"]}
+    floor = {"forward": floors["fwd_ms"], "G": floors["fwd_ms"], "dE": floors["de_ms"], "dC": floors["dc_ms"]}
     print("\n| product | flce ms | cuBLAS ms | ÷ cuBLAS |")
     print("|---|---|---|---|")
     for k in ("forward", "G", "dE", "dC"):
