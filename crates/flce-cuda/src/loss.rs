@@ -241,14 +241,12 @@ impl CudaLoss {
     ) -> Result<BackwardPlan> {
         let fused = family::fused_family(&self.arch, shape, dtype);
         let mode = config.mode.resolve(fused);
-        let plan = plan::backward_plan(shape, dtype, wanted, config.budget, mode, fused, self.sm_count)?;
+        let budget = config.budget.unwrap_or_else(|| plan::default_backward_budget(shape, dtype, wanted, mode));
+        let plan = plan::backward_plan(shape, dtype, wanted, Some(budget), mode, fused, self.sm_count)?;
         let plan = if crate::geometry::de_head_enabled() { plan } else { plan::without_de_head(plan) };
         let plan = match self.token_chunks {
             Some(false) => plan,
-            force => {
-                let budget = config.budget.unwrap_or_else(|| plan::default_backward_budget(shape, dtype, wanted, mode));
-                plan::with_token_chunks(plan, budget, mode, force == Some(true))
-            }
+            force => plan::with_token_chunks(plan, budget, mode, force == Some(true)),
         };
         Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })
     }
