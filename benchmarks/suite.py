@@ -266,9 +266,11 @@ def measure(fn, e, c, t, bench, device):
 def measure_cublas(e, c, bench):
     """The products an exact loss is made of, each timed through cuBLAS (torch.matmul): the
     logits E·Cᵀ [N, V] in the input dtype, dE = G·C [N, D] (K = V) and dC = Gᵀ·E [V, D] (K = N),
-    with a G of the logits' shape and dtype (the logits themselves: values do not change a GEMM's
-    time). fwd_ms is the logits; bwd_ms floor3 = logits + dE + dC (what a recomputing backward,
-    or a pass that keeps the logits, must multiply); fb_ms floor4 = 2·logits + dE + dC."""
+    with a G of the logits' shape and dtype (the logits themselves: on an H200 cuBLAS runs dE and
+    dC on the loss's real gradient at 0.98-1.02x of that time; values do matter to a power-bound
+    GEMM — on zeros it runs 14-17% faster, benchmarks/h200-2026-12-04-s40/g-values/). fwd_ms is
+    the logits; bwd_ms floor3 = logits + dE + dC (what a recomputing backward, or a pass that keeps
+    the logits, must multiply); fb_ms floor4 = 2·logits + dE + dC."""
     logits_ms = bench(lambda: e @ c.T)
     g = e @ c.T
     de_ms = bench(lambda: g @ c)
