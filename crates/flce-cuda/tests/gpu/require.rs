@@ -3,7 +3,8 @@
 //! family the case runs; each returns why not.
 
 use flce_cuda::{
-    BackwardConfig, BackwardMode, BackwardPlan, CudaLoss, Family, ForwardConfig, ForwardMode, TailReach, Wanted,
+    BackwardConfig, BackwardMode, BackwardPlan, CudaLoss, Family, ForwardConfig, ForwardMode, ForwardPlan, TailReach,
+    Wanted,
 };
 
 use crate::cases::Case;
@@ -45,33 +46,34 @@ pub(crate) fn require_long_tail(be: &CudaLoss, c: &Case) -> Result<(), String> {
 /// the unpaired cases without, where the sm90 family runs (sm_90a); elsewhere they run as any
 /// case.
 pub(crate) fn require_cluster(be: &CudaLoss, c: &Case, cluster: usize) -> Result<(), String> {
-    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
-    let p = be.forward_plan(c.shape, c.dtype, config);
     let want = if c.shape.n > 128 { cluster } else { 1 };
-    if p.family == Family::Sm90 && p.cluster != want {
-        return Err(format!("not {want} blocks per cluster: {p:?}"));
-    }
-    Ok(())
+    require_sm90_forward(be, c, |p| p.cluster == want, &format!("not {want} blocks per cluster"))
 }
 
 /// The band cases must plan the sm90 forward in launches of `band` token tiles where the sm90
 /// family runs (sm_90a); elsewhere they run as any case.
 pub(crate) fn require_band(be: &CudaLoss, c: &Case, band: usize) -> Result<(), String> {
-    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
-    let p = be.forward_plan(c.shape, c.dtype, config);
-    if p.family == Family::Sm90 && (p.band_tiles != band || p.token_slots != band) {
-        return Err(format!("not bands of {band} token tiles: {p:?}"));
-    }
-    Ok(())
+    let bands = |p: &ForwardPlan| p.band_tiles == band && p.token_slots == band;
+    require_sm90_forward(be, c, bands, &format!("not bands of {band} token tiles"))
 }
 
 /// The rest cases must plan the sm90 forward with a rest where the sm90 family runs (sm_90a);
 /// elsewhere they run as any case.
 pub(crate) fn require_rest(be: &CudaLoss, c: &Case) -> Result<(), String> {
-    let config = ForwardConfig { budget: None, mode: ForwardMode::Fused };
-    let p = be.forward_plan(c.shape, c.dtype, config);
-    if p.family == Family::Sm90 && p.sm90_grid.and_then(|g| g.rest).is_none() {
-        return Err(format!("no rest: {p:?}"));
+    require_sm90_forward(be, c, |p| p.sm90_grid.and_then(|g| g.rest).is_some(), "no rest")
+}
+
+/// Case `c`'s fused forward plan passes `check` where it is the sm90 family's (sm_90a); elsewhere
+/// the case runs as any: `why` (with the plan) when it does not.
+fn require_sm90_forward(
+    be: &CudaLoss,
+    c: &Case,
+    check: impl Fn(&ForwardPlan) -> bool,
+    why: &str,
+) -> Result<(), String> {
+    let p = be.forward_plan(c.shape, c.dtype, ForwardConfig { budget: None, mode: ForwardMode::Fused });
+    if p.family == Family::Sm90 && !check(&p) {
+        return Err(format!("{why}: {p:?}"));
     }
     Ok(())
 }
