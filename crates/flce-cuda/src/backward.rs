@@ -140,7 +140,9 @@ impl CudaLoss {
             dc: grads.dc.is_some(),
             db: grads.dbias.is_some(),
         };
-        let (d, s) = (x.shape.d, x.dtype.size_in_bytes() as u64);
+        let d = x.shape.d;
+        // the address of row `row` of a [*, D] gradient (or accumulator) in the input dtype
+        let row_at = |base: DevPtr, row: usize| base + (row * d * x.dtype.size_in_bytes()) as u64;
         // (one_pass_steps emits a rounding only where `what` and the plan hold its buffers)
         let missing = |step: Step| Error::Unsupported(format!("backward step {step:?} without its buffers"));
         for step in one_pass_steps(plan, what) {
@@ -151,15 +153,13 @@ impl CudaLoss {
                         return Err(missing(step));
                     };
                     let vocab = plan.vocab_range(vc);
-                    let dc_rows = dc + vocab.start as u64 * d as u64 * s;
-                    self.round_into(x.dtype, ws.at(r), dc_rows, vocab.len() * d, stream)?;
+                    self.round_into(x.dtype, ws.at(r), row_at(dc, vocab.start), vocab.len() * d, stream)?;
                 }
                 Step::RoundDeChunk { tc } => {
                     // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
                     let (Some(de), Some(acc)) = (grads.de, de_acc) else { return Err(missing(step)) };
                     let tokens = plan.token_range(tc);
-                    let de_rows = de + tokens.start as u64 * d as u64 * s;
-                    self.round_into(x.dtype, acc, de_rows, tokens.len() * d, stream)?;
+                    self.round_into(x.dtype, acc, row_at(de, tokens.start), tokens.len() * d, stream)?;
                 }
                 Step::RoundDe => {
                     // the rows kept in dE's own buffer first: their bytes are the others' destination
@@ -167,7 +167,7 @@ impl CudaLoss {
                     let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
                     self.round_head_in_place(x.dtype, de, head, d, stream)?;
                     for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
-                        self.round_into(x.dtype, from, de + rows.start as u64 * d as u64 * s, rows.len() * d, stream)?;
+                        self.round_into(x.dtype, from, row_at(de, rows.start), rows.len() * d, stream)?;
                     }
                 }
                 Step::RoundDb => {

@@ -7,8 +7,8 @@
 use flce_core::{Options, Reduction, Result};
 
 use crate::abi::{
-    CompactGradParams, DbReduceParams, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams, ScaleParams,
-    StatsParams,
+    CompactGradParams, DbReduceParams, DevPtr, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
+    ScaleParams, StatsParams,
 };
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
@@ -198,9 +198,9 @@ impl CudaLoss {
         &self,
         call: &crate::loss::Call<'_>,
         opts: &Options,
-        targets: u64,
-        unit: u64,
-        (token_scale, scalars): (u64, u64),
+        targets: DevPtr,
+        unit: DevPtr,
+        (token_scale, scalars): (DevPtr, DevPtr),
     ) -> Result<()> {
         let (x, stream) = (call.x, call.stream);
         self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
