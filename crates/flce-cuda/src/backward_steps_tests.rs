@@ -223,13 +223,17 @@ fn simulate(plan: &BackwardPlan) -> Result<(), String> {
     }
 }
 
-fn plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>, mode: BackwardMode) -> BackwardPlan {
-    let fam = match mode {
+/// The family that runs `mode` on an H200 (132 SMs), as the planner is asked for it.
+fn family_of(mode: BackwardMode) -> Family {
+    match mode {
         BackwardMode::CublasLogits => Family::Cublas,
         BackwardMode::FusedSm80 => Family::Sm80,
         _ => Family::Sm90,
-    };
-    backward_plan(shape, dtype, wanted, budget, mode, fam, 132).unwrap()
+    }
+}
+
+fn plan(shape: Shape, dtype: DType, wanted: Wanted, budget: Option<usize>, mode: BackwardMode) -> BackwardPlan {
+    backward_plan(shape, dtype, wanted, budget, mode, family_of(mode), 132).unwrap()
 }
 
 #[test]
@@ -258,7 +262,7 @@ fn every_plan_kind_writes_each_gradient_once_and_in_order() {
                     kinds.push(with_token_chunks(one.clone(), budget, mode, true));
                     // a small budget (token chunks with dC's f32 accumulator) and a large one
                     // (where those budgets hold a plan)
-                    let fam = if mode == BackwardMode::CublasLogits { Family::Cublas } else { Family::Sm90 };
+                    let fam = family_of(mode);
                     let at = |b: usize| backward_plan(shape, dtype, wanted, Some(b), mode, fam, 132).ok();
                     kinds.extend([budget / 8, 4 << 30].into_iter().filter_map(at));
                     if wanted.de && wanted.dc && dtype != DType::F32 {
