@@ -167,7 +167,7 @@ def print_by_product(per, steps, floors):
     print("|---|---|---|---|")
     for k in ("forward", "G", "dE", "dC"):
         print(f"| {k} | {ms[k]:.2f} | {floor[k]:.2f} | {ms[k] / floor[k]:.3f} |")
-    total, floor4 = sum(ms.values()), sum(floor.values())
+    total, floor4 = sum(ms.values()), floors["floor4_ms"]
     if ms["own products"]:
         print(f"| own products (dE and dC) | {ms['own products']:.2f} | {floor['dE'] + floor['dC']:.2f} | "
               f"{ms['own products'] / (floor['dE'] + floor['dC']):.3f} |")
