@@ -132,8 +132,19 @@ impl BackwardPlan {
     pub fn uniform_start(&self) -> usize {
         self.dc_scratch.last().copied().unwrap_or(self.vocab_begin)
     }
+    /// The first row of the tail pass's chunks (V without a tail).
+    fn tail_start(&self) -> usize {
+        let v = self.shape.v;
+        self.dc_tail().map_or(v, |t| t.first_row.clamp(self.uniform_start().min(v), v))
+    }
+    /// The `vocab_chunk`-row chunks from [`Self::uniform_start`] to the tail (the last one shorter
+    /// where the rows do not divide), then the tail's, laid out from V backwards: its last chunk
+    /// whole and its short one first, so that the tail pass, which recomputes every tail chunk's
+    /// G but the last one's (left behind by the main pass), recomputes only the tail's rows beyond
+    /// one chunk (Llama 3 at 8k: 1,792 rows, not 6,656).
     pub fn vocab_chunks(&self) -> usize {
-        self.dc_scratch.len() + (self.shape.v - self.uniform_start()).div_ceil(self.vocab_chunk)
+        let (us, ts, v) = (self.uniform_start(), self.tail_start(), self.shape.v);
+        self.dc_scratch.len() + (ts - us).div_ceil(self.vocab_chunk) + (v - ts).div_ceil(self.vocab_chunk)
     }
     /// The tokens of token chunk `i`.
     pub fn token_range(&self, i: usize) -> Range<usize> {
@@ -145,9 +156,16 @@ impl BackwardPlan {
         if i < k {
             return if i == 0 { self.vocab_begin } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
         }
-        let start = self.uniform_start();
-        let r = chunk_range(i - k, self.vocab_chunk, self.shape.v - start);
-        start + r.start..start + r.end
+        let (us, ts, vc) = (self.uniform_start(), self.tail_start(), self.vocab_chunk);
+        let before_tail = (ts - us).div_ceil(vc);
+        if i - k < before_tail {
+            let r = chunk_range(i - k, vc, ts - us);
+            return us + r.start..us + r.end;
+        }
+        let j = i - k - before_tail;
+        let end = self.shape.v - ((self.shape.v - ts).div_ceil(vc) - 1 - j) * vc;
+        let start = if j == 0 { ts } else { end - vc };
+        start..end
     }
     /// Where vocabulary chunk `i`'s G goes.
     pub fn g_buffer(&self, i: usize) -> GBuffer {
@@ -174,8 +192,8 @@ impl BackwardPlan {
     }
     /// The first vocabulary chunk of the tail pass (`vocab_chunks()` when there is none).
     pub fn first_tail_chunk(&self) -> usize {
-        self.dc_tail().map_or(self.vocab_chunks(), |t| {
-            self.dc_scratch.len() + (t.first_row - self.uniform_start()) / self.vocab_chunk
+        self.dc_tail().map_or(self.vocab_chunks(), |_| {
+            self.dc_scratch.len() + (self.tail_start() - self.uniform_start()).div_ceil(self.vocab_chunk)
         })
     }
     /// The vocabulary chunks of the tail pass: their dC rows are written only after dE is final.

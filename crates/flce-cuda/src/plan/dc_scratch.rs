@@ -158,7 +158,10 @@ pub(super) mod tests {
         let llama = Shape::new(8192, 4096, 128_256);
         let train_step = Shape::new(16_384, 2048, 128_256);
         let gemma = Shape::new(8192, 2304, 256_000);
-        for (shape, before_chunks, after_chunks) in [(llama, 20, 10), (train_step, 72, 36), (gemma, 36, 15)] {
+        // (without scratch, the train step's and Gemma 2's plans end their main pass in a short
+        // chunk before the tail, which starts on a tile boundary: a chunk more than the
+        // chunk-aligned tails of before 2026-12-04 had)
+        for (shape, before_chunks, after_chunks) in [(llama, 20, 10), (train_step, 73, 36), (gemma, 37, 15)] {
             let before = sm90(shape, DType::BF16, BOTH, None).unwrap();
             let after = with_dc_scratch(before.clone());
             check(&before, &after);

@@ -15,6 +15,7 @@
 use flce_core::{DType, Shape};
 
 use super::{with_dc_scratch, BackwardPlan, DeAccumulator, Region, Wanted, ALIGN};
+use crate::geometry::{SM90_TILE_N, TILE_N};
 
 /// Where dE's f32 accumulator sits inside the caller's dC buffer (and, for its first rows, in
 /// dE's own buffer), and which dC rows are written only after dE is final (their logits
@@ -31,8 +32,9 @@ pub struct DcTail {
     /// Byte offset in dC of the accumulator's rows [rows_in_de, N) (a multiple of 256; they run
     /// to at most the end of dC).
     pub byte_offset: usize,
-    /// First vocabulary row of the tail pass: a multiple of `vocab_chunk`, and no row before it
-    /// shares bytes with the accumulator.
+    /// First vocabulary row of the tail pass: a multiple of the family's tile width (256 rows
+    /// where the chunk is a multiple of it, else 128), and no row before it shares bytes with the
+    /// accumulator.
     pub first_row: usize,
     /// The accumulator's first rows, kept in dE's own buffer (0: none).
     pub rows_in_de: usize,
@@ -123,7 +125,10 @@ pub(super) fn dc_tail_with(
         (None, TailReach::Third) => return None,
         (None, TailReach::Whole) => (0, n - rows_in_de - dc_bytes / (4 * d)),
     };
-    let first_row = byte_offset / (d * dtype.size_in_bytes()) / vocab_chunk * vocab_chunk;
+    // (on the family's tile width: the tail's chunks are laid out from V backwards, so its first
+    // row need not be a chunk boundary of the main pass — the rows before it end in a short chunk)
+    let step = if vocab_chunk % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N.min(vocab_chunk) };
+    let first_row = byte_offset / (d * dtype.size_in_bytes()) / step * step;
     let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
     match reach {
         TailReach::Third => within_a_third(v, first_row).then_some(tail),

@@ -7,6 +7,7 @@ use flce_core::{DType, Shape};
 use super::tests::{BOTH, GEMMA, LLAMA};
 use super::*;
 use crate::family::{BackwardMode, Family};
+use crate::geometry::TILE_N;
 
 /// The default-mode bf16 plan of both gradients on 132 SMs of the sm90 family, within `budget`.
 fn sm90_plan(shape: Shape, budget: Option<usize>) -> BackwardPlan {
@@ -36,7 +37,15 @@ pub(super) fn check_any_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> Dc
     assert!(4 * shape.d * (t.rows_in_de + 1) <= shape.n * row_bytes || t.rows_in_de == 0, "head past dE's end");
     assert!(t.rows_in_de <= de_head_rows(shape.n, dtype));
     assert!(t.first_row * row_bytes <= t.byte_offset, "accumulator overlaps a main-pass row");
-    assert_eq!((t.first_row - p.uniform_start().min(t.first_row)) % p.vocab_chunk, 0);
+    // the tail pass starts on a tile boundary; its chunks run from V backwards: every one within
+    // the chunk, the last whole (where the tail is that long: the tail pass recomputes the rest)
+    assert_eq!(t.first_row % TILE_N, 0);
+    for c in p.tail_chunks() {
+        assert!(p.vocab_range(c).len() <= p.vocab_chunk);
+    }
+    if let Some(last) = p.tail_chunks().last() {
+        assert_eq!(p.vocab_range(last).len(), p.vocab_chunk.min(shape.v - t.first_row));
+    }
     if t.overflow_rows > 0 {
         // only when dC is full: no room for one more row there
         assert_eq!((t.byte_offset, t.first_row), (0, 0));

@@ -385,11 +385,13 @@ fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     let llama = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
     assert_eq!(super::sm90::grad_launch_steps(64, 27, 132), 14);
     assert_eq!(super::sm90::grad_launch_steps(64, 26, 132), 13);
-    // 20 chunks (the last of 7 tiles: 4 steps), tail chunks 18..20 (half the accumulator in dE's
-    // own bytes: a short tail) with one recompute, a step per launch
+    // 20 chunks, tail chunks 18..20 (half the accumulator in dE's own bytes: a short tail, 8448
+    // rows) laid out from V backwards: the tail's first chunk 7 tiles (4 steps), its last 26 —
+    // the tail pass recomputes only the 7 (before 2026-12-04, 26), a step per launch
     assert_eq!(super::sm90::grad_launch_steps(64, 7, 132), 4);
     assert_eq!((llama.vocab_chunks(), llama.tail_chunks()), (20, 18..20));
-    assert_eq!(sm90_grad_steps(&llama, 132), 19 * (13 + 1) + (4 + 1) + (13 + 1));
+    assert_eq!((llama.vocab_range(18), llama.vocab_range(19)), (119_808..121_600, 121_600..128_256));
+    assert_eq!(sm90_grad_steps(&llama, 132), 18 * (13 + 1) + (4 + 1) + (13 + 1) + (4 + 1));
     // a byte budget: still within it; the cuBLAS family's plan is the largest chunk that fits
     for budget in [64 << 20, 256 << 20, 1 << 30] {
         let p =
