@@ -9,8 +9,9 @@
 # A variant is LABEL=ENV=VALUE (several: LABEL=ENV=VALUE,ENV=VALUE; nothing after the first `=`:
 # the default). KERNEL: a regex of kernel names (default flce_sm90_forward); COUNT: launches
 # profiled a run (default 2); SHAPES: `flce bench` shapes, one run each; BENCH_ARGS: more `flce
-# bench` options (default `--iters 1 --step-budget-mb 0`). Writes $OUT/ncu-LABEL-SHAPE.csv and
-# prints one table (scripts/ncu_launch_table.py).
+# bench` options (default `--iters 1 --step-budget-mb 0`); BIN: the flce binary (default
+# gpu-bundle/flce; e.g. an older build carried beside it, to compare builds). Writes
+# $OUT/ncu-LABEL-SHAPE.csv and prints one table (scripts/ncu_launch_table.py).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
@@ -23,7 +24,7 @@ for v in "${@:-base=}"; do
   for s in ${SHAPES:-llama3}; do
     f="$OUT/ncu-$label-${s//,/x}.csv"
     env "${pairs[@]}" timeout "${T_NCU:-90}" ncu --clock-control none -k "regex:${KERNEL:-flce_sm90_forward}" \
-      -c "${COUNT:-2}" --metrics "$M" --csv gpu-bundle/flce bench --shapes "$s" ${BENCH_ARGS:---iters 1 --step-budget-mb 0} \
+      -c "${COUNT:-2}" --metrics "$M" --csv "${BIN:-gpu-bundle/flce}" bench --shapes "$s" ${BENCH_ARGS:---iters 1 --step-budget-mb 0} \
       > "$f" 2>&1
     echo "$label $s: rc=$? at ${SECONDS}s"
     files+=("$f")

@@ -44,13 +44,21 @@ def main(paths):
     cols = [label for label, _ in METRICS.values()]
     print("| file | launch | kernel | " + " | ".join(cols) + " |")
     print("|---|---|---|" + "---|" * len(cols))
+    # summed over a file's launches (several: e.g. a backward's G launches); the clock and the
+    # hit rate are not sums, so left out there
+    summed = {"gpu__time_duration.sum", "sm__cycles_elapsed.max", "dram__bytes_read.sum", "dram__bytes_write.sum"}
     for path in paths:
-        for i, name, m in launches(path):
+        rows = launches(path)
+        for i, name, m in rows:
             cells = []
             for metric, (_, scale) in METRICS.items():
                 v = m.get(metric)
                 cells.append("" if v is None else f"{v * scale:.4g}" if scale != 1.0 else f"{v:.1f}")
             print(f"| {path.split('/')[-1]} | {i} | {name} | " + " | ".join(cells) + " |")
+        if len(rows) > 1:
+            cells = [f"{sum(m.get(k, 0.0) for _, _, m in rows) * scale:.4g}" if k in summed else ""
+                     for k, (_, scale) in METRICS.items()]
+            print(f"| {path.split('/')[-1]} | all {len(rows)} | (sum) | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

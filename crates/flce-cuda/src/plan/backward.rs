@@ -137,14 +137,27 @@ impl BackwardPlan {
         let v = self.shape.v;
         self.dc_tail().map_or(v, |t| t.first_row.clamp(self.uniform_start().min(v), v))
     }
+    /// The first row of the tail's last chunk: the tile boundary ([`super::chunk_step`]) at or
+    /// after V − `vocab_chunk` (V itself without a tail).
+    fn tail_last_start(&self) -> usize {
+        let (v, vc) = (self.shape.v, self.vocab_chunk);
+        let step = super::chunk_step(vc);
+        (v.saturating_sub(vc).div_ceil(step) * step).clamp(self.tail_start(), v)
+    }
+    /// The tail's chunks before its last one.
+    fn tail_chunks_before_last(&self) -> usize {
+        (self.tail_last_start() - self.tail_start()).div_ceil(self.vocab_chunk)
+    }
     /// The `vocab_chunk`-row chunks from [`Self::uniform_start`] to the tail (the last one shorter
-    /// where the rows do not divide), then the tail's, laid out from V backwards: its last chunk
-    /// whole and its short one first, so that the tail pass, which recomputes every tail chunk's
-    /// G but the last one's (left behind by the main pass), recomputes only the tail's rows beyond
-    /// one chunk (Llama 3 at 8k: 1,792 rows, not 6,656).
+    /// where the rows do not divide), then the tail's, laid out from its last chunk backwards: the
+    /// last within a chunk of V (whole where V is on a tile boundary), the others whole before it,
+    /// the short one first — so that the tail pass, which recomputes every tail chunk's G but the
+    /// last one's (left behind by the main pass), recomputes only the tail's rows beyond about
+    /// one chunk (Llama 3 at 8k: 1,792 rows, not 6,656). Every chunk starts on a tile boundary.
     pub fn vocab_chunks(&self) -> usize {
         let (us, ts, v) = (self.uniform_start(), self.tail_start(), self.shape.v);
-        self.dc_scratch.len() + (ts - us).div_ceil(self.vocab_chunk) + (v - ts).div_ceil(self.vocab_chunk)
+        let tail = if ts < v { self.tail_chunks_before_last() + 1 } else { 0 };
+        self.dc_scratch.len() + (ts - us).div_ceil(self.vocab_chunk) + tail
     }
     /// The tokens of token chunk `i`.
     pub fn token_range(&self, i: usize) -> Range<usize> {
@@ -162,8 +175,11 @@ impl BackwardPlan {
             let r = chunk_range(i - k, vc, ts - us);
             return us + r.start..us + r.end;
         }
-        let j = i - k - before_tail;
-        let end = self.shape.v - ((self.shape.v - ts).div_ceil(vc) - 1 - j) * vc;
+        let (j, last) = (i - k - before_tail, self.tail_chunks_before_last());
+        if j == last {
+            return self.tail_last_start()..self.shape.v;
+        }
+        let end = self.tail_last_start() - (last - 1 - j) * vc;
         let start = if j == 0 { ts } else { end - vc };
         start..end
     }

@@ -25,7 +25,6 @@
 use flce_core::Shape;
 
 use super::{align, BackwardPlan};
-use crate::geometry::{SM90_TILE_N, TILE_N};
 
 /// `plan` with its leading vocabulary chunks' G in dC's unwritten rows, where that makes fewer
 /// chunks (the plan unchanged otherwise). The chunk sizes are multiples of the family's tile
@@ -43,7 +42,7 @@ pub fn with_dc_scratch(mut plan: BackwardPlan) -> BackwardPlan {
     }
     let s = plan.dtype.size_in_bytes();
     let vc = plan.vocab_chunk;
-    let step = if vc % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N };
+    let step = super::chunk_step(vc);
     let tail = plan.dc_tail();
     // G may run to the accumulator's first byte, or dC's end
     let limit = tail.map_or(v * d * s, |t| t.byte_offset);
@@ -101,6 +100,7 @@ pub(super) mod tests {
 
     use super::*;
     use crate::family::{BackwardMode, Family};
+    use crate::geometry::TILE_N;
     use crate::plan::{backward_plan, GBuffer, Wanted};
 
     const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };

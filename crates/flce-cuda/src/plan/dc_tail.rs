@@ -15,7 +15,6 @@
 use flce_core::{DType, Shape};
 
 use super::{with_dc_scratch, BackwardPlan, DeAccumulator, Region, Wanted, ALIGN};
-use crate::geometry::{SM90_TILE_N, TILE_N};
 
 /// Where dE's f32 accumulator sits inside the caller's dC buffer (and, for its first rows, in
 /// dE's own buffer), and which dC rows are written only after dE is final (their logits
@@ -127,7 +126,7 @@ pub(super) fn dc_tail_with(
     };
     // (on the family's tile width: the tail's chunks are laid out from V backwards, so its first
     // row need not be a chunk boundary of the main pass — the rows before it end in a short chunk)
-    let step = if vocab_chunk % SM90_TILE_N == 0 { SM90_TILE_N } else { TILE_N.min(vocab_chunk) };
+    let step = super::chunk_step(vocab_chunk);
     let first_row = byte_offset / (d * dtype.size_in_bytes()) / step * step;
     let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
     match reach {

@@ -61,6 +61,18 @@ pub(crate) fn align(x: usize) -> usize {
     x.div_ceil(ALIGN) * ALIGN
 }
 
+/// The tile width every vocabulary chunk of a plan starts on: the sm90 G kernel's 256 columns
+/// where the chunk is a multiple of it, else the other families' 128 (the sm80 G kernel addresses
+/// its tiles from the chunk's first row / 128).
+pub(crate) fn chunk_step(vocab_chunk: usize) -> usize {
+    use crate::geometry::{SM90_TILE_N, TILE_N};
+    if vocab_chunk % SM90_TILE_N == 0 {
+        SM90_TILE_N
+    } else {
+        TILE_N
+    }
+}
+
 /// A region of a workspace: byte offset and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Region {

@@ -7,7 +7,6 @@ use flce_core::{DType, Shape};
 use super::tests::{BOTH, GEMMA, LLAMA};
 use super::*;
 use crate::family::{BackwardMode, Family};
-use crate::geometry::TILE_N;
 
 /// The default-mode bf16 plan of both gradients on 132 SMs of the sm90 family, within `budget`.
 fn sm90_plan(shape: Shape, budget: Option<usize>) -> BackwardPlan {
@@ -37,14 +36,18 @@ pub(super) fn check_any_tail(shape: Shape, dtype: DType, p: &BackwardPlan) -> Dc
     assert!(4 * shape.d * (t.rows_in_de + 1) <= shape.n * row_bytes || t.rows_in_de == 0, "head past dE's end");
     assert!(t.rows_in_de <= de_head_rows(shape.n, dtype));
     assert!(t.first_row * row_bytes <= t.byte_offset, "accumulator overlaps a main-pass row");
-    // the tail pass starts on a tile boundary; its chunks run from V backwards: every one within
-    // the chunk, the last whole (where the tail is that long: the tail pass recomputes the rest)
-    assert_eq!(t.first_row % TILE_N, 0);
+    // the tail pass starts on a tile boundary; its chunks run from its last backwards: every one
+    // within the chunk and on a tile boundary, the last within a tile of a whole chunk (where the
+    // tail is that long: the tail pass recomputes the rest)
+    let step = chunk_step(p.vocab_chunk);
+    assert_eq!(t.first_row % step, 0);
     for c in p.tail_chunks() {
-        assert!(p.vocab_range(c).len() <= p.vocab_chunk);
+        let r = p.vocab_range(c);
+        assert!(r.len() <= p.vocab_chunk && r.start % step == 0, "{r:?}");
     }
     if let Some(last) = p.tail_chunks().last() {
-        assert_eq!(p.vocab_range(last).len(), p.vocab_chunk.min(shape.v - t.first_row));
+        let whole = p.vocab_chunk.min(shape.v - t.first_row);
+        assert!(p.vocab_range(last).len() + step > whole, "{:?}", p.vocab_range(last));
     }
     if t.overflow_rows > 0 {
         // only when dC is full: no room for one more row there

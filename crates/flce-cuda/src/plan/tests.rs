@@ -437,8 +437,18 @@ fn sm90_chunk_choice_keeps_every_plan_invariant() {
             check_any_tail(shape, dtype, &sm90);
             assert_eq!(Some(t.reach(shape)), sm80.dc_tail().map(|t| t.reach(shape)), "{ctx}");
         }
-        // every vocabulary row in exactly one chunk
-        let covered: usize = (0..sm90.vocab_chunks()).map(|i| sm90.vocab_range(i).len()).sum();
-        assert_eq!(covered, shape.v, "{ctx}");
+        // every vocabulary row in exactly one chunk, in order, each chunk within the chunk size
+        // and starting on a tile boundary (the sm80 G kernel addresses its tiles from the chunk's
+        // first row / 128), in both families' plans
+        for p in [&sm80, &sm90] {
+            let mut next = 0;
+            for i in 0..p.vocab_chunks() {
+                let r = p.vocab_range(i);
+                assert!(r.start == next && r.end > r.start && r.start % TILE_N == 0, "{ctx}: chunk {i} {r:?}");
+                assert!(r.len() <= p.vocab_chunk || i < p.dc_scratch.len(), "{ctx}: chunk {i} {r:?}");
+                next = r.end;
+            }
+            assert_eq!(next, shape.v, "{ctx}");
+        }
     }
 }
