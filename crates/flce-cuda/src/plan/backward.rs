@@ -165,6 +165,7 @@ impl BackwardPlan {
     }
     /// The vocabulary rows of vocabulary chunk `i`.
     pub fn vocab_range(&self, i: usize) -> Range<usize> {
+        debug_assert!(i < self.vocab_chunks(), "vocabulary chunk {i} of {}", self.vocab_chunks());
         let k = self.dc_scratch.len();
         if i < k {
             return if i == 0 { self.vocab_begin } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
