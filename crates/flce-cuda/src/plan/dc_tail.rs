@@ -124,10 +124,18 @@ pub(super) fn dc_tail_with(
         (None, TailReach::Third) => return None,
         (None, TailReach::Whole) => (0, n - rows_in_de - dc_bytes / (4 * d)),
     };
-    // (on the family's tile width: the tail's chunks are laid out from V backwards, so its first
-    // row need not be a chunk boundary of the main pass — the rows before it end in a short chunk)
+    // On the family's tile width: the tail's chunks are laid out from its last backwards
+    // (`BackwardPlan::vocab_range`), so its first row need not be a chunk boundary of the main
+    // pass — the rows before it end in a short chunk. The tail pass recomputes all its rows but
+    // its last chunk's: where the accumulator's rows fit in one chunk, the tail starts as early
+    // as one chunk and a third of V allow (nothing recomputed, the main pass shortest), else as
+    // late as the accumulator allows (the least recomputed).
     let step = super::chunk_step(vocab_chunk);
-    let first_row = byte_offset / (d * dtype.size_in_bytes()) / step * step;
+    let latest = byte_offset / (d * dtype.size_in_bytes()) / step * step;
+    let one_chunk = v.saturating_sub(vocab_chunk).div_ceil(step) * step;
+    let a_third = (v - v / MAX_TAIL_FRACTION_INV).div_ceil(step) * step;
+    let earliest = one_chunk.max(a_third);
+    let first_row = if earliest <= latest { earliest } else { latest };
     let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
     match reach {
         TailReach::Third => within_a_third(v, first_row).then_some(tail),

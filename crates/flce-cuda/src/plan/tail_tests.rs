@@ -230,3 +230,20 @@ fn a_budget_that_holds_the_accumulator_takes_the_faster_plan_at_long_sequences()
         assert!(sm90_plan(LLAMA, budget).dc_tail().is_some(), "{budget:?}");
     }
 }
+
+#[test]
+fn a_tail_within_one_chunk_starts_as_early_as_a_third_allows() {
+    // Llama 3 at 1k tokens: dE's accumulator (8 MB past dE's own half) needs only dC's last ~1k
+    // rows and the chunk is 50,688 rows: the tail is one chunk from the first tile past two thirds
+    // of V, nothing recomputed, and the main pass one chunk (a tail from the accumulator's first
+    // tile, 126,976, would leave the main pass two)
+    let p = with_dc_scratch(sm90_plan(Shape::new(1024, 4096, 128_256), None));
+    let t = check_tail(p.shape, DType::BF16, &p);
+    assert_eq!((t.first_row, p.vocab_chunk), (85_504, 50_688));
+    assert_eq!((p.vocab_chunks(), p.tail_chunks()), (2, 1..2));
+    // a longer accumulator (Llama 3 at 8k: 8,194 rows past a 6,656-row chunk) starts the tail at
+    // its first tile, so the tail pass recomputes only what the last chunk does not hold
+    let p = sm90_plan(LLAMA, None);
+    let t = check_tail(LLAMA, DType::BF16, &p);
+    assert_eq!(t.first_row, t.byte_offset / (LLAMA.d * 2) / 256 * 256);
+}
