@@ -193,17 +193,11 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             bplan.vocab_chunk,
             bplan.dc_tail().map_or(String::new(), |t| {
                 let spill = if t.overflow_rows > 0 { format!(", {} rows in the workspace", t.overflow_rows) } else { String::new() };
-                // (the tail pass recomputes its rows but the last chunk's, whose G the main pass
-                // leaves behind with one token chunk)
-                let kept = match (bplan.token_chunks(), bplan.tail_chunks().last()) {
-                    (1, Some(c)) => bplan.vocab_range(c).len(),
-                    _ => 0,
-                };
                 format!(
                     ", dE acc in dC tail (tail pass rows {}.., {:.0}% of V, {} recomputed; {} rows in dE{spill})",
                     t.first_row,
                     100.0 * (v - t.first_row) as f64 / v as f64,
-                    (v - t.first_row).saturating_sub(kept),
+                    bplan.tail_recomputed_rows(),
                     t.rows_in_de
                 )
             }),

@@ -137,12 +137,15 @@ impl BackwardPlan {
         let v = self.shape.v;
         self.dc_tail().map_or(v, |t| t.first_row.clamp(self.uniform_start().min(v), v))
     }
-    /// The first row of the tail's last chunk: the tile boundary ([`super::chunk_step`]) at or
-    /// after V − `vocab_chunk` (V itself without a tail).
+    /// The first row of the tail's last chunk ([`super::last_chunk_start`], within the tail; V
+    /// itself without a tail).
     fn tail_last_start(&self) -> usize {
-        let (v, vc) = (self.shape.v, self.vocab_chunk);
-        let step = super::chunk_step(vc);
-        (v.saturating_sub(vc).div_ceil(step) * step).clamp(self.tail_start(), v)
+        super::last_chunk_start(self.shape.v, self.vocab_chunk).clamp(self.tail_start(), self.shape.v)
+    }
+    /// The scratch chunks and the `vocab_chunk`-row chunks before the tail (all of them without
+    /// one): the index of the tail's first chunk.
+    fn chunks_before_tail(&self) -> usize {
+        self.dc_scratch.len() + (self.tail_start() - self.uniform_start()).div_ceil(self.vocab_chunk)
     }
     /// The tail's chunks before its last one.
     fn tail_chunks_before_last(&self) -> usize {
@@ -155,9 +158,8 @@ impl BackwardPlan {
     /// last one's (left behind by the main pass), recomputes only the tail's rows beyond about
     /// one chunk (Llama 3 at 8k: 1,792 rows, not 6,656). Every chunk starts on a tile boundary.
     pub fn vocab_chunks(&self) -> usize {
-        let (us, ts, v) = (self.uniform_start(), self.tail_start(), self.shape.v);
-        let tail = if ts < v { self.tail_chunks_before_last() + 1 } else { 0 };
-        self.dc_scratch.len() + (ts - us).div_ceil(self.vocab_chunk) + tail
+        let tail = if self.tail_start() < self.shape.v { self.tail_chunks_before_last() + 1 } else { 0 };
+        self.chunks_before_tail() + tail
     }
     /// The tokens of token chunk `i`.
     pub fn token_range(&self, i: usize) -> Range<usize> {
@@ -171,12 +173,12 @@ impl BackwardPlan {
             return if i == 0 { self.vocab_begin } else { self.dc_scratch[i - 1] }..self.dc_scratch[i];
         }
         let (us, ts, vc) = (self.uniform_start(), self.tail_start(), self.vocab_chunk);
-        let before_tail = (ts - us).div_ceil(vc);
-        if i - k < before_tail {
+        let before_tail = self.chunks_before_tail();
+        if i < before_tail {
             let r = chunk_range(i - k, vc, ts - us);
             return us + r.start..us + r.end;
         }
-        let (j, last) = (i - k - before_tail, self.tail_chunks_before_last());
+        let (j, last) = (i - before_tail, self.tail_chunks_before_last());
         if j == last {
             return self.tail_last_start()..self.shape.v;
         }
@@ -209,13 +211,20 @@ impl BackwardPlan {
     }
     /// The first vocabulary chunk of the tail pass (`vocab_chunks()` when there is none).
     pub fn first_tail_chunk(&self) -> usize {
-        self.dc_tail().map_or(self.vocab_chunks(), |_| {
-            self.dc_scratch.len() + (self.tail_start() - self.uniform_start()).div_ceil(self.vocab_chunk)
-        })
+        self.chunks_before_tail()
     }
     /// The vocabulary chunks of the tail pass: their dC rows are written only after dE is final.
     pub fn tail_chunks(&self) -> Range<usize> {
         self.first_tail_chunk()..self.vocab_chunks()
+    }
+    /// The vocabulary rows whose logits the tail pass recomputes: the tail's, but its last chunk's
+    /// where one token chunk leaves that chunk's G behind (0 without a tail).
+    pub fn tail_recomputed_rows(&self) -> usize {
+        let kept = match (self.token_chunks(), self.tail_chunks().last()) {
+            (1, Some(c)) => self.vocab_range(c).len(),
+            _ => 0,
+        };
+        self.dc_tail().map_or(0, |t| (self.shape.v - t.first_row).saturating_sub(kept))
     }
 }
 

@@ -132,10 +132,9 @@ pub(super) fn dc_tail_with(
     // late as the accumulator allows (the least recomputed).
     let step = super::chunk_step(vocab_chunk);
     let latest = byte_offset / (d * dtype.size_in_bytes()) / step * step;
-    let one_chunk = v.saturating_sub(vocab_chunk).div_ceil(step) * step;
     let a_third = (v - v / MAX_TAIL_FRACTION_INV).div_ceil(step) * step;
-    let earliest = one_chunk.max(a_third);
-    let first_row = if earliest <= latest { earliest } else { latest };
+    let earliest = super::last_chunk_start(v, vocab_chunk).max(a_third);
+    let first_row = earliest.min(latest);
     let tail = DcTail { byte_offset, first_row, rows_in_de, overflow_rows, overflow: Region::default() };
     match reach {
         TailReach::Third => within_a_third(v, first_row).then_some(tail),

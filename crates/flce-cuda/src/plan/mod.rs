@@ -73,6 +73,14 @@ pub(crate) fn chunk_step(vocab_chunk: usize) -> usize {
     }
 }
 
+/// The first row of a plan's last vocabulary chunk when the chunks are laid out from V backwards
+/// (the tail's, [`BackwardPlan::vocab_range`]): the tile boundary ([`chunk_step`]) at or after
+/// V − `vocab_chunk`, so that the chunk is within a tile of whole and starts on a tile.
+pub(crate) fn last_chunk_start(v: usize, vocab_chunk: usize) -> usize {
+    let step = chunk_step(vocab_chunk);
+    v.saturating_sub(vocab_chunk).div_ceil(step) * step
+}
+
 /// A region of a workspace: byte offset and length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Region {

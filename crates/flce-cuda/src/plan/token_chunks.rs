@@ -122,11 +122,7 @@ pub fn large_n_seconds(p: &BackwardPlan) -> f64 {
     let p = if p.token_chunk >= n { with_dc_scratch(p.clone()) } else { p.clone() };
     let k = p.token_chunks();
     let tail = p.tail_chunks();
-    let kept = match (k, tail.is_empty()) {
-        (1, false) => p.vocab_range(p.vocab_chunks() - 1).len(),
-        _ => 0,
-    };
-    let recomputed = p.dc_tail().map_or(0, |t| (v - t.first_row).saturating_sub(kept));
+    let recomputed = p.tail_recomputed_rows();
     let dc_acc = match p.dc_acc {
         DcAccumulator::Workspace(_) => ((8 * k + 2) * v * d) as f64 / 3.5e12,
         _ => 0.0,
