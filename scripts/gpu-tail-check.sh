@@ -12,10 +12,10 @@ export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=$(mktemp -d)
 timeout 75 ./gpu-bundle/gpu-tests --small "bf16 plain (129,200,5003)" "bf16 all (129,200,5003)" "f16 plain (129,200,5003)" \
   "f16 zloss (640,520,3000) pairs" "(700,520,4300)" "bf16 plain (1024,64,8000) pairs" > $L/tests.log 2>&1
 echo "tests rc=$? ${SECONDS}s ok=$(grep -c '^test .* ok ' $L/tests.log) failed=$(grep -c 'FAILED' $L/tests.log) of $(grep -c '^test ' $L/tests.log)"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/new gpu-bundle/wheels/flce-*.whl
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/old gpu-bundle/wheels-old/flce-*.whl 2>/dev/null
 for b in new old; do
-  [ -d gpu-bundle/wheels-$b ] || [ $b = new ] || { echo "no gpu-bundle/wheels-$b: skipped"; continue; }
+  wheels=gpu-bundle/wheels; [ $b = old ] && wheels=gpu-bundle/wheels-old
+  [ -d $wheels ] || { echo "no $wheels: $b skipped"; continue; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/$b $wheels/flce-*.whl
   PYTHONPATH=/tmp/$b timeout 30 python3 benchmarks/suite.py --flce-bin gpu-bundle/flce --out $L/sweep-$b --data peaky \
     --extra-dtypes "" --shapes "" --methods cublas --sweep-methods flce,cublas --budgets none --sweep 1024,4096 \
     --rep-ms 400 --max-minutes 0.45 > $L/sweep-$b.log 2>&1
