@@ -189,14 +189,3 @@ fn de_accumulator_in_dcs_head_rows_buys_a_larger_head() {
     let dc_only = slice_plan_with_head(LLAMA, DType::BF16, Wanted { de: false, ..BOTH }, 65_536, COMPACT, with, &fwd);
     assert_eq!(dc_only.unwrap().rest.de_acc, DeAccumulator::NotWanted);
 }
-
-/// The head's partials sit beside the rest's as splits: its compact forward stays on its grid of
-/// splits where the backend orders the three-product pass's (no tile statistics, the same plan).
-#[test]
-fn the_heads_compact_forward_keeps_its_grid_where_the_step_is_ordered() {
-    let ordered = COMPACT.with_order(true);
-    let a = plan(LLAMA, BOTH, 1 << 30).expect("a head at 1 GB");
-    let b = slice_plan(LLAMA, DType::BF16, BOTH, 1 << 30, ordered, REST, MIN_SLICE_HEAD_SHARE, &fwd).unwrap();
-    assert!(b.head.tile_stats.is_none() && !b.head.storage.ordered());
-    assert_eq!(a, b);
-}
