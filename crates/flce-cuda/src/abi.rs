@@ -119,18 +119,6 @@ abi_structs! {
         argmax_offset: i32 = "int",
     }
 
-    /// flce_merge_tile_stats: each token's per-tile statistics (the ordered compact forward's) merged
-    /// in tile order into one packed RowStats.
-    struct MergeTileStatsParams {
-        /// [n, ld] packed RowStats: token i's tile k at i·ld + k, k < tiles.
-        tile_stats: DevPtr = "const float4*",
-        ld: i32 = "int",
-        tiles: i32 = "int",
-        n: i32 = "int",
-        /// [n] packed RowStats (one split of the finish step's partials).
-        out: DevPtr = "float4*",
-    }
-
     /// flce_finish_scalars: the forward finish's block sums and W into the forward's scalars.
     struct FinishScalarsParams {
         k: LossConstants = "LossConstants",
@@ -220,18 +208,6 @@ abi_structs! {
         /// f32 [fwd.lp.k.n, ld_mref]: m of each (token, 256-column tile).
         m_ref: DevPtr = "float*",
         ld_mref: i32 = "int",
-    }
-
-    /// sm90 family: flce_sm90_forward_compact_ordered, the compact forward in a raster order of
-    /// single tiles over a one-wave grid (kernels/sm90/forward.cu Sm90CompactOrder): as
-    /// `compact`'s, but `compact.fwd.partials` holds each tile's statistics [rows, partials_ld]
-    /// (partials_ld ≥ the vocabulary's 256-column tiles) and the grid fields are unused.
-    struct Sm90CompactOrderedParams {
-        compact: Sm90CompactForwardParams = "Sm90CompactForwardParams",
-        /// Blocks of the one-wave grid (at most one per SM, unclustered).
-        blocks: i32 = "int",
-        /// Token tiles a group of the raster order (plan::sm90_product_order).
-        group_rows: i32 = "int",
     }
 
     /// flce_grad_from_compact (kernels/sm90/step_grad.cu): G of one token chunk from the compact

@@ -98,20 +98,7 @@ pub fn sm90_tuning() -> crate::plan::Sm90Tuning {
         grad_l2_budget: sm90_grad_l2_budget(),
         forward_band: sm90_forward_band_knob(),
         rest: sm90_rest_knob(),
-        compact_ordered: sm90_compact_order_knob(),
     }
-}
-
-/// Whether the compact forward runs in the raster order ([`crate::plan::Sm90Tuning::compact_ordered`]):
-/// `FLCE_SM90_COMPACT_ORDER=1` on, `0` off, unset the default (read once; a measurement knob) —
-/// and only with the compact forward's fold staged (`FLCE_SM90_MAINLOOP` fold=1, the default),
-/// the one module that has the ordered kernel.
-fn sm90_compact_order_knob() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| {
-        switch_from_env("FLCE_SM90_COMPACT_ORDER", crate::plan::Sm90Tuning::DEFAULT.compact_ordered)
-            && crate::geometry::Sm90Mainloop::current().compact_staged()
-    })
 }
 
 /// Whether the forwards' grids may run a rest on the SMs their main grid leaves idle

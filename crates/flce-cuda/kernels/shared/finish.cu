@@ -12,13 +12,6 @@
 //   fixed order (thread t takes blocks t, t + REDUCE_THREADS, …; then a tree) and W = Σ_j w_j into
 //   out_scalars = {loss, accuracy, Σ w_t, W}. Deterministic.
 //
-// flce_merge_tile_stats — a warp per token, FINISH_THREADS a block. Merges one token's per-tile
-//   statistics (the ordered compact forward's, [n, ld] packed RowStats, sm90/forward.cu) in tile
-//   order into one packed RowStats: lane l folds the contiguous tiles [l·per, (l+1)·per) in order,
-//   then the lanes merge pairwise, the lower lane's (earlier tiles') first, as the statistics
-//   kernel's tree (cublas/stats.cu). A fixed order: bitwise reproducible. Reads 16 bytes a tile
-//   (65 MB at Llama 3's 8k tokens, ~30 µs); the finish step then reads one split a token.
-//
 // Why two kernels: one block merging every token's partials (up to 18 of 16 bytes each) read
 // them at one SM's bandwidth — 45 µs at 8k tokens, 107 µs at 16k, on the critical path between
 // the forward and the backward; a block per 256 tokens reads them at the GPU's.
@@ -75,28 +68,6 @@ extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish
     out[2] = correct;
     out[3] = active;
   }
-}
-
-extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_merge_tile_stats(const MergeTileStatsParams mp) {
-  const int lane = threadIdx.x & 31;
-  const int row = blockIdx.x * (FINISH_THREADS / 32) + (int)(threadIdx.x >> 5);
-  if (row >= mp.n) return;  // (a whole warp: the shuffles below see every lane)
-  const float4* src = mp.tile_stats + (size_t)row * mp.ld;
-  const int per = (mp.tiles + 31) / 32;
-  const int begin = min(lane * per, mp.tiles), end = min(begin + per, mp.tiles);
-  RowStats st = row_stats_empty();
-  for (int k = begin; k < end; ++k) st = row_stats_merge(st, row_stats_unpack(src[k]));
-#pragma unroll
-  for (int off = 1; off < 32; off <<= 1) {
-    RowStats o;
-    o.max = __shfl_xor_sync(0xffffffffu, st.max, off);
-    o.sum_exp = __shfl_xor_sync(0xffffffffu, st.sum_exp, off);
-    o.wsum = __shfl_xor_sync(0xffffffffu, st.wsum, off);
-    o.argmax = __shfl_xor_sync(0xffffffffu, st.argmax, off);
-    // lanes [l, l + off) hold the tiles before lanes [l + off, l + 2·off)'s: the earlier first
-    st = (lane & off) ? row_stats_merge(o, st) : row_stats_merge(st, o);
-  }
-  if (lane == 0) mp.out[row] = row_stats_pack(st);
 }
 
 extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_finish_scalars(const FinishScalarsParams p) {

@@ -290,26 +290,6 @@ struct Sm90ForwardEpilogue {
 #ifndef SM90_STAGED_FOLD
 #define SM90_STAGED_FOLD 0
 #endif
-
-// The ordered compact forward's schedule (flce_sm90_forward_compact_ordered below): a step is one
-// 128 × 256 tile of a raster order over the chunk's token tiles × vocabulary tiles (group_rows
-// token tiles, then the next vocabulary tile: plan::sm90_product_order, as G's and the product
-// kernel's), block b of a one-wave grid taking steps b, b + gridDim.x, … — each block within
-// one tile of the others, and the tiles that run together neighbours sharing their E and C boxes
-// through L2, where the grid's blocks (a split each, over its token tiles) drift apart over a
-// long launch and read C again from DRAM (perf-notes v49). No statistics carry from one step to
-// the next: each tile's go to the row's entry for that tile (sm90_step_stats).
-struct Sm90CompactOrder {
-  int first, stride, end;  // the block's steps: first, first + stride, … below end
-  int row_tiles, col_tiles, group_rows;
-  __device__ __forceinline__ int2 at(int t) const { return sm90_raster_tile(t, row_tiles, col_tiles, group_rows); }
-  __device__ __forceinline__ int row0(int t) const { return at(t).x * SM90_TILE_M; }
-  __device__ __forceinline__ int col0(int t, int) const { return at(t).y * SM90_TILE_N; }
-  __device__ __forceinline__ int epilogue_rows(int t) const { return at(t).x; }
-};
-__device__ __forceinline__ float4* sm90_step_stats(const Sm90CompactOrder& o, int x, float4* stats, int ld, int row) {
-  return stats + (size_t)row * ld + o.at(x).y;
-}
 #include "sm90/forward_staged.cuh"
 
 // A block's share of the one-dimensional grid (abi.rs Sm90ForwardParams): block b < slots ·
@@ -343,36 +323,6 @@ __device__ __forceinline__ Sm90ForwardBlock sm90_forward_block(const Sm90Forward
   return blk;
 }
 
-// The staged forward (forward_staged.cuh) over the schedule tt: its consumers stage each tile, the
-// producer warpgroup's other warps fold it into `partials` (the grid's split row, or the ordered
-// compact forward's tile statistics, `stats_ld` entries a row).
-template <bool COMPACT, class Tiles>
-__device__ __forceinline__ void sm90_forward_staged(const Sm90Pipe& pp, const Sm90ForwardParams& fp,
-                                                    const Sm90CompactForwardParams* cp, const Tiles& tt,
-                                                    int col_first, int tiles, float4* partials, int stats_ld) {
-  const LogitParams& p = fp.lp;
-  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
-  float4* s_state = (float4*)pp.scratch;
-  int* s_target = (int*)(s_state + SM90_TILE_M);
-  const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
-  if (threadIdx.x == 0) {
-    mbar_init(ss.staged, 2 * 128);
-    mbar_init(ss.freed, 96);
-  }
-  sm90_init_barriers(pp);  // (its fence covers these barriers too)
-  const Sm90FoldWarps<COMPACT, Tiles> fold{p, cp, s_state, ss, partials, stats_ld, tt, col_first, tiles};
-  sm90_run(
-      pp, &fp.map_e, &fp.map_c, tt, col_first, tiles, kt_count,
-      [&](int consumer) {
-        const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
-        Sm90StagedEpilogue<COMPACT> epi{p, fp.target_logit, s_target, ss};
-        epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
-        epi.t = lane & 3;
-        sm90_consume(pp, consumer, tt, col_first, tiles, kt_count, epi);
-      },
-      fold);
-}
-
 template <bool COMPACT>
 __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, const Sm90CompactForwardParams* cp) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -381,16 +331,33 @@ __device__ __forceinline__ void sm90_forward_body(const Sm90ForwardParams& fp, c
   const Sm90ForwardBlock blk = sm90_forward_block(fp);
   const Sm90TokenTiles& tt = blk.tt;
   const int tile_begin = blk.tile_begin, tiles = blk.tiles;
+  const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
+
+  float4* s_state = (float4*)pp.scratch;
+  int* s_target = (int*)(s_state + SM90_TILE_M);
   constexpr bool kStaged = SM90_STAGED_FOLD == 1 || (SM90_STAGED_FOLD == 2 && !COMPACT);
   if constexpr (kStaged) {
     // the fold off the MMA warpgroups (forward_staged.cuh): the consumers stage, the producer
     // warpgroup's other warps fold
-    sm90_forward_staged<COMPACT>(pp, fp, cp, tt, tile_begin * SM90_TILE_N, tiles,
-                                 fp.partials + (size_t)blk.split * fp.partials_ld, 0);
+    const Sm90StagedScratch ss = sm90_staged_scratch(s_target);
+    if (threadIdx.x == 0) {
+      mbar_init(ss.staged, 2 * 128);
+      mbar_init(ss.freed, 96);
+    }
+    sm90_init_barriers(pp);  // (its fence covers these barriers too)
+    const Sm90FoldWarps<COMPACT> fold{p, cp, s_state, ss, fp.partials + (size_t)blk.split * fp.partials_ld, tt,
+                                      tile_begin * SM90_TILE_N, tiles};
+    sm90_run(
+        pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count,
+        [&](int consumer) {
+          const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+          Sm90StagedEpilogue<COMPACT> epi{p, fp.target_logit, s_target, ss};
+          epi.rl0 = consumer * 64 + warp * 16 + (lane >> 2);
+          epi.t = lane & 3;
+          sm90_consume(pp, consumer, tt, tile_begin * SM90_TILE_N, tiles, kt_count, epi);
+        },
+        fold);
   } else {
-    const int kt_count = (p.k.d + SM90_TILE_K - 1) / SM90_TILE_K;
-    float4* s_state = (float4*)pp.scratch;
-    int* s_target = (int*)(s_state + SM90_TILE_M);
     sm90_init_barriers(pp);
     sm90_run(pp, &fp.map_e, &fp.map_c, tt, tile_begin * SM90_TILE_N, tiles, kt_count, [&](int consumer) {
       const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
@@ -415,25 +382,4 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     flce_sm90_forward_compact(const __grid_constant__ Sm90CompactForwardParams cp) {
   sm90_forward_body<true>(cp.fwd, &cp);
-}
-
-// The compact forward in the raster order of Sm90CompactOrder (src/family/sm90.rs
-// forward_compact, where the step plan has tile statistics: plan::StepPlan::tile_stats): one wave
-// of op.compact.fwd's grid-free blocks (unclustered, the staged fold only: FLCE_SM90_MAINLOOP
-// fold=1, the default); each tile's statistics (its max, Σ exp(z − max), Σw·z, first argmax) to
-// op.compact.fwd.partials [chunk rows, partials_ld ≥ vocabulary tiles], q and m_ref as
-// flce_sm90_forward_compact's (m_ref is then the tile's own max). Other modules compile it empty
-// (the host never launches it there).
-extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
-    flce_sm90_forward_compact_ordered(const __grid_constant__ Sm90CompactOrderedParams op) {
-#if SM90_STAGED_FOLD == 1
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const Sm90Pipe pp = sm90_pipe(smem_raw);
-  const Sm90ForwardParams& fp = op.compact.fwd;
-  const int row_tiles = (fp.lp.k.n + SM90_TILE_M - 1) / SM90_TILE_M;
-  const int col_tiles = (fp.lp.k.v + SM90_TILE_N - 1) / SM90_TILE_N;
-  const Sm90CompactOrder tt{(int)blockIdx.x, (int)gridDim.x, row_tiles * col_tiles, row_tiles, col_tiles,
-                            max(1, op.group_rows)};
-  sm90_forward_staged<true>(pp, fp, &op.compact, tt, 0, 1, fp.partials, fp.partials_ld);
-#endif
 }

@@ -161,18 +161,8 @@ struct Sm90StagedEpilogue {
   }
 };
 
-// Where the fold warps put a step's statistics of row `row`: the split's row of the partials
-// [splits, N] (the grid's schedule: a step is a token tile over the split's run of tiles), or the
-// row's entry for the step's tile in `stats` [rows, ld] (the ordered compact forward, forward.cu
-// Sm90CompactOrder: a step is one tile, merged per row by shared/finish.cu
-// flce_merge_tile_stats).
-__device__ __forceinline__ float4* sm90_step_stats(const Sm90TokenTiles&, int, float4* partials, int, int row) {
-  return partials + row;
-}
-
 // The fold warps (the producer warpgroup's warps 1–3, `w` = 0..2): the consumers' tiles in their
-// order, each row's running statistics in s_state, the partials at each step's end (Tiles: the
-// schedule, Sm90TokenTiles or forward.cu's Sm90CompactOrder).
+// order, each row's running statistics in s_state, the partials at each token tile's end.
 //
 // A thread per row: fold thread f = 32w + lane owns rows f and f + 96 (< 128) — their running
 // statistics, read and written by it alone — and folds each of its rows' 256 staged values itself,
@@ -184,16 +174,15 @@ __device__ __forceinline__ float4* sm90_step_stats(const Sm90TokenTiles&, int, f
 // (A warp per row, the first design, was a ~300-cycle dependent chain a row: 43 rows took a fold
 // warp ~36k cycles a tile, the whole main loop at D 2048, and the compact kernel's consumers
 // waited on `freed` 7% of the time — ncu, H200, 2026-12-03, perf-notes v42.)
-template <bool COMPACT, class Tiles = Sm90TokenTiles>
+template <bool COMPACT>
 struct Sm90FoldWarps {
   static constexpr bool kActive = true;
   const LogitParams& p;
   const Sm90CompactForwardParams* cp;  // COMPACT only
   float4* s_state;                     // [SM90_TILE_M]
   Sm90StagedScratch ss;
-  float4* partials;  // this split's row of the partials: [N]; ordered: the tile statistics [rows, stats_ld]
-  int stats_ld;
-  Tiles tt;
+  float4* partials;  // this split's row of the partials: [N]
+  Sm90TokenTiles tt;
   int col_first, tiles;
 
   __device__ __forceinline__ void operator()(int w) const {
@@ -203,7 +192,7 @@ struct Sm90FoldWarps {
       const int row0 = tt.row0(x);
       for (int r = f; r < SM90_TILE_M; r += 96) s_state[r] = row_stats_pack(row_stats_empty());
       for (int tile = 0; tile < tiles; ++tile) {
-        const int col0 = tt.col0(x, col_first) + tile * SM90_TILE_N;
+        const int col0 = col_first + tile * SM90_TILE_N;
         mbar_wait(ss.staged, k & 1);
         for (int r = f; r < SM90_TILE_M; r += 96) fold_row(r, row0, col0);
         if (COMPACT) {
@@ -215,7 +204,7 @@ struct Sm90FoldWarps {
         ++k;
       }
       for (int r = f; r < SM90_TILE_M; r += 96)
-        if (row0 + r < p.k.n) *sm90_step_stats(tt, x, partials, stats_ld, row0 + r) = s_state[r];
+        if (row0 + r < p.k.n) partials[row0 + r] = s_state[r];
     }
     if (COMPACT && f == 0) bulk_wait_all();
   }

@@ -10,7 +10,7 @@ use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
 use crate::abi::{
-    DevPtr, GradChunk, LogitParams, MergeTileStatsParams, Sm90CompactForwardParams, Sm90CompactOrderedParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams,
+    DevPtr, GradChunk, LogitParams, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams,
     TensorMap,
 };
 use crate::error::Check;
@@ -215,7 +215,6 @@ pub(crate) unsafe fn forward_compact(
         flce_core::Error::Unsupported("forward_compact: the step plan has no compact forward grid".into())
     })?;
     let q = call.ws.at(plan.logits);
-    // (the ordered forward is unclustered: plan.forward_cluster 1)
     let params = Sm90CompactForwardParams {
         // (the staged fold stores each tile's four 64-column boxes of 128 rows from its staging)
         map_q: store_map(
@@ -226,38 +225,13 @@ pub(crate) unsafe fn forward_compact(
             if crate::geometry::Sm90Mainloop::current().compact_staged() { [64, SM90_TILE_M] } else { [32, 16] },
             "q (TMA stores)",
         )?,
-        fwd: forward_params_over(call, tokens.clone(), view, grid, plan.forward_cluster, outputs)?,
+        fwd: forward_params_over(call, tokens, view, grid, plan.forward_cluster, outputs)?,
         q,
         ldq: plan.ldg as i32,
         m_ref,
         ld_mref: plan.mref_ld() as i32,
     };
-    let Some(region) = plan.tile_stats else {
-        call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
-        return Ok(());
-    };
-    // The raster order over the chunk's tiles on one wave (kernels/sm90/forward.cu
-    // Sm90CompactOrder), its operands the product's A (E's rows of the chunk) and B (C), then each
-    // token's tile statistics merged into its one split of the partials.
-    let tiles = call.x.shape.v.div_ceil(SM90_TILE_N);
-    let row_tiles = tokens.len().div_ceil(SM90_TILE_M);
-    let row_bytes = (call.x.shape.d * call.x.dtype.size_in_bytes()) as f64;
-    let (e_bytes, c_bytes) = (tokens.len() as f64 * row_bytes, call.x.shape.v as f64 * row_bytes);
-    let order = sm90_product_order(row_tiles, tiles, e_bytes, c_bytes, call.be.sm_count(), true);
-    let mut compact = params;
-    compact.fwd.partials = call.ws.at(region);
-    compact.fwd.partials_ld = tiles as i32;
-    let ordered =
-        Sm90CompactOrderedParams { compact, blocks: order.blocks as i32, group_rows: order.group_rows as i32 };
-    call.be.kernels.launch(call.x.dtype, &ordered, call.stream)?;
-    let merge = MergeTileStatsParams {
-        tile_stats: call.ws.at(region),
-        ld: tiles as i32,
-        tiles: tiles as i32,
-        n: tokens.len() as i32,
-        out: outputs.0 + 16 * tokens.start as u64,
-    };
-    call.be.kernels.launch(call.x.dtype, &merge, call.stream)?;
+    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 

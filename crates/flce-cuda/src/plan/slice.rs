@@ -137,7 +137,7 @@ pub fn slice_plan_with_head(
         return Err(Error::invalid_option("head_rows", head_rows, "must be a positive multiple of 256 below V"));
     }
     let Shape { n, .. } = shape;
-    let head = super::step_plan_with_chunk(Shape { v: head_rows, ..shape }, dtype, wanted, n, storage.with_order(false));
+    let head = super::step_plan_with_chunk(Shape { v: head_rows, ..shape }, dtype, wanted, n, storage);
     let rest_forward = forward_plan(Shape { v: shape.v - head_rows, ..shape });
     let rest_plan = rest_backward(shape, dtype, wanted, head_rows, rest);
     let mut l = Layout::default();

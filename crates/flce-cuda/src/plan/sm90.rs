@@ -62,11 +62,6 @@ pub struct Sm90Tuning {
     /// Whether the forwards' grids may add a [`Sm90Rest`] on the SMs their main grid leaves idle
     /// (default yes; `FLCE_SM90_REST=0`, a measurement knob, turns it off).
     pub rest: bool,
-    /// Whether the three-product pass's compact forward runs its tiles in a raster order over a
-    /// one-wave grid, each tile's statistics kept and merged per token after it
-    /// (kernels/sm90/forward.cu flce_sm90_forward_compact_ordered; [`super::StepPlan::tile_stats`])
-    /// instead of the grid of splits; `FLCE_SM90_COMPACT_ORDER` (a measurement knob).
-    pub compact_ordered: bool,
 }
 
 impl Default for Sm90Tuning {
@@ -90,7 +85,6 @@ impl Sm90Tuning {
         grad_l2_budget: SM90_L2_BUDGET,
         forward_band: None,
         rest: true,
-        compact_ordered: false,
     };
 
     /// Both kernels unpaired (the grids before clusters).

@@ -64,11 +64,10 @@ pub enum StepLogits {
 }
 
 impl StepLogits {
-    /// "f32", "compact" or "compact-ordered" (reports and logs).
+    /// "f32" or "compact" (reports and logs).
     pub fn name(&self) -> &'static str {
         match self {
             StepLogits::F32 => "f32",
-            StepLogits::Compact { tuning, .. } if tuning.compact_ordered => "compact-ordered",
             StepLogits::Compact { .. } => "compact",
         }
     }
@@ -77,22 +76,6 @@ impl StepLogits {
         match self {
             StepLogits::F32 => Family::Cublas,
             StepLogits::Compact { .. } => Family::Sm90,
-        }
-    }
-    /// Whether the compact forward runs in the raster order with per-tile statistics
-    /// ([`super::Sm90Tuning::compact_ordered`], [`StepPlan::tile_stats`]).
-    pub fn ordered(&self) -> bool {
-        matches!(self, StepLogits::Compact { tuning, .. } if tuning.compact_ordered)
-    }
-    /// The same storage with the compact forward ordered or on its grid of splits (`false`: the
-    /// vocabulary-slice pass's head, whose partials sit beside its rest's as splits). The ordered
-    /// kernel exists with the compact fold staged only (`FLCE_SM90_MAINLOOP` fold=1, the default).
-    pub fn with_order(self, ordered: bool) -> StepLogits {
-        match self {
-            StepLogits::Compact { sm_count, tuning } => {
-                StepLogits::Compact { sm_count, tuning: super::Sm90Tuning { compact_ordered: ordered, ..tuning } }
-            }
-            other => other,
         }
     }
 }
@@ -106,8 +89,7 @@ pub struct StepPlan {
     /// Compact logits: the sm90 forward's grid for a whole chunk (the last, shorter chunk runs
     /// with at most its own token tiles as slots); its splits are `stats_splits`.
     pub forward_grid: Option<Sm90Grid>,
-    /// Compact: blocks per cluster of the forward grid ([`super::sm90_grid_tuned`]; 1 where the
-    /// forward is ordered); else 1.
+    /// Compact: blocks per cluster of the forward grid ([`super::sm90_grid_tuned`]); else 1.
     pub forward_cluster: usize,
     /// Tokens per chunk (a multiple of 128, or N).
     pub token_chunk: usize,
@@ -137,10 +119,6 @@ pub struct StepPlan {
     pub g: Region,
     /// Compact: f32 m of each (token, 256-column tile) of a chunk [token_chunk, mref_ld()].
     pub m_ref: Option<MrefPlace>,
-    /// The ordered compact forward ([`StepLogits::ordered`]): each (token, 256-column tile)'s
-    /// packed RowStats of a chunk [token_chunk, ⌈V/256⌉], merged per token into `partials`
-    /// (then one split: `stats_splits` 1) before the chunk's lse.
-    pub tile_stats: Option<Region>,
     /// The f32 accumulator of dC's rows [dc_head_rows, V) (dC wanted, 16-bit inputs, several
     /// chunks; f32 inputs accumulate in dC, one chunk writes dC directly).
     pub dc_acc: Option<Region>,
@@ -213,12 +191,10 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
             let tuning = super::Sm90Tuning { l2_budget: tuning.compact_l2_budget, ..tuning };
             let (g, cluster) =
                 super::sm90_grid_tuned(token_tiles, v.div_ceil(SM90_TILE_N), sm_count, cap, row_bytes, tuning);
-            (Some(g), if tuning.compact_ordered { 1 } else { cluster })
+            (Some(g), cluster)
         }
     };
-    let ordered = storage.ordered();
     let (stats_splits, stats_seg_cols) = match forward_grid {
-        Some(_) if ordered => (1, v.div_ceil(SM90_TILE_N) * SM90_TILE_N),
         Some(g) => (g.partial_rows(), g.tiles_per_split * SM90_TILE_N),
         None => {
             // about 2048 blocks of 8 tokens for the statistics, at most 16 segments of at least 1024 columns
@@ -252,7 +228,6 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
             MrefPlace::Workspace(l.take(rows * mref_row))
         }
     });
-    let tile_stats = ordered.then(|| l.take(16 * rows * v.div_ceil(SM90_TILE_N)));
     // one chunk: dC is one product over every token, rounded once into the caller's dC; several:
     // an f32 accumulator, its first rows in dC's own buffer
     let accumulate = wanted.dc && dtype != DType::F32 && rows < n;
@@ -284,7 +259,6 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         logits,
         g,
         m_ref,
-        tile_stats,
         dc_acc,
         dc_head_rows,
         db_acc,

@@ -121,32 +121,6 @@ fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
 }
 
 #[test]
-fn the_ordered_compact_forward_keeps_every_tiles_statistics_and_merges_them_into_one_split() {
-    let shape = Shape::new(16_384, 2048, 128_256);
-    let tiles = shape.v.div_ceil(SM90_TILE_N);
-    let grid = step_plan(shape, DType::BF16, BOTH, 2 << 30, COMPACT).unwrap();
-    let ordered = COMPACT.with_order(true);
-    assert!(ordered.ordered() && !COMPACT.ordered() && !F32.with_order(true).ordered());
-    assert_eq!((ordered.name(), COMPACT.name()), ("compact-ordered", "compact"));
-    let p = step_plan(shape, DType::BF16, BOTH, 2 << 30, ordered).unwrap();
-    assert_eq!(p.storage, ordered);
-    // one split a token, each (token, tile)'s packed RowStats for a chunk, unclustered
-    assert_eq!((p.stats_splits, p.partials.bytes, p.forward_cluster), (1, 16 * shape.n, 1));
-    let stats = p.tile_stats.expect("the ordered forward's tile statistics");
-    assert_eq!(stats.bytes, 16 * p.token_chunk * tiles);
-    assert!(grid.tile_stats.is_none());
-    // the same budget: the tile statistics (16 bytes a tile against q's 512) take from the chunk
-    assert!(p.workspace_bytes <= 2 << 30 && p.token_chunk <= grid.token_chunk, "{p:?}");
-    for r in [p.partials, p.logits, stats] {
-        assert!(r.offset + r.bytes <= p.workspace_bytes);
-    }
-    assert!(stats.offset >= p.logits.offset + p.logits.bytes || stats.offset + stats.bytes <= p.logits.offset);
-    // f32 logits have no compact forward to order
-    let f32 = step_plan(shape, DType::BF16, BOTH, 2 << 30, F32.with_order(true)).unwrap();
-    assert!(f32.tile_stats.is_none() && f32.stats_splits > 1);
-}
-
-#[test]
 fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
     let paired = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning { cluster: 2, ..UNPAIRED } };
     let train16k = Shape::new(16384, 2048, 128_256);

@@ -2,7 +2,7 @@
 //! the module of logit options it runs in ([`KernelArgs`]): the grid arithmetic, written once.
 
 use crate::abi::*;
-use crate::geometry::{ELEMENTWISE_THREADS, FINISH_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N};
+use crate::geometry::{ELEMENTWISE_THREADS, SM90_TILE_N, STATS_TOKENS_PER_BLOCK, TILE_M, TILE_N};
 
 use super::Kernel;
 
@@ -178,24 +178,6 @@ impl KernelArgs for Sm90CompactForwardParams {
     }
     fn cluster(&self) -> u32 {
         self.fwd.cluster()
-    }
-}
-impl KernelArgs for Sm90CompactOrderedParams {
-    const KERNEL: Kernel = Kernel::Sm90ForwardCompactOrdered;
-    /// As the compact forward's.
-    fn logit_opts(&self) -> Option<u8> {
-        logit_opts_of(&self.compact.fwd.lp)
-    }
-    /// One wave over the raster order, unclustered.
-    fn grid(&self) -> (u32, u32, u32) {
-        (self.blocks.max(1) as u32, 1, 1)
-    }
-}
-impl KernelArgs for MergeTileStatsParams {
-    const KERNEL: Kernel = Kernel::MergeTileStats;
-    /// A warp per token.
-    fn grid(&self) -> (u32, u32, u32) {
-        (blocks(self.n.max(0) as usize, (FINISH_THREADS / 32) as usize), 1, 1)
     }
 }
 impl KernelArgs for CompactGradParams {

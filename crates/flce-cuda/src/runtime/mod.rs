@@ -41,8 +41,6 @@ pub enum Kernel {
     ScaleGrads,
     Sm90Forward,
     Sm90ForwardCompact,
-    Sm90ForwardCompactOrdered,
-    MergeTileStats,
     CompactGrad,
     Sm90Grad,
     Sm90Product,
@@ -53,7 +51,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 23] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
@@ -68,8 +66,6 @@ impl Kernel {
         Kernel::ScaleGrads,
         Kernel::Sm90Forward,
         Kernel::Sm90ForwardCompact,
-        Kernel::Sm90ForwardCompactOrdered,
-        Kernel::MergeTileStats,
         Kernel::CompactGrad,
         Kernel::Sm90Grad,
         Kernel::Sm90Product,
@@ -82,15 +78,13 @@ impl Kernel {
     pub fn file(self) -> KernelFile {
         match self {
             Kernel::CheckClassWeights | Kernel::PrepTargets | Kernel::TokenScale => KernelFile::Prep,
-            Kernel::ForwardFinish | Kernel::FinishScalars | Kernel::MergeTileStats => KernelFile::Finish,
+            Kernel::ForwardFinish | Kernel::FinishScalars => KernelFile::Finish,
             Kernel::DbReduce | Kernel::ToElem | Kernel::ScaleGrads => KernelFile::Accumulate,
             Kernel::StatsFromLogits => KernelFile::CublasStats,
             Kernel::GradFromLogits => KernelFile::CublasGrad,
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
             Kernel::GradTiles => KernelFile::Sm80Grad,
-            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90ForwardCompactOrdered => {
-                KernelFile::Sm90Forward
-            }
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => KernelFile::Sm90Forward,
             Kernel::CompactGrad => KernelFile::Sm90StepGrad,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
             Kernel::Sm90Product => KernelFile::Sm90Product,
@@ -117,8 +111,6 @@ impl Kernel {
             Kernel::ScaleGrads => "flce_scale_grads",
             Kernel::Sm90Forward => "flce_sm90_forward",
             Kernel::Sm90ForwardCompact => "flce_sm90_forward_compact",
-            Kernel::Sm90ForwardCompactOrdered => "flce_sm90_forward_compact_ordered",
-            Kernel::MergeTileStats => "flce_merge_tile_stats",
             Kernel::CompactGrad => "flce_grad_from_compact",
             Kernel::Sm90Grad => "flce_sm90_grad",
             Kernel::Sm90Product => "flce_sm90_product",
@@ -136,13 +128,9 @@ impl Kernel {
             | Kernel::ExportPartials
             | Kernel::FinishRanks
             | Kernel::SliceScales => REDUCE_THREADS,
-            Kernel::ForwardFinish | Kernel::MergeTileStats => FINISH_THREADS,
+            Kernel::ForwardFinish => FINISH_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward
-            | Kernel::Sm90ForwardCompact
-            | Kernel::Sm90ForwardCompactOrdered
-            | Kernel::Sm90Grad
-            | Kernel::Sm90Product => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -157,13 +145,11 @@ impl Kernel {
             Kernel::Sm90Forward if mainloop.plain_staged() => {
                 geometry::SM90_STAGED_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving()
             }
-            Kernel::Sm90ForwardCompact | Kernel::Sm90ForwardCompactOrdered if mainloop.compact_staged() => {
+            Kernel::Sm90ForwardCompact if mainloop.compact_staged() => {
                 geometry::SM90_STAGED_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving()
             }
             Kernel::Sm90Forward => SM90_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
             Kernel::Sm90ForwardCompact => SM90_COMPACT_FORWARD_SMEM_BYTES - mainloop.forward_ring_saving(),
-            // (compiled empty where the compact forward is not staged: never launched there)
-            Kernel::Sm90ForwardCompactOrdered => 0,
             Kernel::Sm90Grad if mainloop.grad_staged() => {
                 geometry::SM90_STAGED_GRAD_SMEM_BYTES - mainloop.grad_ring_saving()
             }

@@ -92,15 +92,7 @@ pub(crate) fn check_step<T: Element>(
     let s = up.inputs.shape;
     let wanted = Wanted { de: true, dc: true, dbias: up.bias.is_some() };
     let here = be.step_logits(s, T::DTYPE, &c.opts);
-    // compact logits: the forward on its grid of splits and in the raster order (where the module
-    // has it: the compact fold staged, the default), whichever the backend's default
-    let storages = if here == StepLogits::F32 {
-        vec![here]
-    } else if flce_cuda::geometry::Sm90Mainloop::current().compact_staged() {
-        vec![StepLogits::F32, here.with_order(false), here.with_order(true)]
-    } else {
-        vec![StepLogits::F32, here]
-    };
+    let storages = if here == StepLogits::F32 { vec![here] } else { vec![StepLogits::F32, here] };
     // a call with a softcap and label smoothing given a compact plan (which the planner never
     // makes for it): a clear error
     let without_softcap = be.step_logits(s, T::DTYPE, &Options { softcap: None, ..c.opts.clone() });
