@@ -163,6 +163,9 @@ pub struct Sm90Mainloop {
     pub fold: usize,
     pub grad_fold: usize,
     pub grad_order: usize,
+    /// The product kernel's K-major A (dE's G) read into registers (`prs` 1; kernels/sm90/product.cu
+    /// SM90_PRODUCT_A_RS): a measurement variant, 0 by default.
+    pub product_rs: usize,
 }
 
 impl Default for Sm90Mainloop {
@@ -176,12 +179,13 @@ impl Default for Sm90Mainloop {
             fold: 1,
             grad_fold: 1,
             grad_order: 1,
+            product_rs: 0,
         }
     }
 }
 
 impl Sm90Mainloop {
-    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G,gorder=O` over the default (a part left out
+    /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G,gorder=O,prs=P` over the default (a part left out
     /// keeps its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut m = Self::default();
@@ -194,12 +198,13 @@ impl Sm90Mainloop {
                 "fold" if value <= 2 => m.fold = value,
                 "gfold" if value <= 1 => m.grad_fold = value,
                 "gorder" if value <= 1 => m.grad_order = value,
+                "prs" if value <= 1 => m.product_rs = value,
                 "inflight" if value <= 1 => m.inflight = value,
                 "l2a" if value <= 3 => m.l2_a = value,
                 "l2b" if value <= 3 => m.l2_b = value,
                 _ => {
                     return Err(format!(
-                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES}, fold=0..=2, gfold=0|1 or gorder=0|1"
+                        "{part:?}: expected skew=0..={SM90_STAGES}, inflight=0|1, l2a=0..=3, l2b=0..=3, stages=3..={SM90_STAGES}, fold=0..=2, gfold=0|1, gorder=0|1 or prs=0|1"
                     ))
                 }
             }
@@ -317,6 +322,7 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("SM90_GRAD_STAGES", mainloop.grad_stages()),
         ("SM90_STAGED_GRAD", mainloop.grad_fold),
         ("SM90_GRAD_ORDER", mainloop.grad_order),
+        ("SM90_PRODUCT_A_RS", mainloop.product_rs),
         ("SM90_THREADS", SM90_THREADS as usize),
         ("SM90_A_STAGE_BYTES", SM90_A_STAGE_BYTES),
         ("SM90_B_STAGE_BYTES", SM90_B_STAGE_BYTES),
@@ -346,6 +352,7 @@ mod tests {
             fold: 1,
             grad_fold: 1,
             grad_order: 1,
+            product_rs: 0,
         };
         assert_eq!(Sm90Mainloop::parse("skew=2, inflight=1"), Ok(m(2, 1, 0, 0)));
         assert_eq!(Sm90Mainloop::parse("inflight=0"), Ok(m(0, 0, 0, 0)));
@@ -391,6 +398,12 @@ mod tests {
         assert!(!Sm90Mainloop::parse("gorder=0").unwrap().grad_ordered());
         assert_eq!(get(&defines("gorder=1"), "SM90_GRAD_ORDER"), Some(1));
         assert_eq!(get(&default, "SM90_GRAD_ORDER"), Some(1));
+        // the product kernel's A through registers: off by default
+        assert_eq!(
+            (get(&default, "SM90_PRODUCT_A_RS"), get(&defines("prs=1"), "SM90_PRODUCT_A_RS")),
+            (Some(0), Some(1))
+        );
+        assert!(Sm90Mainloop::parse("prs=2").is_err());
         assert_eq!(get(&defines("gorder=0"), "SM90_GRAD_ORDER"), Some(0));
         assert!(Sm90Mainloop::parse("gorder=2").is_err());
         let unstaged = defines("fold=0");

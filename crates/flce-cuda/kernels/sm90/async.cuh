@@ -154,6 +154,16 @@ __device__ __forceinline__ void bulk_wait_read() {
 // Wait until every bulk group of this thread has completed (its writes done).
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Four 8 × 8 matrices of 16-bit pairs from shared memory (stmatrix_x4's inverse): lanes 8i..8i+7
+// give the row addresses of matrix i; r[i] is the lane's (row lane / 4, columns 2·(lane % 4), +1)
+// of matrix i — with matrices (rows 0–7, k 0–7), (rows 8–15, k 0–7), (rows 0–7, k 8–15), (rows
+// 8–15, k 8–15) of a 16 × 16 tile, wgmma's (and mma.m16n8k16's) register fragment of A.
+__device__ __forceinline__ void ldmatrix_x4_shared(u32 addr, u32 (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
 // Four 8 × 8 matrices of 16-bit pairs to shared memory: lanes 8i..8i+7 give the row addresses of
 // matrix i; each lane's r[i] is its (row lane / 4, columns 2·(lane % 4), +1) of matrix i.
 __device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {

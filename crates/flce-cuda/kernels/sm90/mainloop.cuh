@@ -159,7 +159,9 @@ struct Sm90Ring {
 // (the forward and G kernels: E and C); 1, MN-major — A as two 64 (rows) × 64 (k) boxes at
 // (row0, k) and (row0 + 64, k), one per consumer, B as four 64 (columns) × 64 (k) boxes at
 // (col0 + 64j, k), each box 64 k rows of 128 bytes (the product kernel, sm90/product.cu; no
-// cluster multicast). Both fill the same stage bytes; smem_desc / smem_desc_mn read them.
+// cluster multicast). Both fill the same stage bytes; smem_desc / smem_desc_mn read them. TA = 2:
+// A K-major as 0, read into registers with ldmatrix and multiplied from there
+// (sm90_consume_tile_rs; the product kernel's SM90_PRODUCT_A_RS).
 
 // The producer thread: every TMA load of `tiles` vocabulary tiles from column col_first, for the
 // token tile at row0, in the order the consumers use them, from ring position `ring` on. In a
@@ -189,13 +191,13 @@ __device__ __forceinline__ void sm90_produce_run(const Sm90Pipe& pp, const Tenso
         // the cluster's blocks compute tiles of the same rows (product.cu: a pair of column
         // tiles): each loads A's half at its rank — 64 rows, one consumer's — into both rings
         unsigned char* half = a + rank * (SM90_A_STAGE_BYTES / 2);
-        if (TA)
+        if (TA == 1)
           tma_load_2d_multicast<SM90_L2_A>(half, map_e, &pp.full[stage], row0 + 64 * (int)rank, kt * SM90_TILE_K, all,
                                            pa);
         else
           tma_load_2d_multicast<SM90_L2_A>(half, map_e, &pp.full[stage], kt * SM90_TILE_K, row0 + 64 * (int)rank, all,
                                            pa);
-      } else if (TA) {
+      } else if (TA == 1) {
         tma_load_2d<SM90_L2_A>(a, map_e, &pp.full[stage], row0, kt * SM90_TILE_K, pa);
         tma_load_2d<SM90_L2_A>(a + SM90_MN_BOX_BYTES, map_e, &pp.full[stage], row0 + 64, kt * SM90_TILE_K, pa);
       } else {
@@ -262,6 +264,43 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
   }
 }
 
+// TA = 2 (the product kernel's K-major A through registers, SM90_PRODUCT_A_RS: the first step
+// towards products that form their A from compact logits, perf-notes v51): one tile's k-loop.
+// Each k-step loads A's fragments of the consumer's 64 rows from the stage's K-major box with
+// ldmatrix (128-byte swizzle: row r's 16-byte chunk c at r·128 + ((c ^ (r & 7)) << 4)), then
+// issues its four wgmma with A from registers and waits for them before the next k-step's loads:
+// ptxas serialises every wgmma of a function where other instructions define a wgmma's input
+// registers while any group is in flight (C7513 — a second register buffer loaded under the
+// previous group, CUTLASS's RS order, drew it), so this warpgroup's tensor-core work has a gap
+// each k-step that the other consumer's groups fill. The stage is released once its group is
+// done. The skew is not supported here (the product kernel has none).
+template <int TB, int BN>
+__device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0, const SmemDescBase& desc_b,
+                                                     int kt_count, float (&acc)[BN / 2], Sm90Ring& ring,
+                                                     bool releaser, u32 blocks) {
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
+  const int r = 16 * warp + (lane & 15);  // the row this lane addresses (ldmatrix: lanes 16–31 the k + 8 half)
+  u32 off[SM90_TILE_K / 16];
+#pragma unroll
+  for (int k = 0; k < SM90_TILE_K / 16; ++k) off[k] = r * 128 + (((2 * k + (lane >> 4)) ^ (r & 7)) << 4);
+  for (int kt = 0; kt < kt_count; ++kt) {
+    const int stage = ring.stage;
+    mbar_wait(&pp.full[stage], ring.phase);
+    const u32 a = a0 + stage * SM90_A_STAGE_BYTES, b = stage * SM90_B_STAGE_BYTES;
+    u32 f[SM90_TILE_K / 16][4];
+#pragma unroll
+    for (int k = 0; k < SM90_TILE_K / 16; ++k) ldmatrix_x4_shared(a + off[k], f[k]);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < SM90_TILE_K / 16; ++k)
+      wgmma_m64nk16_rs<TB>(acc, f[k], desc_b.at(b + (TB ? 2048 : 32) * k), kt | k);
+    wgmma_commit();
+    wgmma_wait_all();
+    release_stage(pp, stage, releaser, blocks);
+    ring.advance();
+  }
+}
+
 // A consumer warpgroup (`consumer` 0 or 1) over one run of tiles, from ring position `ring` on:
 // for each tile, the k-loop into the accumulators, then epi.tile(acc, col0). `issued` counts
 // consumer 0's k-steps until the skew is signalled (SM90_CONSUMER_SKEW).
@@ -273,49 +312,53 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
   const u32 blocks = cluster_size();
   // stage 0's descriptors (this consumer's half of A); a stage's and a k-step's are offsets of them
   const u32 a0 = smem_u32(pp.a + consumer * (SM90_A_STAGE_BYTES / 2)), b0 = smem_u32(pp.b);
-  const SmemDescBase desc_a(TA ? smem_desc_mn(a0) : smem_desc(a0)), desc_b(TB ? smem_desc_mn(b0) : smem_desc(b0));
+  const SmemDescBase desc_a(TA == 1 ? smem_desc_mn(a0) : smem_desc(a0)), desc_b(TB ? smem_desc_mn(b0) : smem_desc(b0));
   for (int tile = 0; tile < tiles; ++tile) {
+    if constexpr (TA == 2) {
+      sm90_consume_tile_rs<TB, BN>(pp, a0, desc_b, kt_count, acc, ring, releaser, blocks);
+    } else {
 #if SM90_MMA_INFLIGHT
-    int pending = -1;  // the stage of the k-step whose wgmma group may still run
+      int pending = -1;  // the stage of the k-step whose wgmma group may still run
 #endif
-    for (int kt = 0; kt < kt_count; ++kt) {
-      const int stage = ring.stage;
-      mbar_wait(&pp.full[stage], ring.phase);
-      const u32 a = stage * SM90_A_STAGE_BYTES, b = stage * SM90_B_STAGE_BYTES;  // from stage 0's
-      wgmma_fence();
+      for (int kt = 0; kt < kt_count; ++kt) {
+        const int stage = ring.stage;
+        mbar_wait(&pp.full[stage], ring.phase);
+        const u32 a = stage * SM90_A_STAGE_BYTES, b = stage * SM90_B_STAGE_BYTES;  // from stage 0's
+        wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < SM90_TILE_K / 16; ++k) {
-        // a k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box
-        const u64 da = desc_a.at(a + (TA ? 2048 : 32) * k);
-        const u64 db = desc_b.at(b + (TB ? 2048 : 32) * k);
-        wgmma_m64nk16<TA, TB>(acc, da, db, kt | k);
-      }
-      wgmma_commit();
+        for (int k = 0; k < SM90_TILE_K / 16; ++k) {
+          // a k16 step: 32 bytes along a K-major row, 16 rows of 128 bytes down an MN-major box
+          const u64 da = desc_a.at(a + (TA == 1 ? 2048 : 32) * k);
+          const u64 db = desc_b.at(b + (TB ? 2048 : 32) * k);
+          wgmma_m64nk16<TA, TB>(acc, da, db, kt | k);
+        }
+        wgmma_commit();
 #if SM90_MMA_INFLIGHT
-      wgmma_wait_one();
-      if (pending >= 0) release_stage(pp, pending, releaser, blocks);
-      pending = stage;
+        wgmma_wait_one();
+        if (pending >= 0) release_stage(pp, pending, releaser, blocks);
+        pending = stage;
 #else
-      wgmma_wait_all();
-      release_stage(pp, stage, releaser, blocks);
+        wgmma_wait_all();
+        release_stage(pp, stage, releaser, blocks);
 #endif
 #if SM90_CONSUMER_SKEW > 0
-      if (consumer == 0 && issued < SM90_CONSUMER_SKEW && ++issued == SM90_CONSUMER_SKEW) skew_arrive();
+        if (consumer == 0 && issued < SM90_CONSUMER_SKEW && ++issued == SM90_CONSUMER_SKEW) skew_arrive();
 #endif
-      ring.advance();
-    }
+        ring.advance();
+      }
 #if SM90_MMA_INFLIGHT
-    wgmma_wait_all();
-    if (pending >= 0) release_stage(pp, pending, releaser, blocks);
+      wgmma_wait_all();
+      if (pending >= 0) release_stage(pp, pending, releaser, blocks);
 #endif
 #if SM90_CONSUMER_SKEW > 0
-    // a tile of fewer k-steps than the skew: signal before the epilogue (an epilogue may wait on
-    // both consumers: grad.cu's column sums)
-    if (consumer == 0 && issued < SM90_CONSUMER_SKEW) {
-      issued = SM90_CONSUMER_SKEW;
-      skew_arrive();
-    }
+      // a tile of fewer k-steps than the skew: signal before the epilogue (an epilogue may wait on
+      // both consumers: grad.cu's column sums)
+      if (consumer == 0 && issued < SM90_CONSUMER_SKEW) {
+        issued = SM90_CONSUMER_SKEW;
+        skew_arrive();
+      }
 #endif
+    }
     epi.tile(acc, col_first + tile * BN);
   }
 }

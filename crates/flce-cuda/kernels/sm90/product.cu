@@ -31,6 +31,14 @@
 // FLCE_SM90_PRODUCTS=1, against the f64 oracle).
 #include "sm90/mainloop.cuh"
 
+// A K-major A (dE's G) through shared-memory descriptors (0), or read into registers with
+// ldmatrix and multiplied from there (2: SM90_PRODUCT_A_RS, FLCE_SM90_MAINLOOP prs=1 — the main
+// loop products that form A from compact logits would take; a measurement variant).
+#ifndef SM90_PRODUCT_A_RS
+#define SM90_PRODUCT_A_RS 0
+#endif
+#define SM90_A_KMAJOR (SM90_PRODUCT_A_RS ? 2 : 0)
+
 // The output tiles (128 × BN) in raster-group order, a schedule for mainloop.cuh's loops (see
 // Sm90TokenTiles): step t is tile t of the order.
 // In a cluster of 2 (Sm90ProductParams::cluster) a step is a pair of column tiles of one row
@@ -176,11 +184,11 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
     if (p.a_mn)
       sm90_product<1, 192>(p, pp);
     else
-      sm90_product<0, 192>(p, pp);
+      sm90_product<SM90_A_KMAJOR, 192>(p, pp);
   } else {
     if (p.a_mn)
       sm90_product<1, 256>(p, pp);
     else
-      sm90_product<0, 256>(p, pp);
+      sm90_product<SM90_A_KMAJOR, 256>(p, pp);
   }
 }
