@@ -213,6 +213,11 @@ impl Sm90Mainloop {
         if m.skew > shortest {
             return Err(format!("skew={} exceeds the ring's {shortest} stages", m.skew));
         }
+        // (the product kernel's k-loop with A in registers never signals the skew, and its
+        // consumer 1 would wait for it while consumer 0 waits on stages only both release)
+        if m.product_rs == 1 && m.skew > 0 {
+            return Err("prs=1 takes no skew".into());
+        }
         Ok(m)
     }
 
@@ -404,6 +409,7 @@ mod tests {
             (Some(0), Some(1))
         );
         assert!(Sm90Mainloop::parse("prs=2").is_err());
+        assert!(Sm90Mainloop::parse("prs=1,skew=2").is_err(), "the RS k-loop never signals the skew");
         assert_eq!(get(&defines("gorder=0"), "SM90_GRAD_ORDER"), Some(0));
         assert!(Sm90Mainloop::parse("gorder=2").is_err());
         let unstaged = defines("fold=0");

@@ -273,7 +273,7 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // registers while any group is in flight (C7513 — a second register buffer loaded under the
 // previous group, CUTLASS's RS order, drew it), so this warpgroup's tensor-core work has a gap
 // each k-step that the other consumer's groups fill. The stage is released once its group is
-// done. The skew is not supported here (the product kernel has none).
+// done. No skew (Sm90Mainloop::parse refuses prs=1 with one: consumer 1 would wait for it).
 template <int TB, int BN>
 __device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0, const SmemDescBase& desc_b,
                                                      int kt_count, float (&acc)[BN / 2], Sm90Ring& ring,
