@@ -274,6 +274,8 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // previous group, CUTLASS's RS order, drew it), so this warpgroup's tensor-core work has a gap
 // each k-step that the other consumer's groups fill. The stage is released once its group is
 // done. No skew (Sm90Mainloop::parse refuses prs=1 with one: consumer 1 would wait for it).
+// A loop of its own: folded into sm90_consume_run's as `if constexpr` branches it changed the
+// default forward, G and product kernels' SASS (scripts/sass-diff.sh: 6 of 24 cubins, 2026-12-04).
 template <int TB, int BN>
 __device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0, const SmemDescBase& desc_b,
                                                      int kt_count, float (&acc)[BN / 2], Sm90Ring& ring,
