@@ -1,5 +1,5 @@
-//! What the NVRTC tests of the G kernel's main-loop variants share (one test binary per variant:
-//! `FLCE_SM90_MAINLOOP` is read once per process).
+//! What the NVRTC tests of the sm90 kernels' main-loop variants share (one test binary per
+//! variant: `FLCE_SM90_MAINLOOP` is read once per process).
 
 use flce_core::DType;
 use flce_cuda::compile::{options, variant_source, Arch, KernelFile};
@@ -10,7 +10,22 @@ use flce_cuda::library::{require, Library};
 /// takes and every set of logit options, its source carrying `define`, its wgmma asynchronous and
 /// its default module spilling nothing. Without NVRTC the test `name` is reported skipped (a
 /// failure where FLCE_REQUIRE_NVRTC is set), as nvrtc_compile's tests.
+#[allow(dead_code)] // (each test binary compiles this module and uses what it needs)
 pub fn g_variant_compiles(name: &str, variant: &str, active: fn() -> bool, define: &str) {
+    let modules: Vec<Option<u8>> = std::iter::once(None).chain((1..=7u8).map(Some)).collect();
+    variant_compiles(name, variant, active, define, KernelFile::Sm90Grad, &modules);
+}
+
+/// [`g_variant_compiles`] for any sm90 kernel file and its modules (`None`: the default module,
+/// `Some(m)`: the one for logit options m), the default module spilling nothing.
+pub fn variant_compiles(
+    name: &str,
+    variant: &str,
+    active: fn() -> bool,
+    define: &str,
+    file: KernelFile,
+    modules: &[Option<u8>],
+) {
     if let Err(e) = require(Library::Nvrtc) {
         assert!(std::env::var("FLCE_REQUIRE_NVRTC").is_err(), "FLCE_REQUIRE_NVRTC is set but {e}");
         eprintln!("SKIPPED {name}: {e}");
@@ -22,14 +37,15 @@ pub fn g_variant_compiles(name: &str, variant: &str, active: fn() -> bool, defin
     let mut opts = options(&arch);
     opts.push("--ptxas-options=-v".into());
     for dtype in [DType::BF16, DType::F16] {
-        for m in std::iter::once(None).chain((1..=7u8).map(Some)) {
-            let source = variant_source(KernelFile::Sm90Grad, dtype, m);
+        for &m in modules {
+            let source = variant_source(file, dtype, m);
             assert!(source.contains(define), "the variant's defines");
-            let (cubin, log) = flce_cuda::compile::compile_with_log(&source, KernelFile::Sm90Grad.name(), &opts)
+            let (cubin, log) = flce_cuda::compile::compile_with_log(&source, file.name(), &opts)
                 .unwrap_or_else(|e| panic!("{dtype} FLCE_LOGIT_OPTS {m:?}: {e}"));
             assert!(cubin.len() > 1000);
             eprintln!("{dtype} FLCE_LOGIT_OPTS {m:?}:\n{log}");
-            for code in ["C7514", "C7515", "C7517", "C7518", "wgmma.mma_async instructions are serialized"] {
+            // (C7513 and its kin all say this; the codes name the cause)
+            for code in ["C7513", "C7514", "C7515", "C7517", "C7518", "wgmma.mma_async instructions are serialized"] {
                 assert!(!log.contains(code), "{dtype} FLCE_LOGIT_OPTS {m:?}: wgmma not asynchronous ({code}):\n{log}");
             }
             if m.is_none() {
