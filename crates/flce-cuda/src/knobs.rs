@@ -177,6 +177,19 @@ pub fn step_logits_f32_knob() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_STEP_LOGITS").is_ok_and(|v| v.trim() == "f32"))
 }
 
+/// Which kernels compute the three-product pass's dE with compact logits
+/// ([`crate::plan::StepProducts`]): `FLCE_STEP_PRODUCTS` = `cublas` (the default), `own-de` or
+/// `de-q` (read once; a measurement knob: docs/design-q-products.md).
+pub fn step_products_knob() -> crate::plan::StepProducts {
+    use crate::plan::StepProducts;
+    static KNOB: std::sync::OnceLock<StepProducts> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| match std::env::var("FLCE_STEP_PRODUCTS").as_deref().map(str::trim) {
+        Ok("own-de") => StepProducts::OwnDe,
+        Ok("de-q") => StepProducts::DeFromQ,
+        _ => StepProducts::Cublas,
+    })
+}
+
 /// Whether the sm90 backward's dE and dC products run through flce's own TMA + wgmma kernel
 /// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_PRODUCTS=1` (read once; a
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).
