@@ -291,6 +291,9 @@ abi_structs! {
     struct Sm90ProductQParams {
         product: Sm90ProductParams = "Sm90ProductParams",
         grad: CompactGradParams = "CompactGradParams",
+        /// Where the consumers form A: 0 in shared memory a k-step ahead, 1 in registers, taking
+        /// turns to issue (kernels/sm90/product_q.cu; `FLCE_SM90_QFORM`, a measurement knob).
+        form: i32 = "int",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.

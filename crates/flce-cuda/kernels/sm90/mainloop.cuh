@@ -274,16 +274,12 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // previous group, CUTLASS's RS order, drew it), so this warpgroup's tensor-core work has a gap
 // each k-step that the other consumer's groups fill. The stage is released once its group is
 // done. No skew (Sm90Mainloop::parse refuses prs=1 with one: consumer 1 would wait for it).
-// An epilogue with kFormsA (product_q.cu's) rewrites the fragments between the loads and the
-// fence: epi.form_a(kt, f), A's 64 × 64 values of k-step kt in wgmma's register layout (slice k,
-// register i: rows g + 8·(i & 1), columns 16k + 8·(i >> 1) + 2t and + 1 of the warp's 16 rows;
-// g = lane / 4, t = lane % 4; the first column in the low half).
 // A loop of its own: folded into sm90_consume_run's as `if constexpr` branches it changed the
 // default forward, G and product kernels' SASS (scripts/sass-diff.sh: 6 of 24 cubins, 2026-12-04).
-template <int TB, int BN, class Epilogue>
+template <int TB, int BN>
 __device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0, const SmemDescBase& desc_b,
                                                      int kt_count, float (&acc)[BN / 2], Sm90Ring& ring,
-                                                     bool releaser, u32 blocks, Epilogue& epi) {
+                                                     bool releaser, u32 blocks) {
   const int lane = threadIdx.x & 31, warp = (threadIdx.x & 127) >> 5;
   const int r = 16 * warp + (lane & 15);  // the row this lane addresses (ldmatrix: lanes 16–31 the k + 8 half)
   u32 off[SM90_TILE_K / 16];
@@ -296,7 +292,6 @@ __device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0,
     u32 f[SM90_TILE_K / 16][4];
 #pragma unroll
     for (int k = 0; k < SM90_TILE_K / 16; ++k) ldmatrix_x4_shared(a + off[k], f[k]);
-    if constexpr (Epilogue::kFormsA) epi.form_a(kt, f);
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < SM90_TILE_K / 16; ++k)
@@ -322,7 +317,7 @@ __device__ __forceinline__ void sm90_consume_run(const Sm90Pipe& pp, int consume
   const SmemDescBase desc_a(TA == 1 ? smem_desc_mn(a0) : smem_desc(a0)), desc_b(TB ? smem_desc_mn(b0) : smem_desc(b0));
   for (int tile = 0; tile < tiles; ++tile) {
     if constexpr (TA == 2) {
-      sm90_consume_tile_rs<TB, BN>(pp, a0, desc_b, kt_count, acc, ring, releaser, blocks, epi);
+      sm90_consume_tile_rs<TB, BN>(pp, a0, desc_b, kt_count, acc, ring, releaser, blocks);
     } else {
 #if SM90_MMA_INFLIGHT
       int pending = -1;  // the stage of the k-step whose wgmma group may still run

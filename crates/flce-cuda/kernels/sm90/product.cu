@@ -16,17 +16,16 @@ extern "C" __global__ void __launch_bounds__(SM90_THREADS, 1)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const Sm90Pipe pp = sm90_pipe(smem_raw);
   sm90_init_barriers(pp);
-  const Sm90PlainEpilogues plain{p};
   // (p.tile_n is 192 or 256: src/family/sm90_product.rs)
   if (p.tile_n == 192) {
     if (p.a_mn)
-      sm90_product<1, 192>(p, pp, plain);
+      sm90_product<1, 192>(p, pp);
     else
-      sm90_product<SM90_A_KMAJOR, 192>(p, pp, plain);
+      sm90_product<SM90_A_KMAJOR, 192>(p, pp);
   } else {
     if (p.a_mn)
-      sm90_product<1, 256>(p, pp, plain);
+      sm90_product<1, 256>(p, pp);
     else
-      sm90_product<SM90_A_KMAJOR, 256>(p, pp, plain);
+      sm90_product<SM90_A_KMAJOR, 256>(p, pp);
   }
 }

@@ -73,7 +73,6 @@ __device__ __forceinline__ char* sm90_product_out_row(const Sm90ProductParams& p
 
 template <int BN>
 struct Sm90ProductEpilogue {
-  static constexpr bool kFormsA = false;  // A is read as it is (product_q.cu's forms it from q)
   const Sm90ProductParams& p;
   const Sm90ProductTiles<BN>& tt;
   int consumer;
@@ -127,15 +126,6 @@ struct Sm90ProductEpilogue {
   }
 };
 
-// The epilogue of A and B as they are, for sm90_product's `make_epilogue`.
-struct Sm90PlainEpilogues {
-  const Sm90ProductParams& p;
-  template <int BN>
-  __device__ __forceinline__ Sm90ProductEpilogue<BN> operator()(const Sm90ProductTiles<BN>& tt, int consumer) const {
-    return Sm90ProductEpilogue<BN>{p, tt, consumer, 0};
-  }
-};
-
 // The f32 accumulator's read-modify-write (dE += G·C_chunk after the first chunk) over a tile
 // whose BN columns are all in range: each thread's loads for `group` column pairs of a row are
 // issued together, then added and stored — written as one load → add → store per pair (the
@@ -164,21 +154,26 @@ __device__ __forceinline__ void Sm90ProductEpilogue<BN>::add_to_f32(float (&acc)
   }
 }
 
-// One product kernel's body: the tile schedule, and each consumer's main loop (A's layout TA:
-// mainloop.cuh) into the epilogue `make_epilogue(tiles, consumer)` makes (Sm90ProductEpilogue, or
-// product_q.cu's, which also forms A in registers).
-template <int TA, int BN, class MakeEpilogue>
-__device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp,
-                                             MakeEpilogue&& make_epilogue) {
+// The block's output tiles (in a cluster of 2, its pair's steps) and the sum's k-steps.
+template <int BN>
+__device__ __forceinline__ Sm90ProductTiles<BN> sm90_product_tiles(const Sm90ProductParams& p) {
   const int row_tiles = (p.rows + SM90_TILE_M - 1) / SM90_TILE_M;
   const int pairs = (int)cluster_size();
   const int col_units = ((p.cols + BN - 1) / BN + pairs - 1) / pairs;
-  const Sm90ProductTiles<BN> tt{(int)blockIdx.x / pairs, (int)gridDim.x / pairs, row_tiles * col_units,
-                                row_tiles,       col_units,     max(p.group_rows, 1),
-                                pairs,           (int)cluster_rank()};
-  const int kt_count = (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
-  sm90_run<TA, 1, BN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
-    auto epi = make_epilogue(tt, consumer);
-    sm90_consume<TA, 1, BN>(pp, consumer, tt, 0, 1, kt_count, epi);
+  return Sm90ProductTiles<BN>{(int)blockIdx.x / pairs, (int)gridDim.x / pairs, row_tiles * col_units,
+                              row_tiles,       col_units,     max(p.group_rows, 1),
+                              pairs,           (int)cluster_rank()};
+}
+__device__ __forceinline__ int sm90_product_k_steps(const Sm90ProductParams& p) {
+  return (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
+}
+
+template <int A_MN, int BN>
+__device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const Sm90Pipe& pp) {
+  const Sm90ProductTiles<BN> tt = sm90_product_tiles<BN>(p);
+  const int kt_count = sm90_product_k_steps(p);
+  sm90_run<A_MN, 1, BN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
+    Sm90ProductEpilogue<BN> epi{p, tt, consumer, 0};
+    sm90_consume<A_MN, 1, BN>(pp, consumer, tt, 0, 1, kt_count, epi);
   });
 }

@@ -71,7 +71,11 @@ pub(crate) unsafe fn product_de_from_q(
     let vocab = 0..call.x.shape.v;
     let what = Product::DeRows { out };
     let product = product_params(call, (q, DType::F16), ldq, tokens, vocab, what, Kernel::Sm90ProductQ)?;
-    call.be.kernels.launch(call.x.dtype, &Sm90ProductQParams { product, grad }, call.stream)?;
+    call.be.kernels.launch(
+        call.x.dtype,
+        &Sm90ProductQParams { product, grad, form: crate::geometry::sm90_qform_knob() },
+        call.stream,
+    )?;
     Ok(())
 }
 
