@@ -284,18 +284,6 @@ abi_structs! {
         cluster: i32 = "int",
     }
 
-    /// sm90 family: flce_sm90_product_q (kernels/sm90/product_q.cu), the three-product pass's dE
-    /// with G formed from the compact logits inside the product: `product` as for dE = G·C with
-    /// A = q (f16 bits, K-major) and an input-dtype output; `grad` as for flce_grad_from_compact
-    /// (its `q` and `chunk.g_out` unused; `m_ref` must not alias dE).
-    struct Sm90ProductQParams {
-        product: Sm90ProductParams = "Sm90ProductParams",
-        grad: CompactGradParams = "CompactGradParams",
-        /// Where the consumers form A: 0 in shared memory a k-step ahead, 1 in registers, taking
-        /// turns to issue (kernels/sm90/product_q.cu; `FLCE_SM90_QFORM`, a measurement knob).
-        form: i32 = "int",
-    }
-
     /// flce_db_reduce: sums db_partial over row tiles in order.
     struct DbReduceParams {
         db_partial: DevPtr = "const float*",

@@ -273,8 +273,8 @@ impl CudaLoss {
             };
             // (a 16-bit dC is written once: one token chunk)
             if own_products && (f32_acc || first_tokens == 1) {
-                let what = family::sm90_product::Product::Dc { out, f32_acc, accumulate: first_tokens == 0 };
-                family::sm90_product::product(call, g, ldg, tokens.clone(), vocab.clone(), what)?;
+                let what = family::sm90::Product::Dc { out, f32_acc, accumulate: first_tokens == 0 };
+                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what)?;
             } else {
                 let out = Mat::new(out, if f32_acc { Elem::F32 } else { input }, d);
                 let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
@@ -297,8 +297,8 @@ impl CudaLoss {
                 // one of 576, 87%)
                 let rows = segments[0].0.start..segments[segments.len() - 1].0.end;
                 let g_rows = g_row(rows.start);
-                let what = family::sm90_product::Product::De { segments, accumulate: adds };
-                family::sm90_product::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
+                let what = family::sm90::Product::De { segments, accumulate: adds };
+                family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
             } else {
                 for (rows, out) in segments {
                     let b = Mat::new(g_row(rows.start), input, ldg);

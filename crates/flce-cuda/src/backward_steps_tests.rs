@@ -317,11 +317,7 @@ fn token_chunked_tail_plans_keep_dcs_rows_off_des_accumulator() {
 #[test]
 fn the_slice_plans_rest_adds_to_the_heads_share() {
     let shape = Shape::new(8192, 4096, 128_256);
-    let compact = StepLogits::Compact {
-        sm_count: 132,
-        tuning: crate::plan::Sm90Tuning::UNPAIRED,
-        products: crate::plan::StepProducts::Cublas,
-    };
+    let compact = StepLogits::Compact { sm_count: 132, tuning: crate::plan::Sm90Tuning::UNPAIRED };
     let fwd = |s: Shape| crate::plan::forward_plan(s, DType::BF16, 132, ForwardMode::Fused, None, Family::Sm90);
     for (dc_scratch, de_in_dc) in [(false, false), (true, false), (true, true)] {
         let rest = SliceRest {

@@ -41,14 +41,12 @@ pub enum KernelFile {
     Sm90Grad,
     /// sm90/product.cu: the backward's dE and dC products through TMA + wgmma (sm_90a, 16-bit inputs).
     Sm90Product,
-    /// sm90/product_q.cu: the three-product pass's dE with G formed from the compact logits (sm_90a, 16-bit inputs).
-    Sm90ProductQ,
     /// shared/phases.cu: the vocabulary-parallel loss phases.
     Phases,
 }
 
 impl KernelFile {
-    pub const ALL: [KernelFile; 13] = [
+    pub const ALL: [KernelFile; 12] = [
         KernelFile::Prep,
         KernelFile::Finish,
         KernelFile::Accumulate,
@@ -60,7 +58,6 @@ impl KernelFile {
         KernelFile::Sm90StepGrad,
         KernelFile::Sm90Grad,
         KernelFile::Sm90Product,
-        KernelFile::Sm90ProductQ,
         KernelFile::Phases,
     ];
 
@@ -78,7 +75,6 @@ impl KernelFile {
             KernelFile::Sm90StepGrad => "sm90/step_grad.cu",
             KernelFile::Sm90Grad => "sm90/grad.cu",
             KernelFile::Sm90Product => "sm90/product.cu",
-            KernelFile::Sm90ProductQ => "sm90/product_q.cu",
             KernelFile::Phases => "shared/phases.cu",
         }
     }
@@ -96,7 +92,6 @@ impl KernelFile {
             KernelFile::Sm90StepGrad => include_str!("../kernels/sm90/step_grad.cu"),
             KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
             KernelFile::Sm90Product => include_str!("../kernels/sm90/product.cu"),
-            KernelFile::Sm90ProductQ => include_str!("../kernels/sm90/product_q.cu"),
             KernelFile::Phases => include_str!("../kernels/shared/phases.cu"),
         }
     }
@@ -121,11 +116,9 @@ impl KernelFile {
     /// everywhere.
     pub fn builds_for(self, arch: &Arch, dtype: DType) -> bool {
         match self {
-            KernelFile::Sm90Forward
-            | KernelFile::Sm90StepGrad
-            | KernelFile::Sm90Grad
-            | KernelFile::Sm90Product
-            | KernelFile::Sm90ProductQ => arch.0 == "sm_90a" && dtype != DType::F32,
+            KernelFile::Sm90Forward | KernelFile::Sm90StepGrad | KernelFile::Sm90Grad | KernelFile::Sm90Product => {
+                arch.0 == "sm_90a" && dtype != DType::F32
+            }
             _ => true,
         }
     }
@@ -140,7 +133,6 @@ fn header(name: &str, dtype: DType) -> Option<String> {
         "common/loss.cuh" => include_str!("../kernels/common/loss.cuh").into(),
         "sm80/tile_gemm.cuh" => include_str!("../kernels/sm80/tile_gemm.cuh").into(),
         "sm90/mainloop.cuh" => include_str!("../kernels/sm90/mainloop.cuh").into(),
-        "sm90/product.cuh" => include_str!("../kernels/sm90/product.cuh").into(),
         "sm90/async.cuh" => include_str!("../kernels/sm90/async.cuh").into(),
         "sm90/wgmma.cuh" => include_str!("../kernels/sm90/wgmma.cuh").into(),
         "sm90/staging.cuh" => include_str!("../kernels/sm90/staging.cuh").into(),

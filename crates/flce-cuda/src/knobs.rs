@@ -177,27 +177,6 @@ pub fn step_logits_f32_knob() -> bool {
     *ON.get_or_init(|| std::env::var("FLCE_STEP_LOGITS").is_ok_and(|v| v.trim() == "f32"))
 }
 
-/// Which kernels compute the three-product pass's dE with compact logits
-/// ([`crate::plan::StepProducts`]): `FLCE_STEP_PRODUCTS` = `cublas` (the default), `own-de` or
-/// `de-q` (read once; a measurement knob: docs/design-q-products.md).
-pub fn step_products_knob() -> crate::plan::StepProducts {
-    use crate::plan::StepProducts;
-    static KNOB: std::sync::OnceLock<StepProducts> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| match std::env::var("FLCE_STEP_PRODUCTS").as_deref().map(str::trim) {
-        Ok("own-de") => StepProducts::OwnDe,
-        Ok("de-q") => StepProducts::DeFromQ,
-        _ => StepProducts::Cublas,
-    })
-}
-
-/// Where flce_sm90_product_q's consumers form A from q (kernels/sm90/product_q.cu): 0, in shared
-/// memory a k-step ahead (the default), or 1, in registers taking turns to issue
-/// (`FLCE_SM90_QFORM=regs`; read once, a measurement knob).
-pub fn sm90_qform_knob() -> i32 {
-    static KNOB: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| (std::env::var("FLCE_SM90_QFORM").as_deref().map(str::trim) == Ok("regs")) as i32)
-}
-
 /// Whether the sm90 backward's dE and dC products run through flce's own TMA + wgmma kernel
 /// (kernels/sm90/product.cu) instead of cuBLAS: no, unless `FLCE_SM90_PRODUCTS=1` (read once; a
 /// measurement knob for the persistent backward's product phase, docs/design-sm90-backward.md).

@@ -202,8 +202,7 @@ impl CudaLoss {
     pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {
         let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
         if sm90 && compact_logits_hold(opts) && !crate::geometry::step_logits_f32_knob() {
-            let products = crate::geometry::step_products_knob();
-            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: self.sm90_tuning, products }
+            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: self.sm90_tuning }
         } else {
             plan::StepLogits::F32
         }

@@ -12,10 +12,9 @@ use crate::abi::{
 };
 use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
-use crate::family::sm90_product::{product, product_de_from_q, Product};
 use crate::family::Family;
 use crate::loss::CudaLoss;
-use crate::plan::{MrefPlace, StepPlan, StepProducts};
+use crate::plan::{MrefPlace, StepPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
@@ -66,16 +65,6 @@ impl CudaLoss {
         let input = Elem::Input(x.dtype);
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
         let (partials, target_logit) = (ws.at(plan.partials), ws.at(plan.target_logit));
-        // dE through flce's own products (plan::StepProducts, a measurement): where the call's
-        // rows suit TMA and dE's pairs of columns 4-byte stores; from q only for calls without a
-        // bias, softcap or smoothing (the kernel forms the G pass's default module's G) and with
-        // the maxima outside dE; cuBLAS's on the G pass's output otherwise
-        let products = StepProducts::of(plan.storage);
-        let own_de = products != StepProducts::Cublas && x.rows_aligned() && grads.de.is_some_and(|de| de % 4 == 0);
-        let de_from_q = own_de
-            && products == StepProducts::DeFromQ
-            && crate::runtime::logit_opts_of(&call.lp).is_none()
-            && matches!(plan.m_ref, Some(MrefPlace::Workspace(_)));
         let blas = self.blas.bind(stream)?;
         for chunk in 0..plan.token_chunks() {
             let tokens = plan.token_range(chunk);
@@ -129,7 +118,6 @@ impl CudaLoss {
                 ldg: plan.ldg as i32,
                 db_partial: plan.db_partial.map_or(0, |r| ws.at(r)),
             };
-            let de_rows = grads.de.map(|de| de + n0 * d as u64 * s);
             if compact {
                 let grad = CompactGradParams {
                     lp: call.lp,
@@ -139,25 +127,16 @@ impl CudaLoss {
                     ld_mref: plan.mref_ld() as i32,
                     target_logit,
                 };
-                if let (true, Some(out)) = (de_from_q, de_rows) {
-                    // dE[chunk] from q, before the G pass overwrites q with G (stream order)
-                    product_de_from_q(&call, logits, plan.ldg, tokens.clone(), out, grad)?;
-                }
                 self.kernels.launch(x.dtype, &grad, stream)?;
             } else {
                 let grad = GradLogitsParams { lp: call.lp, chunk, logits, ldl: plan.ldg as i32 };
                 self.kernels.launch(x.dtype, &grad, stream)?;
             }
-            match de_rows {
-                Some(_) if de_from_q => {}
-                Some(out) if own_de => product(&call, g, plan.ldg, tokens.clone(), 0..v, Product::DeRows { out })?,
-                Some(out) => {
-                    // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
-                    let b = Mat::new(g, input, plan.ldg);
-                    let out = Mat::new(out, input, d);
-                    Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
-                }
-                None => {}
+            if let Some(de) = grads.de {
+                // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
+                let b = Mat::new(g, input, plan.ldg);
+                let out = Mat::new(de + n0 * d as u64 * s, input, d);
+                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
             }
             if let Some(dc) = grads.dc {
                 // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ, vocabulary

@@ -24,7 +24,6 @@
 pub(crate) mod cublas;
 pub(crate) mod sm80;
 pub(crate) mod sm90;
-pub(crate) mod sm90_product;
 
 /// The sm90 family's TMA descriptors (for tests/gpu/mn_major.rs, which checks their layout).
 pub use sm90::tensor_map_pitched;

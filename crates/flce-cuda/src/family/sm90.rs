@@ -10,12 +10,14 @@ use cudarc::driver::sys as cu;
 use flce_core::{DType, Result};
 
 use crate::abi::{
-    DevPtr, GradChunk, LogitParams, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, TensorMap,
+    DevPtr, GradChunk, LogitParams, Sm90CompactForwardParams, Sm90ForwardParams, Sm90GradParams, Sm90ProductParams,
+    TensorMap,
 };
 use crate::error::Check;
-use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
+use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
 use crate::loss::Call;
-use crate::plan::{grad_grid, sm90_product_order, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
+use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
+use crate::runtime::Kernel;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -293,4 +295,184 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: Gra
     };
     call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
+}
+
+/// One of the backward's products through flce_sm90_product (kernels/sm90/product.cu), for
+/// cuBLAS's under `FLCE_SM90_PRODUCTS=1` (a measurement of the persistent backward's product
+/// phase): `g` the first of `tokens` rows of a chunk's G (pitch `ldg`) over vocabulary rows `vocab`.
+#[derive(Clone, Debug)]
+pub(crate) enum Product {
+    /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C[vocab] (add unless the first
+    /// chunk): `segments` (at most 3, contiguous, covering the tokens in order) give each run of
+    /// tokens with the address of its first row's accumulator row (backward.rs de_acc_rows).
+    De { segments: Vec<(Range<usize>, DevPtr)>, accumulate: bool },
+    /// dC's rows `vocab` = Gᵀ · E[tokens] (input dtype, rounded once), or the chunk's f32
+    /// accumulator (pitch D) (+)=.
+    Dc { out: DevPtr, f32_acc: bool, accumulate: bool },
+}
+
+/// # Safety
+/// As for [`crate::CudaLoss::backward`]: `g` holds `tokens.len()` × `ldg` elements of the input
+/// dtype, the outputs their rows; 16-byte aligned rows.
+pub(crate) unsafe fn product(
+    call: &Call<'_>,
+    g: DevPtr,
+    ldg: usize,
+    tokens: Range<usize>,
+    vocab: Range<usize>,
+    what: Product,
+) -> Result<()> {
+    let (x, d) = (call.x, call.x.shape.d);
+    let s = x.dtype.size_in_bytes() as u64;
+    let (n, vc) = (tokens.len(), vocab.len());
+    // a cluster of 2 runs column tiles in pairs (its steps pairs, its SMs pairs of SMs), each
+    // block loading half of A's box: 64 of G's rows (K-major) or one of Gᵀ's two 64-row boxes
+    let cluster = crate::geometry::sm90_product_cluster_knob();
+    // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output,
+    // the first output row's address, where the other rows go)
+    let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out, split) = match what {
+        Product::De { segments, accumulate } => {
+            // dE's rows over its accumulator's buffers (checked before `segments[0]`)
+            let split = out_segments(n, tokens.start, &segments)?;
+            (
+                tensor_map_pitched(g, n, vc, ldg, x.dtype, SM90_TILE_M / cluster, "G")?,
+                // C's chunk rows read MN-major: boxes of 64 of D (inner) × 64 vocabulary rows
+                tensor_map_pitched(x.c + vocab.start as u64 * d as u64 * s, vc, d, d, x.dtype, 64, "C chunk")?,
+                n,
+                vc,
+                accumulate,
+                false,
+                true,
+                segments[0].1,
+                split,
+            )
+        }
+        Product::Dc { out, f32_acc, accumulate } => (
+            // Gᵀ: G read MN-major, boxes of 64 vocabulary rows (inner) × 64 tokens
+            tensor_map_pitched(g, n, vc, ldg, x.dtype, 64, "G as Gᵀ")?,
+            tensor_map_pitched(x.e + tokens.start as u64 * d as u64 * s, n, d, d, x.dtype, 64, "E rows")?,
+            vc,
+            n,
+            f32_acc && accumulate,
+            true,
+            f32_acc,
+            out,
+            OutSegments::one(vc),
+        ),
+    };
+    let row_tiles = rows.div_ceil(SM90_TILE_M);
+    let tile_n = crate::geometry::sm90_product_tile_n_knob()
+        .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count(), cluster));
+    let col_units = d.div_ceil(tile_n).div_ceil(cluster);
+    // the steps that run together: one per SM, or per resident cluster (a persistent grid of more
+    // clusters than fit at once would run its last ones in a second wave)
+    let together = match cluster {
+        1 => call.be.sm_count(),
+        _ => {
+            let resident = call.be.kernels.max_active_clusters(Kernel::Sm90Product, x.dtype, cluster as u32)?;
+            (call.be.sm_count() / cluster).min(resident as usize).max(1)
+        }
+    };
+    let knob = crate::geometry::sm90_product_order_knob();
+    let order = sm90_product_order(
+        row_tiles,
+        col_units,
+        (rows * k) as f64 * s as f64,
+        (k * d) as f64 * s as f64,
+        together,
+        knob == Sm90ProductOrderKnob::Grouped,
+    );
+    let params = Sm90ProductParams {
+        map_a,
+        map_b,
+        out,
+        out_seg1: split.out_seg1,
+        out_seg2: split.out_seg2,
+        seg1_row: split.seg1_row as i32,
+        seg2_row: split.seg2_row as i32,
+        ldo: d as i32,
+        rows: rows as i32,
+        cols: d as i32,
+        k: k as i32,
+        accumulate: accumulate as i32,
+        a_mn: a_mn as i32,
+        out_f32: out_f32 as i32,
+        group_rows: if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32,
+        blocks: (order.blocks * cluster) as i32,
+        tile_n: tile_n as i32,
+        cluster: cluster as i32,
+    };
+    call.be.kernels.launch(x.dtype, &params, call.stream)?;
+    Ok(())
+}
+
+/// Where a product's output rows go (Sm90ProductParams): rows [0, seg1_row) at the launch's `out`,
+/// [seg1_row, seg2_row) from `out_seg1`, [seg2_row, rows) from `out_seg2`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OutSegments {
+    seg1_row: usize,
+    seg2_row: usize,
+    out_seg1: DevPtr,
+    out_seg2: DevPtr,
+}
+
+impl OutSegments {
+    /// Every one of `rows` rows in the one buffer.
+    fn one(rows: usize) -> Self {
+        OutSegments { seg1_row: rows, seg2_row: rows, out_seg1: 0, out_seg2: 0 }
+    }
+}
+
+/// The segments of dE's accumulator rows ([`Product::De`]) as the kernel takes them: `rows` output
+/// rows, the first the token `first_token`; `segments` at most 3, contiguous, covering them in
+/// order (the first segment's address is the launch's `out`).
+fn out_segments(rows: usize, first_token: usize, segments: &[(Range<usize>, DevPtr)]) -> Result<OutSegments> {
+    let contiguous = segments.windows(2).all(|w| w[0].0.end == w[1].0.start);
+    let covers = segments.first().map(|f| f.0.start) == Some(first_token)
+        && segments.last().map(|l| l.0.end) == Some(first_token + rows);
+    if segments.len() > 3 || !contiguous || !covers {
+        let why = format!(
+            "dE product: accumulator segments {segments:?} do not cover tokens {first_token}..{}",
+            first_token + rows
+        );
+        return Err(flce_core::Error::Unsupported(why));
+    }
+    let start = |i: usize| segments.get(i).map_or((rows, 0), |(r, p)| (r.start - first_token, *p));
+    let ((seg1_row, out_seg1), (seg2_row, out_seg2)) = (start(1), start(2));
+    Ok(OutSegments { seg1_row, seg2_row, out_seg1, out_seg2 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_buffer_puts_every_row_in_it() {
+        // dC's products have as many output rows as vocabulary rows, not tokens: both splits at
+        // `rows` (a split at the token count sent rows past it to address 0)
+        assert_eq!(
+            OutSegments::one(19_200),
+            OutSegments { seg1_row: 19_200, seg2_row: 19_200, out_seg1: 0, out_seg2: 0 }
+        );
+        let one = out_segments(600, 0, &[(0..600, 0x1000)]).unwrap();
+        assert_eq!(one, OutSegments::one(600));
+    }
+
+    #[test]
+    fn segments_split_rows_relative_to_the_first_token() {
+        let two = out_segments(4096, 4096, &[(4096..6000, 0x1000), (6000..8192, 0x9000)]).unwrap();
+        assert_eq!(two, OutSegments { seg1_row: 1904, seg2_row: 4096, out_seg1: 0x9000, out_seg2: 0 });
+        let three = out_segments(5000, 0, &[(0..100, 0x1000), (100..3000, 0x2000), (3000..5000, 0x3000)]).unwrap();
+        assert_eq!(three, OutSegments { seg1_row: 100, seg2_row: 3000, out_seg1: 0x2000, out_seg2: 0x3000 });
+    }
+
+    #[test]
+    fn segments_that_do_not_cover_the_rows_in_order_are_refused() {
+        assert!(out_segments(600, 0, &[]).is_err());
+        assert!(out_segments(600, 0, &[(0..300, 1), (301..600, 2)]).is_err());
+        assert!(out_segments(600, 0, &[(0..500, 1)]).is_err());
+        assert!(out_segments(600, 10, &[(0..600, 1)]).is_err());
+        let four = [(0..1, 1), (1..2, 2), (2..3, 3), (3..4, 4)];
+        assert!(out_segments(4, 0, &four).is_err());
+    }
 }

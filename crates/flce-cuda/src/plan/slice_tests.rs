@@ -9,8 +9,7 @@ use crate::family::ForwardMode;
 const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
 const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
 const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
-const COMPACT: StepLogits =
-    StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::UNPAIRED, products: crate::plan::StepProducts::Cublas };
+const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::UNPAIRED };
 // The rest with dE's accumulator in the workspace; the backend's default also puts it in dC's head
 // rows where they hold it (de_in_dc: de_accumulator_in_dcs_head_rows_buys_a_larger_head).
 const REST: SliceRest = SliceRest {

@@ -59,44 +59,8 @@ pub enum StepLogits {
     /// with its statistics (module docs): sm_90a, 16-bit inputs with 16-byte rows, every option
     /// but a softcap with smoothing (`CudaLoss::step_logits` decides). The forward grid is
     /// planned for `sm_count` SMs with `tuning`'s L2 budget and cluster size, as the sm90
-    /// forward's; `products` says which kernels multiply (the vocabulary-slice pass, which also
-    /// plans with compact logits, always takes cuBLAS's).
-    Compact { sm_count: usize, tuning: super::Sm90Tuning, products: StepProducts },
-}
-
-/// Which kernels compute the three-product pass's dE with compact logits (`FLCE_STEP_PRODUCTS`, a
-/// measurement knob: `CudaLoss::step_logits`; docs/design-q-products.md). dC is cuBLAS's in all.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum StepProducts {
-    /// cuBLAS on the G pass's output (the default).
-    #[default]
-    Cublas,
-    /// flce_sm90_product on the G pass's output (kernels/sm90/product.cu): the reference the next
-    /// one is bitwise equal to, and its speed without forming G.
-    OwnDe,
-    /// flce_sm90_product_q (kernels/sm90/product_q.cu): G formed from q inside the product, before
-    /// the G pass (which dC still reads); the maxima in the workspace ([`MrefPlace::Workspace`]:
-    /// the product writes dE's rows while other tiles read them). Calls with a bias, softcap or
-    /// smoothing run [`StepProducts::Cublas`]'s dE instead (src/step.rs).
-    DeFromQ,
-}
-
-impl StepProducts {
-    /// "cublas", "own-de" or "de-q" (the knob's values; reports).
-    pub fn name(self) -> &'static str {
-        match self {
-            StepProducts::Cublas => "cublas",
-            StepProducts::OwnDe => "own-de",
-            StepProducts::DeFromQ => "de-q",
-        }
-    }
-    /// The products of `storage` (cuBLAS's with f32 logits).
-    pub fn of(storage: StepLogits) -> StepProducts {
-        match storage {
-            StepLogits::Compact { products, .. } => products,
-            StepLogits::F32 => StepProducts::Cublas,
-        }
-    }
+    /// forward's.
+    Compact { sm_count: usize, tuning: super::Sm90Tuning },
 }
 
 impl StepLogits {
@@ -218,7 +182,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let ldg = v.div_ceil(TILE_N) * TILE_N;
     let (forward_grid, forward_cluster) = match storage {
         StepLogits::F32 => (None, 1),
-        StepLogits::Compact { sm_count, tuning, .. } => {
+        StepLogits::Compact { sm_count, tuning } => {
             // the sm90 forward's grid for a chunk of `rows` tokens, at most MAX_STATS_SPLITS
             // partials a token (a chunk worth taking has ≥ 8 token tiles: 16 splits fill 128 SMs)
             let cap = MAX_STATS_SPLITS.min(sm_count.max(1));
@@ -258,8 +222,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let mref_row = v.div_ceil(SM90_TILE_N) * 4;
     let de_row = d * dtype.size_in_bytes();
     let m_ref = compact.then(|| {
-        let de_reads_q = StepProducts::of(storage) == StepProducts::DeFromQ;
-        if wanted.de && de_row % 4 == 0 && mref_row <= de_row && !de_reads_q {
+        if wanted.de && de_row % 4 == 0 && mref_row <= de_row {
             MrefPlace::DeRows
         } else {
             MrefPlace::Workspace(l.take(rows * mref_row))

@@ -8,8 +8,7 @@ const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
 const BOTH: Wanted = Wanted { de: true, dc: true, dbias: false };
 const F32: StepLogits = StepLogits::F32;
 const UNPAIRED: Sm90Tuning = Sm90Tuning::UNPAIRED;
-const COMPACT: StepLogits =
-    StepLogits::Compact { sm_count: 132, tuning: UNPAIRED, products: crate::plan::StepProducts::Cublas };
+const COMPACT: StepLogits = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
 
 #[test]
 fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
@@ -28,7 +27,7 @@ fn the_three_product_plan_is_taken_only_with_chunks_that_pay() {
 
 #[test]
 fn a_token_cap_bounds_the_chunk_and_its_workspace() {
-    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED, products: crate::plan::StepProducts::Cublas };
+    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
     let long = Shape { n: 65_536, ..LLAMA };
     let whole = step_plan(long, DType::BF16, BOTH, 40 << 30, compact).unwrap();
     assert_eq!((whole.token_chunk, whole.dc_acc), (65_536, None), "40 GB: one chunk, no accumulator");
@@ -54,7 +53,7 @@ fn a_token_cap_bounds_the_chunk_and_its_workspace() {
 
 #[test]
 fn long_batches_take_8k_chunks_by_default() {
-    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED, products: crate::plan::StepProducts::Cublas };
+    let compact = StepLogits::Compact { sm_count: 132, tuning: UNPAIRED };
     // (16,512 tokens: three chunks of at most 8192 — 6656 / 6656 / 3200, not 8192 / 8192 / 128,
     // whose last chunk of one token tile would take a third of a whole chunk's tile steps)
     for (n, chunk) in [(8192, 8192), (16_384, 16_384), (16_512, 6656), (65_536, 8192)] {
@@ -123,11 +122,7 @@ fn compact_logits_take_two_bytes_a_logit_and_triple_the_chunk() {
 
 #[test]
 fn paired_compact_forwards_keep_their_slots_in_pairs_within_one_wave() {
-    let paired = StepLogits::Compact {
-        sm_count: 132,
-        tuning: Sm90Tuning { cluster: 2, ..UNPAIRED },
-        products: crate::plan::StepProducts::Cublas,
-    };
+    let paired = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning { cluster: 2, ..UNPAIRED } };
     let train16k = Shape::new(16384, 2048, 128_256);
     for (shape, budget) in [(train16k, 2 << 30), (LLAMA, 4 << 30), (Shape::new(300, 64, 1000), 64 << 20)] {
         let p = step_plan(shape, DType::BF16, BOTH, budget, paired).unwrap();
@@ -149,13 +144,7 @@ fn the_compact_forward_grid_follows_its_own_l2_budget() {
     let train16k = Shape::new(16384, 2048, 128_256);
     let plan = |compact_mb: usize| {
         let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, rest: false, ..Sm90Tuning::DEFAULT };
-        step_plan_with_chunk(
-            train16k,
-            DType::BF16,
-            BOTH,
-            6144,
-            StepLogits::Compact { sm_count: 132, tuning, products: crate::plan::StepProducts::Cublas },
-        )
+        step_plan_with_chunk(train16k, DType::BF16, BOTH, 6144, StepLogits::Compact { sm_count: 132, tuning })
     };
     let (wide, narrow) = (plan(32), plan(16));
     let (w, n) = (wide.forward_grid.unwrap(), narrow.forward_grid.unwrap());
@@ -168,13 +157,7 @@ fn the_compact_forward_grid_follows_its_own_l2_budget() {
     // last 13: 183 tile steps (184 for 12 × 11)
     let with_rest = |compact_mb: usize| {
         let tuning = Sm90Tuning { compact_l2_budget: compact_mb << 20, ..Sm90Tuning::DEFAULT };
-        let p = step_plan(
-            train16k,
-            DType::BF16,
-            BOTH,
-            2 << 30,
-            StepLogits::Compact { sm_count: 132, tuning, products: crate::plan::StepProducts::Cublas },
-        );
+        let p = step_plan(train16k, DType::BF16, BOTH, 2 << 30, StepLogits::Compact { sm_count: 132, tuning });
         p.unwrap().forward_grid.unwrap()
     };
     let rest = Some(crate::plan::Sm90Rest { slots: 4, splits: 1, tiles_per_split: 13 });
@@ -229,8 +212,7 @@ fn the_budget_takes_the_chunk_that_balances_the_forward_grid_among_as_many_chunk
     // the 16k training-step loss: with 2,112 MB the largest chunk that fits is 6400 tokens (a
     // 10 × 12 grid, 507 tile steps over its three chunks); 6144 (16 × 8, 488) is as many chunks
     let train16k = Shape::new(16384, 2048, 128_256);
-    let compact =
-        StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::DEFAULT, products: crate::plan::StepProducts::Cublas };
+    let compact = StepLogits::Compact { sm_count: 132, tuning: Sm90Tuning::DEFAULT };
     let plan = |mib: usize| step_plan(train16k, DType::BF16, BOTH, mib << 20, compact).unwrap();
     let steps = |p: &StepPlan| forward_tile_steps(p).unwrap();
     let wide = step_plan_with_chunk(train16k, DType::BF16, BOTH, 6400, compact);

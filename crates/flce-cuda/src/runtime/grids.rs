@@ -221,16 +221,6 @@ impl KernelArgs for Sm90ProductParams {
     }
 }
 
-impl KernelArgs for Sm90ProductQParams {
-    const KERNEL: Kernel = Kernel::Sm90ProductQ;
-    fn grid(&self) -> (u32, u32, u32) {
-        self.product.grid()
-    }
-    fn cluster(&self) -> u32 {
-        self.product.cluster()
-    }
-}
-
 fn round_up(x: u32, multiple: u32) -> u32 {
     x.div_ceil(multiple) * multiple
 }

@@ -44,7 +44,6 @@ pub enum Kernel {
     CompactGrad,
     Sm90Grad,
     Sm90Product,
-    Sm90ProductQ,
     SliceTargets,
     ExportPartials,
     FinishRanks,
@@ -52,7 +51,7 @@ pub enum Kernel {
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 22] = [
+    pub const ALL: [Kernel; 21] = [
         Kernel::CheckClassWeights,
         Kernel::PrepTargets,
         Kernel::TokenScale,
@@ -70,7 +69,6 @@ impl Kernel {
         Kernel::CompactGrad,
         Kernel::Sm90Grad,
         Kernel::Sm90Product,
-        Kernel::Sm90ProductQ,
         Kernel::SliceTargets,
         Kernel::ExportPartials,
         Kernel::FinishRanks,
@@ -90,7 +88,6 @@ impl Kernel {
             Kernel::CompactGrad => KernelFile::Sm90StepGrad,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
             Kernel::Sm90Product => KernelFile::Sm90Product,
-            Kernel::Sm90ProductQ => KernelFile::Sm90ProductQ,
             Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
                 KernelFile::Phases
             }
@@ -117,7 +114,6 @@ impl Kernel {
             Kernel::CompactGrad => "flce_grad_from_compact",
             Kernel::Sm90Grad => "flce_sm90_grad",
             Kernel::Sm90Product => "flce_sm90_product",
-            Kernel::Sm90ProductQ => "flce_sm90_product_q",
             Kernel::SliceTargets => "flce_slice_targets",
             Kernel::ExportPartials => "flce_export_partials",
             Kernel::FinishRanks => "flce_finish_ranks",
@@ -134,11 +130,7 @@ impl Kernel {
             | Kernel::SliceScales => REDUCE_THREADS,
             Kernel::ForwardFinish => FINISH_THREADS,
             Kernel::ForwardTiles | Kernel::GradTiles => TILE_THREADS,
-            Kernel::Sm90Forward
-            | Kernel::Sm90ForwardCompact
-            | Kernel::Sm90Grad
-            | Kernel::Sm90Product
-            | Kernel::Sm90ProductQ => SM90_THREADS,
+            Kernel::Sm90Forward | Kernel::Sm90ForwardCompact | Kernel::Sm90Grad | Kernel::Sm90Product => SM90_THREADS,
             _ => ELEMENTWISE_THREADS,
         }
     }
@@ -162,7 +154,7 @@ impl Kernel {
                 geometry::SM90_STAGED_GRAD_SMEM_BYTES - mainloop.grad_ring_saving()
             }
             Kernel::Sm90Grad => SM90_GRAD_SMEM_BYTES - mainloop.grad_ring_saving(),
-            Kernel::Sm90Product | Kernel::Sm90ProductQ => SM90_PRODUCT_SMEM_BYTES - mainloop.ring_saving(),
+            Kernel::Sm90Product => SM90_PRODUCT_SMEM_BYTES - mainloop.ring_saving(),
             _ => 0,
         }
     }

@@ -7,9 +7,7 @@
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::{Element, Options};
-use flce_cuda::plan::{
-    step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, StepProducts, TradePlan, Wanted,
-};
+use flce_cuda::plan::{step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, TradePlan, Wanted};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
 use crate::oracle::{bits, compare, poisoned, read_run, GpuRun, POISON};
@@ -83,52 +81,6 @@ pub(crate) fn misaligned_de_is_refused<T: Element>(
     }
 }
 
-/// The compact pass with dE through flce's own products (plan::StepProducts): on G (`own-de`) and
-/// with G formed from q inside the product (`de-q`), one chunk and 128-token chunks, each against
-/// the oracle; `de-q` twice bitwise, and bitwise equal to `own-de` (the same G, the same product
-/// order: every output, dE included).
-#[allow(clippy::too_many_arguments)]
-fn check_own_products<T: Element>(
-    be: &CudaLoss,
-    up: &UploadedInputs,
-    c: &Case,
-    p: &RandomProblem<T>,
-    oracle: &reference::Reference,
-    go: &[f32],
-    (sm_count, tuning): (usize, flce_cuda::plan::Sm90Tuning),
-    wanted: Wanted,
-) -> Result<String, String> {
-    let s = up.inputs.shape;
-    let storage = |products| StepLogits::Compact { sm_count, tuning, products };
-    let mut report = String::new();
-    for chunk in [usize::MAX, 128] {
-        let plan = |products| match chunk {
-            usize::MAX => step_plan(s, T::DTYPE, wanted, usize::MAX, storage(products)).map_err(|e| e.to_string()),
-            _ => Ok(step_plan_with_chunk(s, T::DTYPE, wanted, chunk, storage(products))),
-        };
-        let (own, from_q) = (plan(StepProducts::OwnDe)?, plan(StepProducts::DeFromQ)?);
-        if !matches!(from_q.m_ref, Some(MrefPlace::Workspace(_))) {
-            return Err(format!("de-q plan keeps its maxima in {:?}", from_q.m_ref));
-        }
-        let chunks = own.token_chunks();
-        let a = step_run::<T>(be, up, c, &own)?;
-        compare(c, p, oracle, go, &a).map_err(|e| format!("own-de, {chunks} chunks: {e}"))?;
-        let q1 = step_run::<T>(be, up, c, &from_q)?;
-        let q2 = step_run::<T>(be, up, c, &from_q)?;
-        if bits(&q1) != bits(&q2) {
-            return Err(format!("de-q, {chunks} chunks: results differ between two identical runs"));
-        }
-        let m = compare(c, p, oracle, go, &q1).map_err(|e| format!("de-q, {chunks} chunks: {e}"))?;
-        if bits(&q1) != bits(&a) {
-            let (qd, ad) = (to_f64(&q1.de), to_f64(&a.de));
-            let de_same = qd.iter().zip(&ad).filter(|(x, y)| x.to_bits() == y.to_bits()).count();
-            return Err(format!("de-q, {chunks} chunks: differs from own-de ({de_same} of {} dE bitwise)", a.de.len()));
-        }
-        report.push_str(&format!("; de-q {chunks} chunk(s) = own-de bitwise: {m}"));
-    }
-    Ok(report)
-}
-
 pub(crate) fn check_step<T: Element>(
     be: &CudaLoss,
     up: &UploadedInputs,
@@ -176,9 +128,6 @@ pub(crate) fn check_step<T: Element>(
         }
         if one_chunk.m_ref == Some(MrefPlace::DeRows) {
             misaligned_de_is_refused::<T>(be, up, c, &TradePlan::Step(one_chunk.clone()))?;
-        }
-        if let StepLogits::Compact { sm_count, tuning, .. } = storage {
-            report.push_str(&check_own_products::<T>(be, up, c, p, oracle, go, (sm_count, tuning), wanted)?);
         }
         chunked = Some(small);
     }
