@@ -265,7 +265,8 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 }
 
 // TA = 2 (the product kernel's K-major A through registers, SM90_PRODUCT_A_RS: the first step
-// towards products that form their A from compact logits, perf-notes v51): one tile's k-loop.
+// towards products that form their A from compact logits, perf-notes v51 — a plan since measured
+// slower and closed, v52; the variant stays as a measurement): one tile's k-loop.
 // Each k-step loads A's fragments of the consumer's 64 rows from the stage's K-major box with
 // ldmatrix (128-byte swizzle: row r's 16-byte chunk c at r·128 + ((c ^ (r & 7)) << 4)), then
 // issues its four wgmma with A from registers and waits for them before the next k-step's loads:

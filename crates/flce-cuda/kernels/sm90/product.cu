@@ -33,7 +33,8 @@
 
 // A K-major A (dE's G) through shared-memory descriptors (0), or read into registers with
 // ldmatrix and multiplied from there (2: SM90_PRODUCT_A_RS, FLCE_SM90_MAINLOOP prs=1 — the main
-// loop products that form A from compact logits would take; a measurement variant).
+// loop products that form A from compact logits would take — measured slower, perf-notes v52; a
+// measurement variant).
 #ifndef SM90_PRODUCT_A_RS
 #define SM90_PRODUCT_A_RS 0
 #endif
