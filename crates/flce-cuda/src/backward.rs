@@ -9,10 +9,9 @@ use flce_core::{check_grad_output, DType, Error, Options, Result};
 
 use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams};
 use crate::backward_steps::{one_pass_steps, writes_dc, Computes, Pass, Step};
-use crate::blas::{Alpha, BoundBlas, Elem, Gemm, Mat};
+use crate::blas::{BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
-use crate::geometry::SCALAR_ALPHA;
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
 
@@ -231,13 +230,10 @@ impl CudaLoss {
         };
         let writes_dc = writes_dc(plan, vc, pass);
         let tokens = plan.token_range(tc);
-        // the products' α: the scalars whose token scales G was formed with
-        let scalars = ws.at(plan.scalars);
-        let alpha = Alpha::Scalars(scalars);
         let chunk = GradChunk {
             lse,
             token_scale: ws.at(plan.token_scale),
-            scalars,
+            scalars: ws.at(plan.scalars),
             n0: tokens.start as i32,
             n_end: tokens.end as i32,
             v0: vocab.start as i32,
@@ -264,7 +260,6 @@ impl CudaLoss {
                 count: vocab.len() as i32,
                 accumulate: 1 - first_tokens,
                 db_acc: acc + 4 * vocab.start as u64,
-                alpha: scalars + 4 * SCALAR_ALPHA as u64,
             };
             self.kernels.launch(x.dtype, &reduce, stream)?;
         }
@@ -279,12 +274,12 @@ impl CudaLoss {
             // (a 16-bit dC is written once: one token chunk)
             if own_products && (f32_acc || first_tokens == 1) {
                 let what = family::sm90::Product::Dc { out, f32_acc, accumulate: first_tokens == 0 };
-                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what, scalars)?;
+                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what)?;
             } else {
                 let out = Mat::new(out, if f32_acc { Elem::F32 } else { input }, d);
                 let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
                 let b = Mat::new(g, input, ldg).t();
-                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, alpha, beta, out }.run(blas)?;
+                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
             }
         }
         if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
@@ -303,12 +298,12 @@ impl CudaLoss {
                 let rows = segments[0].0.start..segments[segments.len() - 1].0.end;
                 let g_rows = g_row(rows.start);
                 let what = family::sm90::Product::De { segments, accumulate: adds };
-                family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what, scalars)?;
+                family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
             } else {
                 for (rows, out) in segments {
                     let b = Mat::new(g_row(rows.start), input, ldg);
                     let out = Mat::new(out, Elem::F32, d);
-                    Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, alpha, beta, out }.run(blas)?;
+                    Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
                 }
             }
         }

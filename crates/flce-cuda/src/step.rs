@@ -10,7 +10,7 @@ use crate::abi::{
     CompactGradParams, DbReduceParams, DevPtr, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
     ScaleParams, StatsParams,
 };
-use crate::blas::{Alpha, Elem, Gemm, Mat};
+use crate::blas::{Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
 use crate::loss::CudaLoss;
@@ -105,13 +105,11 @@ impl CudaLoss {
             let chunk_partials =
                 crate::forward::Partials::new(partials + 16 * n0, target_logit + 4 * n0, plan.stats_splits);
             self.merge_partials(&call, view.k, view.targets, chunk_partials, out.lse + 4 * n0, 0, 0)?;
-            // G for grad_output = 1, and db's column sums; the products' α from the same scalars
-            let scalars = ws.at(plan.scalars);
-            let alpha = Alpha::Scalars(scalars);
+            // G for grad_output = 1, and db's column sums
             let chunk = GradChunk {
                 lse: out.lse,
                 token_scale: ws.at(plan.token_scale),
-                scalars,
+                scalars: ws.at(plan.scalars),
                 n0: tokens.start as i32,
                 n_end: tokens.end as i32,
                 v0: 0,
@@ -138,7 +136,7 @@ impl CudaLoss {
                 // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
                 let b = Mat::new(g, input, plan.ldg);
                 let out = Mat::new(de + n0 * d as u64 * s, input, d);
-                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, alpha, beta: 0.0, out }.run(&blas)?;
+                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
             }
             if let Some(dc) = grads.dc {
                 // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ, vocabulary
@@ -148,7 +146,7 @@ impl CudaLoss {
                 let a = Mat::new(e_chunk, input, d);
                 let rows = |v0: usize, v1: usize, out: Mat| {
                     let b = Mat::new(g + v0 as u64 * s, input, plan.ldg).t();
-                    Gemm { m: d, n: v1 - v0, k: nlen, a, b, alpha, beta, out }
+                    Gemm { m: d, n: v1 - v0, k: nlen, a, b, beta, out }
                 };
                 match plan.dc_acc {
                     Some(r) => {
@@ -169,7 +167,6 @@ impl CudaLoss {
                     count: v as i32,
                     accumulate: (!first) as i32,
                     db_acc: ws.at(acc),
-                    alpha: scalars + 4 * crate::geometry::SCALAR_ALPHA as u64,
                 };
                 self.kernels.launch(x.dtype, &reduce, stream)?;
             }

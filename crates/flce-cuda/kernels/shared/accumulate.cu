@@ -1,8 +1,7 @@
 // flce shared kernels: the backward's accumulators, for every family.
 //
 // flce_db_reduce — one thread per column: sums db_partial [row_tiles, ldb] over row tiles in
-//   order, times *alpha (the products' α: common/types.cuh token_scale_of), into db_acc (f32),
-//   overwriting on the first token chunk, adding after. Deterministic.
+//   order into db_acc (f32), overwriting on the first token chunk, adding after. Deterministic.
 // flce_to_elem   — grid-stride: rounds an f32 accumulator to the input dtype (the one rounding
 //   of dE, dC and db); four elements a step where the pointers are aligned for it.
 // flce_scale_grads — grid-stride: gradients (input dtype) times the f32 at `scale`, in place;
@@ -16,7 +15,6 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_db_reduce
   if (j >= p.count) return;
   float s = 0.0f;
   for (int r = 0; r < p.row_tiles; ++r) s += p.db_partial[(size_t)r * p.ldb + j];
-  s *= *p.alpha;
   p.db_acc[j] = p.accumulate ? p.db_acc[j] + s : s;
 }
 

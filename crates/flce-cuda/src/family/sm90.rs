@@ -313,8 +313,7 @@ pub(crate) enum Product {
 
 /// # Safety
 /// As for [`crate::CudaLoss::backward`]: `g` holds `tokens.len()` × `ldg` elements of the input
-/// dtype, the outputs their rows; 16-byte aligned rows. Every sum is multiplied by the α in the
-/// backward's `scalars` (geometry.rs SCALAR_ALPHA) before it is written.
+/// dtype, the outputs their rows; 16-byte aligned rows.
 pub(crate) unsafe fn product(
     call: &Call<'_>,
     g: DevPtr,
@@ -322,7 +321,6 @@ pub(crate) unsafe fn product(
     tokens: Range<usize>,
     vocab: Range<usize>,
     what: Product,
-    scalars: DevPtr,
 ) -> Result<()> {
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
@@ -403,7 +401,6 @@ pub(crate) unsafe fn product(
         blocks: (order.blocks * cluster) as i32,
         tile_n: tile_n as i32,
         cluster: cluster as i32,
-        alpha: scalars + 4 * crate::geometry::SCALAR_ALPHA as u64,
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
