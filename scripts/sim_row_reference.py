@@ -20,26 +20,19 @@ several token counts.
 
 perf-notes v53 records both outputs.
 """
-import math
+import os
 import sys
 
 import torch
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+from suite import make_data, rel  # noqa: E402  (bench_peers.py's data; ‖a − b‖ / ‖b‖)
 
-def make(n, d, v, mode, gen):
-    """../shared/peers/bench_peers.py's make_data, on the CPU (bf16 values held in f64)."""
-    c = torch.randn(v, d, generator=gen) / math.sqrt(d)
-    t = torch.randint(0, v, (n,), generator=gen)
-    if mode == "flat":
-        e = torch.randn(n, d, generator=gen)
-    else:
-        head = torch.randint(0, 1000, (n,), generator=gen)
-        unit = lambda x: x / x.norm(dim=1, keepdim=True).clamp_min(1e-6)
-        conf = 6.0 + 14.0 * torch.rand(n, 1, generator=gen)
-        e = conf * unit(c[t]) + 6.0 * unit(c[head]) + torch.randn(n, d, generator=gen)
-    ignore = torch.rand(n, generator=gen) < 0.05
-    t = torch.where(ignore, torch.full_like(t, -100), t)
-    return e.bfloat16().double(), c.bfloat16().double(), t
+
+def make(n, d, v, mode, seed):
+    """The suite's data on the CPU, its bf16 values held in f64."""
+    e, c, t = make_data(n, d, v, mode, seed, torch.bfloat16, "cpu")
+    return e.double(), c.double(), t
 
 
 def bf16(x):
@@ -50,16 +43,13 @@ def f16(x):
     return x.half().double()
 
 
-def rel(a, b):
-    return ((a - b).norm() / b.norm()).item()
-
-
 def main():
-    gen = torch.Generator().manual_seed(0)
+    seed = 0
     print("data  N,D,V            | dE: G pass  row ref | dC: G pass  row ref | dC before its output rounding")
     for mode in ("peaky", "flat"):
         for n, d, v in ((1024, 512, 16384), (512, 1024, 32000), (4096, 256, 16384)):
-            e, c, t = make(n, d, v, mode, gen)
+            seed += 1
+            e, c, t = make(n, d, v, mode, seed)
             z = e @ c.T
             valid = t >= 0
             rows = valid.nonzero()[:, 0]
@@ -93,9 +83,8 @@ def main():
 
 
 def scale_main():
-    gen = torch.Generator().manual_seed(1)
     n, d, v = 2048, 256, 16384
-    e, c, t = make(n, d, v, "peaky", gen)
+    e, c, t = make(n, d, v, "peaky", 1)
     z = e @ c.T
     valid = t >= 0
     rows = valid.nonzero()[:, 0]
