@@ -282,6 +282,9 @@ abi_structs! {
         /// Blocks per cluster: 1, or 2 — a pair of column tiles of one row tile sharing A's box,
         /// each block loading half and multicasting it (FLCE_SM90_PRODUCT_CLUSTER=2).
         cluster: i32 = "int",
+        /// The f32 every sum is multiplied by before it is written: the backward's α
+        /// (scalars[SCALAR_ALPHA], common/types.cuh), or a 1.
+        alpha: DevPtr = "const float*",
     }
 
     /// flce_db_reduce: sums db_partial over row tiles in order.
@@ -293,6 +296,8 @@ abi_structs! {
         /// 0 on the first token chunk (overwrite), 1 after.
         accumulate: i32 = "int",
         db_acc: DevPtr = "float*",
+        /// The backward's α (scalars[SCALAR_ALPHA]): each column's sum is multiplied by it.
+        alpha: DevPtr = "const float*",
     }
 
     /// flce_to_elem: the one rounding of an f32 accumulator to the input dtype.
@@ -300,6 +305,8 @@ abi_structs! {
         src: DevPtr = "const float*",
         dst: DevPtr = "elem_t*",
         count: u64 = "unsigned long long",
+        /// An f32 every element is multiplied by before it is rounded, or 0 (null): none.
+        scale: DevPtr = "const float*",
     }
 
     /// flce_scale_grads: gradients times a device scalar (skipped when it is 1).

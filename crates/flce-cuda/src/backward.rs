@@ -9,9 +9,10 @@ use flce_core::{check_grad_output, DType, Error, Options, Result};
 
 use crate::abi::{DbReduceParams, DevPtr, GradChunk, ScaleParams};
 use crate::backward_steps::{one_pass_steps, writes_dc, Computes, Pass, Step};
-use crate::blas::{BoundBlas, Elem, Gemm, Mat};
+use crate::blas::{Alpha, BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
+use crate::geometry::{SCALAR_ALPHA, SCALAR_ONE};
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
 
@@ -132,6 +133,8 @@ impl CudaLoss {
         lse: DevPtr,
     ) -> Result<()> {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
+        // the backward's α (the scalars' word SCALAR_ALPHA), for the accumulators' rounding
+        let alpha = ws.at(plan.scalars) + 4 * SCALAR_ALPHA as u64;
         let de_overflow = plan.dc_tail().filter(|t| t.overflow_rows > 0).map(|t| ws.at(t.overflow));
         let dst = Targets { grads: *grads, de_acc, de_overflow, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
@@ -153,28 +156,33 @@ impl CudaLoss {
                         return Err(missing(step));
                     };
                     let vocab = plan.vocab_range(vc);
-                    self.round_into(x.dtype, ws.at(r), row_at(dc, vocab.start), vocab.len() * d, stream)?;
+                    self.round_scaled_into(x.dtype, ws.at(r), row_at(dc, vocab.start), vocab.len() * d, alpha, stream)?;
                 }
                 Step::RoundDeChunk { tc } => {
                     // (no dC: no tail pass; dE's accumulator holds one token chunk, rounded after it)
                     let (Some(de), Some(acc)) = (grads.de, de_acc) else { return Err(missing(step)) };
                     let tokens = plan.token_range(tc);
-                    self.round_into(x.dtype, acc, row_at(de, tokens.start), tokens.len() * d, stream)?;
+                    self.round_scaled_into(x.dtype, acc, row_at(de, tokens.start), tokens.len() * d, alpha, stream)?;
                 }
                 Step::RoundDe => {
                     // the rows kept in dE's own buffer first: their bytes are the others' destination
                     let (Some(de), Some(acc)) = (grads.de, de_acc) else { return Err(missing(step)) };
                     let head = plan.dc_tail().map_or(0, |t| t.rows_in_de);
-                    self.round_head_in_place(x.dtype, de, head, d, stream)?;
+                    self.round_head_in_place(x.dtype, de, head, d, alpha, stream)?;
                     for (rows, from) in de_acc_rows(plan, Some(de), acc, dst.de_overflow, &(head..x.shape.n)) {
-                        self.round_into(x.dtype, from, row_at(de, rows.start), rows.len() * d, stream)?;
+                        self.round_scaled_into(x.dtype, from, row_at(de, rows.start), rows.len() * d, alpha, stream)?;
                     }
                 }
                 Step::RoundDb => {
+                    // (flce_db_reduce applied α already)
                     let (Some(db), Some(acc)) = (grads.dbias, dst.db_acc) else { return Err(missing(step)) };
                     self.round_into(x.dtype, acc, db, x.shape.v, stream)?;
                 }
             }
+        }
+        // f32 inputs: dE accumulated in the caller's dE itself (no rounding step) without α
+        if let (Some(de), Some(_), DeAccumulator::InPlace) = (grads.de, de_acc, plan.de_acc) {
+            self.scale_in_place(DType::F32, de, x.shape.n * d, alpha, stream)?;
         }
         Ok(())
     }
@@ -184,13 +192,15 @@ impl CudaLoss {
     /// dC head, [`crate::plan::StepPlan::dc_head_rows`]) rounded in place into rows [0, rows). At 16-bit
     /// dtypes the rounded rows [a, b) (bytes [2Da, 2Db)) overlap f32 row r only if
     /// r < b/2 − 1; in passes with b ≤ 2a + 2 — rows [0, 2), [2, 6), [6, 14), … — every f32 row
-    /// a pass writes over was read by an earlier pass (stream order), none of its own.
+    /// a pass writes over was read by an earlier pass (stream order), none of its own. Each value
+    /// is multiplied by the f32 at `scale` (0: none) before it is rounded.
     pub(crate) unsafe fn round_head_in_place(
         &self,
         dtype: DType,
         buf: DevPtr,
         rows: usize,
         d: usize,
+        scale: DevPtr,
         stream: Stream,
     ) -> Result<()> {
         debug_assert!(rows == 0 || dtype.size_in_bytes() == 2);
@@ -198,7 +208,8 @@ impl CudaLoss {
         let mut a = 0usize;
         while a < rows {
             let b = (2 * a + 2).min(rows);
-            self.round_into(dtype, buf + f32_row * (a as u64 + 1), buf + row * a as u64, (b - a) * d, stream)?;
+            let (src, dst) = (buf + f32_row * (a as u64 + 1), buf + row * a as u64);
+            self.round_scaled_into(dtype, src, dst, (b - a) * d, scale, stream)?;
             a = b;
         }
         Ok(())
@@ -230,10 +241,15 @@ impl CudaLoss {
         };
         let writes_dc = writes_dc(plan, vc, pass);
         let tokens = plan.token_range(tc);
+        // the products' α, from the scalars whose token scales G was formed with: on the device for
+        // a product written once into dC; 1 for those into f32 accumulators (dE's always, dC's in
+        // the workspace), whose rounding applies it (`Step::Round*`, `scale_in_place_de`)
+        let scalars = ws.at(plan.scalars);
+        let word = |i: usize| scalars + 4 * i as u64;
         let chunk = GradChunk {
             lse,
             token_scale: ws.at(plan.token_scale),
-            scalars: ws.at(plan.scalars),
+            scalars,
             n0: tokens.start as i32,
             n_end: tokens.end as i32,
             v0: vocab.start as i32,
@@ -260,6 +276,7 @@ impl CudaLoss {
                 count: vocab.len() as i32,
                 accumulate: 1 - first_tokens,
                 db_acc: acc + 4 * vocab.start as u64,
+                alpha: word(SCALAR_ALPHA),
             };
             self.kernels.launch(x.dtype, &reduce, stream)?;
         }
@@ -271,15 +288,17 @@ impl CudaLoss {
                 DcAccumulator::Workspace(r) => ws.at(r),
                 _ => dc + vocab.start as u64 * d as u64 * s,
             };
+            let (alpha, alpha_word) =
+                if f32_acc { (Alpha::One, word(SCALAR_ONE)) } else { (Alpha::Scalars(scalars), word(SCALAR_ALPHA)) };
             // (a 16-bit dC is written once: one token chunk)
             if own_products && (f32_acc || first_tokens == 1) {
                 let what = family::sm90::Product::Dc { out, f32_acc, accumulate: first_tokens == 0 };
-                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what)?;
+                family::sm90::product(call, g, ldg, tokens.clone(), vocab.clone(), what, alpha_word)?;
             } else {
                 let out = Mat::new(out, if f32_acc { Elem::F32 } else { input }, d);
                 let a = Mat::new(x.e + tokens.start as u64 * d as u64 * s, input, d);
                 let b = Mat::new(g, input, ldg).t();
-                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, beta, out }.run(blas)?;
+                Gemm { m: d, n: vocab.len(), k: tokens.len(), a, b, alpha, beta, out }.run(blas)?;
             }
         }
         if let (Some(acc), Pass::Main) = (dst.de_acc, pass) {
@@ -298,12 +317,12 @@ impl CudaLoss {
                 let rows = segments[0].0.start..segments[segments.len() - 1].0.end;
                 let g_rows = g_row(rows.start);
                 let what = family::sm90::Product::De { segments, accumulate: adds };
-                family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what)?;
+                family::sm90::product(call, g_rows, ldg, rows, vocab.clone(), what, word(SCALAR_ONE))?;
             } else {
                 for (rows, out) in segments {
                     let b = Mat::new(g_row(rows.start), input, ldg);
                     let out = Mat::new(out, Elem::F32, d);
-                    Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, beta, out }.run(blas)?;
+                    Gemm { m: d, n: rows.len(), k: vocab.len(), a, b, alpha: Alpha::One, beta, out }.run(blas)?;
                 }
             }
         }

@@ -6,7 +6,7 @@ use cudarc::driver::sys as cu;
 use flce_core::{Result, Shape};
 
 use crate::abi::DevPtr;
-use crate::blas::{Elem, Gemm, Mat};
+use crate::blas::{Alpha, Elem, Gemm, Mat};
 use crate::device::{DeviceInputs, Stream};
 use crate::error::Check;
 use crate::loss::CudaLoss;
@@ -60,6 +60,7 @@ impl CudaLoss {
             k: d,
             a: Mat::new(x.c, input, d).t(),
             b: Mat::new(x.e, input, d),
+            alpha: Alpha::One,
             beta: 0.0,
             out: Mat::new(out, input, v),
         };

@@ -1,6 +1,7 @@
 //! cuBLAS for the plain products: one handle per device (created on first use, bound to the
 //! caller's stream for each call) and [`Gemm`], a product described by named fields instead of
-//! GemmEx's sixteen positional arguments. Always f32 accumulation (CUBLAS_COMPUTE_32F), alpha 1.
+//! GemmEx's sixteen positional arguments. Always f32 accumulation (CUBLAS_COMPUTE_32F); alpha 1,
+//! or the backward's α read from the device ([`Alpha`]).
 
 use std::ffi::c_void;
 use std::sync::{Mutex, MutexGuard};
@@ -11,6 +12,7 @@ use flce_core::{DType, Result};
 use crate::abi::DevPtr;
 use crate::device::Stream;
 use crate::error::{Check, CudaResult};
+use crate::geometry::{SCALAR_ALPHA, SCALAR_ONE, SCALAR_ZERO};
 use crate::library::{require, Library};
 
 struct Handle(cublas::cublasHandle_t);
@@ -95,7 +97,23 @@ impl Mat {
     }
 }
 
-/// `out (m × n) = a (m × k) · b (k × n) + beta · out`, column-major, f32 accumulation.
+/// A product's alpha.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Alpha {
+    One,
+    /// The f32 at word [`SCALAR_ALPHA`] of the backward's scalars region at this address: the
+    /// mean's or sum's uniform ∂L/∂loss, which G leaves out so that its rounding does not depend
+    /// on it (common/types.cuh token_scale_of). The call runs in cuBLAS's device pointer mode,
+    /// its beta read from the region's 0 or 1 (words [`SCALAR_ZERO`], [`SCALAR_ONE`]): no host
+    /// ever reads α, so nothing synchronises. Only for products written once into a gradient:
+    /// with a device beta cuBLAS runs its generic epilogue, and on the f32 accumulators' beta = 1
+    /// products that cost 43% (perf-notes v53) — those run with [`Alpha::One`] and the kernel that
+    /// rounds the accumulator applies α (`CudaLoss::round_scaled_into`).
+    Scalars(DevPtr),
+}
+
+/// `out (m × n) = alpha · a (m × k) · b (k × n) + beta · out`, column-major, f32 accumulation
+/// (alpha applied to the f32 sum, before the one rounding to `out`'s type).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Gemm {
     pub m: usize,
@@ -103,6 +121,8 @@ pub(crate) struct Gemm {
     pub k: usize,
     pub a: Mat,
     pub b: Mat,
+    pub alpha: Alpha,
+    /// 0 or 1 with [`Alpha::Scalars`].
     pub beta: f32,
     pub out: Mat,
 }
@@ -118,8 +138,26 @@ impl Gemm {
                 cublas::cublasOperation_t::CUBLAS_OP_N
             }
         };
-        let alpha = 1.0f32;
-        let Gemm { m, n, k, a, b, beta, out } = *self;
+        let one = 1.0f32;
+        let Gemm { m, n, k, a, b, alpha, beta, out } = *self;
+        let word = |base: DevPtr, i: usize| (base + 4 * i as u64) as *const c_void;
+        let (mode, alpha, beta) = match alpha {
+            Alpha::One => (
+                cublas::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,
+                &one as *const f32 as *const c_void,
+                &beta as *const f32 as *const c_void,
+            ),
+            Alpha::Scalars(s) => {
+                if beta != 0.0 && beta != 1.0 {
+                    let message = format!("a product with the device alpha takes beta 0 or 1, not {beta}");
+                    return Err(crate::error::CudaError::Call { call: "Gemm::run".into(), message });
+                }
+                let b = if beta == 0.0 { SCALAR_ZERO } else { SCALAR_ONE };
+                (cublas::cublasPointerMode_t::CUBLAS_POINTER_MODE_DEVICE, word(s, SCALAR_ALPHA), word(s, b))
+            }
+        };
+        // set on every call: the handle is shared by every product of the device
+        cublas::cublasSetPointerMode_v2(blas.raw(), mode).result().check("cublasSetPointerMode")?;
         cudarc::cublas::result::gemm_ex(
             blas.raw(),
             op(&a),
@@ -127,14 +165,14 @@ impl Gemm {
             m as i32,
             n as i32,
             k as i32,
-            &alpha as *const f32 as *const c_void,
+            alpha,
             a.ptr as *const c_void,
             a.elem.cuda(),
             a.ld as i32,
             b.ptr as *const c_void,
             b.elem.cuda(),
             b.ld as i32,
-            &beta as *const f32 as *const c_void,
+            beta,
             out.ptr as *mut c_void,
             out.elem.cuda(),
             out.ld as i32,

@@ -23,6 +23,17 @@ pub const fn finish_blocks(n: usize) -> usize {
 pub const fn finish_sums_bytes(n: usize) -> usize {
     32 * finish_blocks(n)
 }
+/// The backward's scalars, f32 words of its `scalars` region (written by flce_token_scale /
+/// flce_slice_scales, common/types.cuh write_product_scalars): W = Σ_j w_j, Σ w_t, the products'
+/// α (a mean's or sum's uniform ∂L/∂loss, kept out of G), and 0 and 1 — cuBLAS's β in device
+/// pointer mode ([`crate::blas::Alpha::Scalars`]).
+pub const SCALAR_W: usize = 0;
+pub const SCALAR_W_TOK: usize = 1;
+pub const SCALAR_ALPHA: usize = 2;
+pub const SCALAR_ZERO: usize = 3;
+pub const SCALAR_ONE: usize = 4;
+/// Bytes of the backward's scalars region.
+pub const BACKWARD_SCALARS_BYTES: usize = 32;
 /// Threads of the elementwise kernels (prep, stats, grad_from_logits, db_reduce, to_elem).
 pub const ELEMENTWISE_THREADS: u32 = 256;
 /// Tokens per block of flce_stats_from_logits (one warp per token).
@@ -316,6 +327,11 @@ fn defines_for(dtype: DType, mainloop: Sm90Mainloop) -> Vec<(&'static str, usize
         ("REDUCE_THREADS", REDUCE_THREADS as usize),
         ("FINISH_THREADS", FINISH_THREADS as usize),
         ("ELEMENTWISE_THREADS", ELEMENTWISE_THREADS as usize),
+        ("SCALAR_W", SCALAR_W),
+        ("SCALAR_W_TOK", SCALAR_W_TOK),
+        ("SCALAR_ALPHA", SCALAR_ALPHA),
+        ("SCALAR_ZERO", SCALAR_ZERO),
+        ("SCALAR_ONE", SCALAR_ONE),
         ("STATS_TOKENS_PER_BLOCK", STATS_TOKENS_PER_BLOCK as usize),
         ("STATS_BATCH", STATS_BATCH as usize),
         ("SM90_TILE_M", SM90_TILE_M),

@@ -313,7 +313,42 @@ impl CudaLoss {
         count: usize,
         stream: Stream,
     ) -> Result<()> {
-        self.kernels.launch(dtype, &ToElemParams { src, dst, count: count as u64 }, stream)?;
+        self.round_scaled_into(dtype, src, dst, count, 0, stream)
+    }
+
+    /// `count` elements of `dtype` at `data` times the f32 at `scale`, in place (flce_scale_grads,
+    /// which returns at once when it is 1): the backward's α on an f32 dE its products filled
+    /// without it, where that dE is the output (f32 inputs).
+    ///
+    /// # Safety
+    /// `data` valid for `count` elements and `scale` for one f32 on `stream`.
+    pub(crate) unsafe fn scale_in_place(
+        &self,
+        dtype: DType,
+        data: DevPtr,
+        count: usize,
+        scale: DevPtr,
+        stream: Stream,
+    ) -> Result<()> {
+        self.kernels.launch(dtype, &crate::abi::ScaleGradsParams { data, count: count as u64, scale }, stream)?;
+        Ok(())
+    }
+
+    /// [`CudaLoss::round_into`] times the f32 at `scale` (0: none) — the backward's α for an
+    /// accumulator its products filled without it ([`crate::blas::Alpha`]).
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::round_into`]; `scale` 0 or a device f32.
+    pub(crate) unsafe fn round_scaled_into(
+        &self,
+        dtype: DType,
+        src: DevPtr,
+        dst: DevPtr,
+        count: usize,
+        scale: DevPtr,
+        stream: Stream,
+    ) -> Result<()> {
+        self.kernels.launch(dtype, &ToElemParams { src, dst, count: count as u64, scale }, stream)?;
         Ok(())
     }
 

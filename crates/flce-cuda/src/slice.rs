@@ -24,7 +24,7 @@ use flce_core::{Error, Options, Result, Shape};
 
 use crate::abi::{CompactGradParams, DbReduceParams, GradChunk};
 use crate::backward::de_accumulator;
-use crate::blas::{Elem, Gemm, Mat};
+use crate::blas::{Alpha, Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{BackwardMode, Family};
 use crate::forward::Partials;
@@ -160,14 +160,16 @@ impl CudaLoss {
                 count: head_rows as i32,
                 accumulate: 0,
                 db_acc: rws.at(acc),
+                alpha: scalars + 4 * crate::geometry::SCALAR_ALPHA as u64,
             };
             self.kernels.launch(x.dtype, &reduce, stream)?;
         }
         let input = Elem::Input(x.dtype);
+        let alpha = Alpha::Scalars(scalars);
         // dC[head] = Gᵀ·E over every token, rounded once; column-major (D × head) = E(D × N) · Gᵀ
         let head_dc = |dc: u64| {
             let (a, b) = (Mat::new(x.e, input, d), Mat::new(q, input, ldg).t());
-            Gemm { m: d, n: head_rows, k: n, a, b, beta: 0.0, out: Mat::new(dc, input, d) }
+            Gemm { m: d, n: head_rows, k: n, a, b, alpha, beta: 0.0, out: Mat::new(dc, input, d) }
         };
         // (with dE's accumulator in dC's head rows, their product runs last, over the dead accumulator)
         let dc_last = plan.rest.de_acc == DeAccumulator::DcHead;
@@ -178,7 +180,9 @@ impl CudaLoss {
         if let Some(acc) = de_acc {
             // dE's accumulator = G·C[head]; column-major (D × N) = C(D × head) · G
             let (a, b) = (Mat::new(x.c, input, d), Mat::new(q, input, ldg));
-            Gemm { m: d, n, k: head_rows, a, b, beta: 0.0, out: Mat::new(acc, Elem::F32, d) }.run(&blas)?;
+            // (into the f32 accumulator without α: the rest's passes round it with α)
+            let out = Mat::new(acc, Elem::F32, d);
+            Gemm { m: d, n, k: head_rows, a, b, alpha: Alpha::One, beta: 0.0, out }.run(&blas)?;
         }
         drop(blas);
 

@@ -10,9 +10,10 @@ use crate::abi::{
     CompactGradParams, DbReduceParams, DevPtr, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
     ScaleParams, StatsParams,
 };
-use crate::blas::{Elem, Gemm, Mat};
+use crate::blas::{Alpha, Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
+use crate::geometry::SCALAR_ALPHA;
 use crate::loss::CudaLoss;
 use crate::plan::{MrefPlace, StepPlan};
 
@@ -105,11 +106,15 @@ impl CudaLoss {
             let chunk_partials =
                 crate::forward::Partials::new(partials + 16 * n0, target_logit + 4 * n0, plan.stats_splits);
             self.merge_partials(&call, view.k, view.targets, chunk_partials, out.lse + 4 * n0, 0, 0)?;
-            // G for grad_output = 1, and db's column sums
+            // G for grad_output = 1, and db's column sums; the products' α from the same scalars:
+            // on the device for those written once into dE / dC, 1 for dC's f32 accumulator, whose
+            // rounding applies it
+            let scalars = ws.at(plan.scalars);
+            let alpha = Alpha::Scalars(scalars);
             let chunk = GradChunk {
                 lse: out.lse,
                 token_scale: ws.at(plan.token_scale),
-                scalars: ws.at(plan.scalars),
+                scalars,
                 n0: tokens.start as i32,
                 n_end: tokens.end as i32,
                 v0: 0,
@@ -136,7 +141,7 @@ impl CudaLoss {
                 // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
                 let b = Mat::new(g, input, plan.ldg);
                 let out = Mat::new(de + n0 * d as u64 * s, input, d);
-                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, beta: 0.0, out }.run(&blas)?;
+                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, alpha, beta: 0.0, out }.run(&blas)?;
             }
             if let Some(dc) = grads.dc {
                 // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ, vocabulary
@@ -146,7 +151,8 @@ impl CudaLoss {
                 let a = Mat::new(e_chunk, input, d);
                 let rows = |v0: usize, v1: usize, out: Mat| {
                     let b = Mat::new(g + v0 as u64 * s, input, plan.ldg).t();
-                    Gemm { m: d, n: v1 - v0, k: nlen, a, b, beta, out }
+                    let alpha = if out.elem == Elem::F32 && plan.dc_acc.is_some() { Alpha::One } else { alpha };
+                    Gemm { m: d, n: v1 - v0, k: nlen, a, b, alpha, beta, out }
                 };
                 match plan.dc_acc {
                     Some(r) => {
@@ -167,6 +173,7 @@ impl CudaLoss {
                     count: v as i32,
                     accumulate: (!first) as i32,
                     db_acc: ws.at(acc),
+                    alpha: scalars + 4 * SCALAR_ALPHA as u64,
                 };
                 self.kernels.launch(x.dtype, &reduce, stream)?;
             }
@@ -178,10 +185,13 @@ impl CudaLoss {
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to
             let head = plan.dc_head_rows;
-            self.round_head_in_place(x.dtype, dc, head, d, stream)?;
-            self.round_into(x.dtype, ws.at(acc), dc + (head * d) as u64 * s, (v - head) * d, stream)?;
+            let alpha = ws.at(plan.scalars) + 4 * SCALAR_ALPHA as u64;
+            self.round_head_in_place(x.dtype, dc, head, d, alpha, stream)?;
+            let tail = dc + (head * d) as u64 * s;
+            self.round_scaled_into(x.dtype, ws.at(acc), tail, (v - head) * d, alpha, stream)?;
         }
         if let (Some(db), Some(acc)) = (grads.dbias, plan.db_acc) {
+            // (flce_db_reduce applied α already)
             self.round_into(x.dtype, ws.at(acc), db, v, stream)?;
         }
         Ok(())

@@ -117,7 +117,7 @@ __device__ __forceinline__ float4 row_coeffs(int tgt, const float* class_w, int 
 __device__ __forceinline__ float4 chunk_row_coeffs(const LogitParams& p, const GradChunk& ch, int row, int& target) {
   const bool in = row < ch.n_end;
   target = in ? p.targets[row] : -1;
-  return in ? row_coeffs(target, p.class_w, p.k.v, ch.lse[row], ch.token_scale[row], ch.scalars[0],
+  return in ? row_coeffs(target, p.class_w, p.k.v, ch.lse[row], ch.token_scale[row], ch.scalars[SCALAR_W],
                          p.k.label_smoothing, p.k.z_loss)
             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }

@@ -202,13 +202,31 @@ __device__ __forceinline__ float uniform_token_scale(const LossConstants& k, con
   return w_tok == 0.0 ? 0.0f : (float)((double)grad_output[0] / w_tok);
 }
 
-// Token i's g_i (effective target t): NaN at an out-of-range target, 0 at an ignored one, else
-// its own grad_output (reduction none) or `uniform`.
-__device__ __forceinline__ float token_scale_of(const LossConstants& k, int t, const float* grad_output, int i,
-                                                float uniform) {
+// Token i's factor in G (effective target t): NaN at an out-of-range target, 0 at an ignored one,
+// else its own grad_output (reduction none) or 1 — a mean's or sum's uniform g is not in G but
+// the products' α (write_product_scalars). G is rounded to the input dtype before the products:
+// with g inside, every logit gradient near ±g (a target the row gives almost no probability)
+// carried the same rounding of g's mantissa, an error that adds up over tokens instead of
+// averaging (dE / dC 2.34–2.46e-3 against 2.13e-3 with g as α, depending on g alone:
+// scripts/sim_row_reference.py --scale, docs/perf-notes.md v53). α scales each product's f32
+// sum before its one rounding. (With g out of G, f16's G also keeps its normal range: g·p for a
+// mean over 16k tokens was subnormal in f16 for every p < 1.)
+__device__ __forceinline__ float token_scale_of(const LossConstants& k, int t, const float* grad_output, int i) {
   if (t == TARGET_OUT_OF_RANGE) return FLCE_NAN;
   if (t < 0) return 0.0f;
-  return k.reduction == REDUCTION_NONE ? grad_output[i] : uniform;
+  return k.reduction == REDUCTION_NONE ? grad_output[i] : 1.0f;
+}
+
+// The backward's scalars (src/plan's `scalars` region; the SCALAR_* indices are src/geometry.rs's
+// #defines): W = Σ_j w_j, Σ w_t, the products' α and the constants 0 and 1, from which cuBLAS
+// reads β in device pointer mode (src/blas.rs Alpha::Scalars).
+
+// α, 0 and 1 into the backward's scalars (one thread): α = the uniform g of a mean or sum, 1 for
+// reduction none (each token's grad_output stays in G).
+__device__ __forceinline__ void write_product_scalars(const LossConstants& k, float uniform, float* scalars) {
+  scalars[SCALAR_ALPHA] = k.reduction == REDUCTION_NONE ? 1.0f : uniform;
+  scalars[SCALAR_ZERO] = 0.0f;
+  scalars[SCALAR_ONE] = 1.0f;
 }
 
 // The forward's scalars {loss (mean or sum), accuracy, Σ w_t, W} from every thread's partial sums,

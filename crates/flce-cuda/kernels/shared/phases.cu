@@ -19,8 +19,9 @@
 //   merged rows (for the backward). Targets are the global prepared ones (flce_prep_targets over
 //   the whole vocabulary). Deterministic.
 //
-// flce_slice_scales — one block of REDUCE_THREADS: the backward's per-token scales and W from
-//   the merged rows (Σ w_t over active tokens, W = Σ_k W_k), and the extended class weights
+// flce_slice_scales — one block of REDUCE_THREADS: the backward's per-token scales and scalars
+//   (W = Σ_k W_k, Σ w_t over active tokens, the products' α, 0 and 1: as flce_token_scale) from
+//   the merged rows, and the extended class weights
 //   [V_k + N] (the slice's, then each token's target weight) when class weights are given.
 //
 // Host side: src/phases.rs; tests: tests/gpu/phases.rs (slices of one GPU merged = the whole).
@@ -115,13 +116,14 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_slice_scales(c
   for (int i = tid; i < n; i += REDUCE_THREADS)
     if (p.targets[i] >= 0) w_tok += p.merged[(size_t)i * PARTIAL_FIELDS + 5];
   w_tok = block_sum<REDUCE_THREADS>(w_tok, s_red);
-  if (tid == 0) {
-    p.scalars[0] = (float)W;
-    p.scalars[1] = (float)w_tok;
-  }
   const float uniform = uniform_token_scale(p.k, p.grad_output, w_tok);
+  if (tid == 0) {
+    p.scalars[SCALAR_W] = (float)W;
+    p.scalars[SCALAR_W_TOK] = (float)w_tok;
+    write_product_scalars(p.k, uniform, p.scalars);
+  }
   for (int i = tid; i < n; i += REDUCE_THREADS) {
-    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i, uniform);
+    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i);
     if (p.class_w_ext) p.class_w_ext[p.v_slice + i] = (float)p.merged[(size_t)i * PARTIAL_FIELDS + 5];
   }
   if (p.class_w_ext)

@@ -17,9 +17,12 @@
 //   bad weights cannot pass unnoticed where no host reads the status word either.
 //
 // flce_token_scale — one block of REDUCE_THREADS: W = Σ_j w_j, Σ w_t over active tokens (fixed
-//   tree order), then g_i = ∂L/∂loss_i from grad_output (a device scalar, or [N] for reduction
-//   none), 0 at ignored tokens, NaN at out-of-range ones. Writes token_scale [N] and scalars
-//   {W, Σ w_t}.
+//   tree order), then ∂L/∂loss_i = α·token_scale_i from grad_output (a device scalar, or [N] for
+//   reduction none): token_scale_i 1 (mean, sum) or grad_output_i (none), 0 at ignored tokens,
+//   NaN at out-of-range ones; α the mean's or sum's uniform factor (1 for none), which the
+//   products written once into a gradient apply, and the rounding of the f32 accumulators the
+//   others fill (src/blas.rs Alpha; common/types.cuh token_scale_of says why). Writes token_scale [N] and the
+//   backward's scalars {W, Σ w_t, α, 0, 1}.
 //
 // Host side: src/forward.rs and src/backward.rs.
 #include "common/types.cuh"
@@ -51,11 +54,12 @@ extern "C" __global__ void __launch_bounds__(REDUCE_THREADS) flce_token_scale(co
   }
   w_all = block_sum<REDUCE_THREADS>(w_all, s);
   w_tok = block_sum<REDUCE_THREADS>(w_tok, s);
-  if (tid == 0) {
-    p.scalars[0] = (float)w_all;
-    p.scalars[1] = (float)w_tok;
-  }
   const float uniform = uniform_token_scale(p.k, p.grad_output, w_tok);
+  if (tid == 0) {
+    p.scalars[SCALAR_W] = (float)w_all;
+    p.scalars[SCALAR_W_TOK] = (float)w_tok;
+    write_product_scalars(p.k, uniform, p.scalars);
+  }
   for (int i = tid; i < p.k.n; i += REDUCE_THREADS)
-    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i, uniform);
+    p.token_scale[i] = token_scale_of(p.k, p.targets[i], p.grad_output, i);
 }

@@ -21,7 +21,8 @@
 //   and load their own B. SM90_THREADS (384) threads, dynamic smem SM90_PRODUCT_SMEM_BYTES; each
 //   tile computed by mainloop.cuh's warp-specialised loop (sm90_run / sm90_consume) with the
 //   MN-major operand layouts (TA = a_mn, TB = 1: its TMA boxes, descriptors and wgmma transpose
-//   immediates). Epilogue: each thread writes (or adds, f32 with accumulate: its loads issued a
+//   immediates). Epilogue: each thread scales its sums by *alpha (the mean's or sum's g, kept out
+//   of G: common/types.cuh token_scale_of), then writes (or adds, f32 with accumulate: its loads issued a
 //   half row's column pairs at a time, add_to_f32) its tile_n / 2 values, pairs of columns at a
 //   time; rows ≥ rows and columns ≥ cols are not written. Out-of-range k loads as zeros (TMA
 //   bounds). Reads A and B, writes out's tiles only, each tile by one block; no atomics: the sum
@@ -82,7 +83,8 @@ struct Sm90ProductEpilogue {
   const Sm90ProductParams& p;
   const Sm90ProductTiles<BN>& tt;
   int consumer;
-  int row0;  // the tile's first output row
+  int row0;     // the tile's first output row
+  float alpha;  // *p.alpha, the factor on every sum (the mean's or sum's g: common/types.cuh token_scale_of)
 
   __device__ __forceinline__ void begin_rows(int t) { row0 = tt.row0(t); }
   __device__ __forceinline__ void add_to_f32(float (&acc)[BN / 2], int col0, int g, int t, int w);
@@ -93,6 +95,8 @@ struct Sm90ProductEpilogue {
   __device__ __forceinline__ void tile(float (&acc)[BN / 2], int col0) {
     const int lane = threadIdx.x % 32, w = (threadIdx.x % 128) / 32;
     const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] *= alpha;
     if (p.out_f32 && p.accumulate && col0 + BN <= p.cols) {
       add_to_f32(acc, col0, g, t, w);
       return;
@@ -169,8 +173,9 @@ __device__ __forceinline__ void sm90_product(const Sm90ProductParams& p, const S
                                 row_tiles,       col_units,     max(p.group_rows, 1),
                                 pairs,           (int)cluster_rank()};
   const int kt_count = (p.k + SM90_TILE_K - 1) / SM90_TILE_K;
+  const float alpha = *p.alpha;
   sm90_run<A_MN, 1, BN, 1>(pp, &p.map_a, &p.map_b, tt, 0, 1, kt_count, [&](int consumer) {
-    Sm90ProductEpilogue<BN> epi{p, tt, consumer, 0};
+    Sm90ProductEpilogue<BN> epi{p, tt, consumer, 0, alpha};
     sm90_consume<A_MN, 1, BN>(pp, consumer, tt, 0, 1, kt_count, epi);
   });
 }

@@ -4,7 +4,7 @@
 use flce_core::{Error, Result};
 
 use crate::abi::{GradChunk, GradLogitsParams, StatsParams};
-use crate::blas::{BoundBlas, Elem, Gemm, Mat};
+use crate::blas::{Alpha, BoundBlas, Elem, Gemm, Mat};
 use crate::loss::Call;
 use crate::plan::{BackwardPlan, ForwardPlan, Region};
 
@@ -41,6 +41,7 @@ pub(crate) unsafe fn chunk_logits(
         k: d,
         a: Mat::new(call.x.c + v0 as u64 * d as u64 * s, input, d).t(),
         b: Mat::new(call.x.e + n0 as u64 * d as u64 * s, input, d),
+        alpha: Alpha::One,
         beta: 0.0,
         out: Mat::new(logits, Elem::F32, ld),
     }

@@ -313,7 +313,9 @@ pub(crate) enum Product {
 
 /// # Safety
 /// As for [`crate::CudaLoss::backward`]: `g` holds `tokens.len()` × `ldg` elements of the input
-/// dtype, the outputs their rows; 16-byte aligned rows.
+/// dtype, the outputs their rows; 16-byte aligned rows. Every sum is multiplied by the f32 at
+/// `alpha` before it is written (the backward's α for a dC written once, its 1 for f32
+/// accumulators: backward.rs chunk_pair).
 pub(crate) unsafe fn product(
     call: &Call<'_>,
     g: DevPtr,
@@ -321,6 +323,7 @@ pub(crate) unsafe fn product(
     tokens: Range<usize>,
     vocab: Range<usize>,
     what: Product,
+    alpha: DevPtr,
 ) -> Result<()> {
     let (x, d) = (call.x, call.x.shape.d);
     let s = x.dtype.size_in_bytes() as u64;
@@ -401,6 +404,7 @@ pub(crate) unsafe fn product(
         blocks: (order.blocks * cluster) as i32,
         tile_n: tile_n as i32,
         cluster: cluster as i32,
+        alpha,
     };
     call.be.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())

@@ -293,7 +293,7 @@ pub(super) fn layout(
     let mut l = Layout::default();
     let targets = l.take(4 * n);
     let token_scale = l.take(4 * n);
-    let scalars = l.take(16);
+    let scalars = l.take(crate::geometry::BACKWARD_SCALARS_BYTES);
     let status = l.take(4);
     let de_acc = match (wanted.de, f32_inputs, tail) {
         (false, ..) => DeAccumulator::NotWanted,

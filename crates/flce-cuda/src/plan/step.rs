@@ -208,7 +208,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let mut l = Layout::default();
     let targets = l.take(4 * n);
     let token_scale = l.take(4 * n);
-    let scalars = l.take(16);
+    let scalars = l.take(crate::geometry::BACKWARD_SCALARS_BYTES);
     let unit_grad = l.take(4);
     let partials = l.take(16 * n * stats_splits);
     let target_logit = l.take(4 * n);

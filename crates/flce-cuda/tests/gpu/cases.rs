@@ -45,7 +45,7 @@ pub(crate) struct Case {
 impl Case {
     /// A small oracle case on planted data at the default budget, named `{dtype} {what}
     /// (n,d,v) {suffix}`; `extras`: a bias and class weights.
-    fn planted(dtype: DType, what: &str, shape: Shape, opts: Options, extras: bool, suffix: &str) -> Case {
+    pub(crate) fn planted(dtype: DType, what: &str, shape: Shape, opts: Options, extras: bool, suffix: &str) -> Case {
         Case {
             name: format!("{dtype} {what} ({},{},{}) {suffix}", shape.n, shape.d, shape.v),
             shape,

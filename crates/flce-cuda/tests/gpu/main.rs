@@ -18,6 +18,7 @@ mod bad_input;
 mod cases;
 mod frozen;
 mod loss_math;
+mod mean_scale;
 mod mn_major;
 mod nccl;
 mod oracle;
@@ -41,6 +42,7 @@ pub(crate) use cases::Case;
 use cases::{cases, nccl_cases, phase_cases};
 use frozen::run_frozen;
 use loss_math::run_loss_math;
+use mean_scale::run_mean_scale;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
@@ -93,6 +95,7 @@ fn main() {
             .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
     let include_mn_major = filters.is_empty() || filters.iter().any(|f| "sm90-mn-major".contains(f.as_str()));
     let include_loss_math = filters.is_empty() || filters.iter().any(|f| "loss-math".contains(f.as_str()));
+    let include_mean_scale = filters.is_empty() || filters.iter().any(|f| "mean-scale".contains(f.as_str()));
     let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
@@ -131,6 +134,10 @@ fn main() {
             }
             if include_loss_math {
                 println!("test loss-math ... skipped ({why})");
+                skipped += 1;
+            }
+            if include_mean_scale {
+                println!("test mean-scale ... skipped ({why})");
                 skipped += 1;
             }
             for (name, ..) in phase_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ()))) {
@@ -174,6 +181,10 @@ fn main() {
             // a time-limited run of the cases below would otherwise never reach it
             if include_loss_math {
                 run("loss-math".into(), &|| run_loss_math(be));
+            }
+            // (a second: before the cases, for the same reason)
+            if include_mean_scale {
+                run("mean-scale".into(), &|| run_mean_scale(be));
             }
             // backends planning for another SM count (`sms`) or with another cluster size
             // (`cluster`, forwards and G alike), one per combination the selected cases use
