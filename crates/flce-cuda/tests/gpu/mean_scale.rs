@@ -86,7 +86,7 @@ pub(crate) fn run_mean_scale(be: &CudaLoss) -> Result<String, String> {
     })
     .exp();
     if p_t > 1e-12 {
-        return Err(format!("the case's target probability is {p_t:e}, not below 2⁻²⁴: the case is wrong"));
+        return Err(format!("the case's target probability is {p_t:e}, not below 1e-12 (G at the target not −1 in bf16): the case is wrong"));
     }
     let up = be.upload(&host, &opts).map_err(s)?;
     let e = &e_all[..SHAPE.d];
