@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The products' α with a host beta for every f32 accumulator (perf-notes v53's next step, landed as
 # 0d85d2c with this check's output: benchmarks/h200-2026-12-04-s45/alpha-check/, perf-notes v54): the
-# GPU check in one call (~350 s; its tests stop at a 200 s cap — the rest: s45's alpha-tests-rest/), from the repository root after scripts/gpu-prepare.sh, with
-# the build before it as gpu-bundle/old/flce (stripped: the carry is 64 MiB):
+# GPU check in one call (~350 s; its tests stop at a 200 s cap — the rest: s45's
+# alpha-tests-rest/), from the repository root after scripts/gpu-prepare.sh, with the build before it as gpu-bundle/old/flce (stripped: the carry is 64 MiB):
 #   (git worktree add /tmp/old <main-before>; cd /tmp/old && CARGO_TARGET_DIR=/tmp/old-target \
 #      cargo build --release -p flce-cli) && mkdir -p gpu-bundle/old && cp /tmp/old-target/release/flce \
 #      gpu-bundle/old/ && strip gpu-bundle/old/flce
