@@ -5,6 +5,9 @@
 //!     cargo test -p flce-cuda --test gpu                 # all cases (skipped without a GPU)
 //!     target/.../gpu --small                             # small cases only (compute-sanitizer)
 //!     target/.../gpu softcap                             # cases whose name contains "softcap"
+//!     target/.../gpu --shard=2/3                         # every third case from the second: run
+//!                                  # shards 1/3, 2/3, 3/3 as three processes at once (the f64
+//!                                  # oracle is the CPU's work; scripts/gpu-tests-sharded.sh)
 //!     FLCE_GPU_TEST_MODES=FusedTiles target/.../gpu --small frozen
 //!                                  # the oracle and frozen-classifier cases on these backward
 //!                                  # families only (CublasLogits, FusedTiles, FusedSm80; comma-
@@ -80,22 +83,48 @@ pub(crate) fn mode_selected(mode: flce_cuda::BackwardMode) -> bool {
     selected.as_ref().map_or(true, |names| names.iter().any(|n| *n == format!("{mode:?}")))
 }
 
+/// `--shard=I/N` (1 ≤ I ≤ N): this process runs the I-th of N interleaved parts of the selected
+/// cases; (1, 1) without the flag. A malformed flag stops the run.
+fn shard_of(args: &[String]) -> (usize, usize) {
+    let Some(spec) = args.iter().find_map(|a| a.strip_prefix("--shard=")) else {
+        return (1, 1);
+    };
+    let parsed = spec.split_once('/').and_then(|(i, n)| Some((i.parse::<usize>().ok()?, n.parse::<usize>().ok()?)));
+    match parsed {
+        Some((i, n)) if 1 <= i && i <= n => (i, n),
+        _ => {
+            eprintln!("--shard={spec}: expected I/N with 1 <= I <= N, e.g. --shard=2/3");
+            std::process::exit(2);
+        }
+    }
+}
+
+/// The items of `list` whose position `offset + k` (k: the index in `list`) falls in shard `(i, n)`.
+fn in_shard<T>(list: Vec<T>, offset: usize, (i, n): (usize, usize)) -> Vec<T> {
+    list.into_iter().enumerate().filter(|(k, _)| (offset + k) % n == i - 1).map(|(_, x)| x).collect()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let small_only = args.iter().any(|a| a == "--small");
+    let shard = shard_of(&args);
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
     let selected: Vec<Case> = cases()
         .into_iter()
         .filter(|c| !(small_only && c.big))
         .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
         .collect();
-    let include_bad_target = filters.is_empty()
-        || filters
-            .iter()
-            .any(|f| "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str()));
-    let include_mn_major = filters.is_empty() || filters.iter().any(|f| "sm90-mn-major".contains(f.as_str()));
-    let include_loss_math = filters.is_empty() || filters.iter().any(|f| "loss-math".contains(f.as_str()));
-    let include_mean_scale = filters.is_empty() || filters.iter().any(|f| "mean-scale".contains(f.as_str()));
+    // the tests outside the case lists run in the first shard
+    let first_shard = shard.0 == 1;
+    let include_bad_target = first_shard
+        && (filters.is_empty()
+            || filters.iter().any(|f| {
+                "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str())
+            }));
+    let include = |name: &str| first_shard && (filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())));
+    let include_mn_major = include("sm90-mn-major");
+    let include_loss_math = include("loss-math");
+    let include_mean_scale = include("mean-scale");
     let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
@@ -105,6 +134,12 @@ fn main() {
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
         .collect();
+    // one interleaved numbering over the three lists (the sampled Gemma 2 / Llama 3 cases, the
+    // longest, go to the shards with the rest)
+    let (n_cases, n_phases) = (selected.len(), phase_cases.len());
+    let selected = in_shard(selected, 0, shard);
+    let phase_cases = in_shard(phase_cases, n_cases, shard);
+    let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, shard);
 
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
