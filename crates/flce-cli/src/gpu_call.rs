@@ -71,8 +71,9 @@ impl<'a> GpuCall<'a> {
 
     /// Also set up the pass that computes forward and gradients at once within `budget` bytes of
     /// workspace: the plan a trading call takes (`CudaLoss::trade_plan`: the three-product pass
-    /// where a chunk that pays fits, else the vocabulary-slice pass), or where neither does, the
-    /// three-product pass with the largest chunk that fits.
+    /// where a chunk that pays fits, else the vocabulary-slice pass), or where neither does (and
+    /// for f16, which trade_plan leaves to the recomputing plans), the three-product pass with the
+    /// largest chunk that fits.
     pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
         let (shape, wanted) = (self.up.inputs.shape, self.grads.wanted());
         let plan = match self.be.trade_plan(shape, T::DTYPE, self.opts, wanted, budget)? {

@@ -232,6 +232,12 @@ impl CudaLoss {
     /// three-product pass where a token chunk that pays fits (`plan::step_plan_if_faster`), else
     /// the vocabulary-slice pass where a head fits ([`CudaLoss::slice_plan`]; not with
     /// `FLCE_SLICE_PLAN=0`), else None (the default recomputing plans within the budget).
+    ///
+    /// None for f16 inputs: both passes round the gradients in the forward for grad_output 1 and
+    /// scale them in the backward, and a mean's gradients at grad_output 1 are mostly f16
+    /// subnormals (dE over 8k tokens), so AMP's loss scale came too late — dE 9.2e-3 against the
+    /// recomputing path's 2.6e-4 at Gemma 2 with grad_output 2¹⁶ (docs/perf-notes.md v54, where
+    /// the fix is designed: the forward's gradients at a power-of-two scale near Σw).
     pub fn trade_plan(
         &self,
         shape: Shape,
@@ -240,6 +246,9 @@ impl CudaLoss {
         wanted: Wanted,
         budget: usize,
     ) -> Result<Option<TradePlan>> {
+        if dtype == flce_core::DType::F16 {
+            return Ok(None);
+        }
         let storage = self.step_logits(shape, dtype, opts);
         let max_tokens = crate::geometry::step_max_tokens(shape.n);
         if let Some(p) = plan::step_plan_if_faster(shape, dtype, wanted, budget, storage, max_tokens) {

@@ -158,8 +158,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     gradients are wanted (and reduction is not "none") and the budget holds token chunks of at
     least 1024 tokens (or the whole batch) besides the f32 dC accumulator, the forward computes
     the gradients too, keeping a chunk's logits over the whole vocabulary (three products
-    instead of four) and the backward only scales them by grad_output (exact for 1); otherwise
-    the recomputing plans run within the budget. See the README.
+    instead of four) and the backward only scales them by grad_output (exact for 1); otherwise,
+    and for float16 inputs (whose gradients at grad_output 1 are mostly subnormals, so a loss
+    scale must reach them before their rounding), the recomputing plans run within the budget.
+    See the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that

@@ -5,7 +5,7 @@ the four of a recomputing backward). Its autograd backward only scales the saved
 grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
 
 Where the budget holds no token chunk that pays, but a slice of the classifier's rows does (on
-Hopper, for 16-bit inputs with dC wanted: ``flce::cuda::plan::SlicePlan``), the same op runs the
+Hopper, for bf16 inputs with dC wanted: ``flce::cuda::plan::SlicePlan``), the same op runs the
 vocabulary-slice pass: three products for the first rows of C over every token (their logits
 kept as f16 q), the recomputing backward's four for the rest — the budget's bytes buy speed in
 proportion, instead of nothing until a whole token chunk fits.
