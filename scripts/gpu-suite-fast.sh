@@ -10,6 +10,8 @@
 #   call 3 (carry .whl/b):                                        PART=b bash scripts/gpu-suite-fast.sh
 #   call 4 (carry gpu-bundle/flce):                               OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
 # (the tree — 19 MB since 2026-12-04 —, a 46 MB half and anything else are over the 64 MiB carry)
+# The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory
+# (250–500 MB beyond the gradients at the model shapes, s45), then the slice and three-product plans.
 # SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 3;
 # REP_MS (default 600: ~12 timed calls of a 50 ms forward+backward; the 2026-12-02 run took 200,
 # ~4 calls, and equal plans came out up to 9% apart) sets the timer.
@@ -34,7 +36,7 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers 
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/flce-*.whl
 export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peers
 python3 benchmarks/suite.py --flce-bin gpu-bundle/flce --out "$OUT/suite" --data peaky --extra-dtypes "" \
-  --methods flce,flce_fast,cublas,compile,liger,liger_sm90,cce --budgets 24M,48M,1G,1536M,2G,4G --rep-ms "${REP_MS:-600}" \
+  --methods flce,flce_fast,cublas,compile,liger,liger_sm90,cce --budgets 24M,48M,256M,512M,1G,1536M,2G,4G --rep-ms "${REP_MS:-600}" \
   --sweep "${SWEEP:-1024,4096,16384,65536,131072}" --sweep-methods flce,flce_fast,cublas,liger,cce,compile \
   --max-minutes "${SUITE_MINUTES:-8.5}" > "$OUT/suite.log" 2>&1
 echo "exit $?" >> "$OUT/suite.log"
