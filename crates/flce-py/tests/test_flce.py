@@ -329,6 +329,23 @@ def test_kernel_plans_are_made_once_and_introspectable():
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_autocast_returns_the_loss_in_float32_as_cross_entropy(device):
+    # autocast runs F.linear in its dtype and F.cross_entropy in float32: the fused op's loss is
+    # float32 too (its gradients flow back in the inputs' dtypes), unless out_dtype says otherwise
+    e, c, t, _, _ = make(64, 32, 100, torch.float32, device, seed=3)
+    dt = torch.float16 if device == "cuda" else torch.bfloat16
+    e, c = e.requires_grad_(True), c.requires_grad_(True)
+    with torch.autocast(device_type=device, dtype=dt):
+        loss = flce.linear_cross_entropy(e, c, t)
+        want = F.cross_entropy(F.linear(e, c), t)
+        asked = flce.linear_cross_entropy(e, c, t, out_dtype=dt)
+    assert loss.dtype == want.dtype == torch.float32 and asked.dtype == dt
+    assert abs(loss.item() - want.item()) <= 1e-2 * abs(want.item())
+    (loss * 65536.0).backward()  # GradScaler's first scale: finite on the way back
+    assert e.grad.dtype == torch.float32 and torch.isfinite(e.grad).all() and torch.isfinite(c.grad).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_no_tokens_follows_pytorch(device, dtype):
     # an empty micro-batch shard: NaN for mean, 0 for sum, empty for none; zero-size dE, zero dC

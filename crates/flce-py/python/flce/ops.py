@@ -143,7 +143,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     (logits become softcap·tanh(logits/softcap)), ``shift`` (position k predicts target k+1 of
     its sequence — the second-to-last dimension of ``input``, or all tokens for 2-D input),
     ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
-    the input dtype (or ``out_dtype``: it is computed in float32), or a tuple
+    the input dtype — float32 under autocast, as F.cross_entropy's — or ``out_dtype`` (it is
+    computed in float32), or a tuple
     (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` and ``backward_mode``
     ("auto": the GPU's fastest — the fused Hopper kernels on H100/H200 for 16-bit inputs, cuBLAS
     chunks otherwise — "cublas", "fused" or "sm80", the
@@ -164,7 +165,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     See the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
-    F.linear would); the loss is accumulated in float32 either way. A target outside [0, V) that
+    F.linear would) and the loss comes back in float32 (as F.cross_entropy's, which autocast runs
+    in float32); the loss is accumulated in float32 either way. A target outside [0, V) that
     is not ``ignore_index``, or a class weight that is negative or not finite, raises ValueError
     (``check_targets``; eager mode only: it reads one status word from the device; elsewhere the
     loss and gradients are NaN) — on CUDA, when gradients will be computed by the recomputing
@@ -215,6 +217,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         dt = torch.get_autocast_dtype(dev_type)
         input, linear_weight = input.to(dt), linear_weight.to(dt)
         linear_bias = linear_bias.to(dt) if linear_bias is not None else None
+        # the loss as autocast gives F.cross_entropy's, an op it runs in float32 (a float16 loss
+        # would also turn GradScaler's first scale, 2^16, into inf on its way back)
+        if out_dtype is None:
+            out_dtype = torch.float32
     if input.dtype not in _DTYPES or (input.dtype == torch.float64 and dev_type != "cpu"):
         raise TypeError(f"input dtype must be bfloat16, float16 or float32 (or float64 on CPU, which runs flce's "
                         f"f64 oracle), got {input.dtype} on {input.device}")
@@ -253,9 +259,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         # pays); on the CPU and under torch.compile (no memory statistics to read) the default's
         peak = step.peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
         o = dataclasses.replace(o, workspace_budget=peak)
-    # (a call without a backward to come never trades: no free-memory query, no plan)
+    # (a call without a backward to come never trades: no free-memory query, no plan; nor does
+    # float16, whose gradients at grad_output 1 are mostly subnormals, so the backward's loss scale
+    # must reach them before their rounding — also under torch.compile, where the op's own
+    # fallback would compute them for grad_output 1: docs/perf-notes.md v54)
     trades = (o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)) and reduction != "none" \
-        and torch.is_grad_enabled() and any(wants)
+        and torch.is_grad_enabled() and any(wants) and e.dtype != torch.float16
     o_step = o
     if trades and e.is_cuda and not torch.compiler.is_compiling():
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
