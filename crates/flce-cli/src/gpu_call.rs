@@ -110,6 +110,7 @@ impl<'a> GpuCall<'a> {
                 &self.grads,
                 ws.workspace(),
                 plan,
+                None,
                 stream,
             )
         }

@@ -22,7 +22,7 @@
 use flce_core::cpu::phases::VocabSlice;
 use flce_core::{Error, Options, Result, Shape};
 
-use crate::abi::{CompactGradParams, DbReduceParams, GradChunk};
+use crate::abi::{CompactGradParams, DbReduceParams, DevPtr, GradChunk};
 use crate::backward::de_accumulator;
 use crate::blas::{Alpha, Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
@@ -35,7 +35,7 @@ impl CudaLoss {
     /// Forward and backward at once with a vocabulary-slice plan (made by
     /// [`CudaLoss::slice_plan`] or [`crate::plan::slice_plan`] for this shape, dtype and these
     /// gradients): the forward's outputs, and dE, dC, db (as `plan.wanted` says) for
-    /// grad_output = 1.
+    /// grad_output = 1, or for the f32 at `grad_output` (as [`CudaLoss::forward_backward`]).
     ///
     /// dE's buffer is scratch until the end where the head's plan keeps its per-tile maxima in
     /// dE's rows ([`MrefPlace::DeRows`]). Reduction "none" gives the gradients of the sum (every
@@ -52,6 +52,7 @@ impl CudaLoss {
         grads: &DeviceGrads,
         ws: Workspace,
         plan: &SlicePlan,
+        grad_output: Option<DevPtr>,
         stream: Stream,
     ) -> Result<()> {
         x.validate(opts)?;
@@ -81,7 +82,8 @@ impl CudaLoss {
         let de_acc = de_accumulator(&plan.rest, grads, &rws)?;
         let targets = rws.at(plan.rest.targets);
         let call = self.call(x, opts, targets, rws, stream)?;
-        let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
+        let given =
+            out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer(), ("grad_output", grad_output)]);
         self.check_pointers(x.pointers().into_iter().chain(given))?;
 
         let Shape { n, d, v } = x.shape;
@@ -130,9 +132,10 @@ impl CudaLoss {
         };
         self.finish(&call, all, ws.at(plan.finish_sums), out)?;
 
-        // 3. the token scales for grad_output 1
+        // 3. the token scales for grad_output 1 (or the caller's)
         let (token_scale, scalars) = (rws.at(plan.rest.token_scale), rws.at(plan.rest.scalars));
-        self.unit_token_scales(&call, opts, targets, ws.at(plan.unit_grad), (token_scale, scalars))?;
+        let unit = (grad_output, ws.at(plan.unit_grad));
+        self.unit_token_scales(&call, opts, targets, unit, (token_scale, scalars))?;
 
         // 4. the head's G over q, then its products
         let (q, ldg) = (hws.at(plan.head.logits), plan.head.ldg);
@@ -273,11 +276,12 @@ impl CudaLoss {
         grads: &DeviceGrads,
         ws: Workspace,
         plan: &TradePlan,
+        grad_output: Option<DevPtr>,
         stream: Stream,
     ) -> Result<()> {
         match plan {
-            TradePlan::Step(p) => self.forward_backward(x, opts, out, grads, ws, p, stream),
-            TradePlan::Slice(p) => self.forward_backward_sliced(x, opts, out, grads, ws, p, stream),
+            TradePlan::Step(p) => self.forward_backward(x, opts, out, grads, ws, p, grad_output, stream),
+            TradePlan::Slice(p) => self.forward_backward_sliced(x, opts, out, grads, ws, p, grad_output, stream),
         }
     }
 }

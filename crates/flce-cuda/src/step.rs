@@ -19,8 +19,10 @@ use crate::plan::{MrefPlace, StepPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
-    /// grad_output = 1, as `plan` says (made by [`crate::plan::step_plan`] for this shape, dtype
-    /// and these gradients).
+    /// grad_output = 1 — or for the f32 at `grad_output` (device memory), the one the caller's
+    /// backward will bring, so that nothing rescales the rounded gradients (a second rounding) —
+    /// as `plan` says (made by [`crate::plan::step_plan`] for this shape, dtype and these
+    /// gradients).
     ///
     /// With compact logits dE's buffer is scratch until each chunk's product writes its rows
     /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between.
@@ -37,6 +39,7 @@ impl CudaLoss {
         grads: &DeviceGrads,
         ws: Workspace,
         plan: &StepPlan,
+        grad_output: Option<DevPtr>,
         stream: Stream,
     ) -> Result<()> {
         x.validate(opts)?;
@@ -55,11 +58,12 @@ impl CudaLoss {
         check_maxima_in_de(plan, grads)?;
         let targets = ws.at(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
-        let given = out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer()]);
+        let given =
+            out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer(), ("grad_output", grad_output)]);
         self.check_pointers(x.pointers().into_iter().chain(given))?;
         let k = call.lp.k;
         self.prep_targets(x, k, targets, out.status, stream)?;
-        let unit = ws.at(plan.unit_grad);
+        let unit = (grad_output, ws.at(plan.unit_grad));
         self.unit_token_scales(&call, opts, targets, unit, (ws.at(plan.token_scale), ws.at(plan.scalars)))?;
 
         let (d, v, s) = (x.shape.d, x.shape.v, x.dtype.size_in_bytes() as u64);
@@ -198,9 +202,9 @@ impl CudaLoss {
     }
 
     /// The per-token scales and scalars of the gradients for grad_output = 1 (reduction none: 1
-    /// for every token, as for sum), into `(token_scale, scalars)`; `unit` is a 4-byte workspace
-    /// slot for the 1. The passes that compute the gradients in the forward (this one and the
-    /// vocabulary-slice pass, src/slice.rs).
+    /// for every token, as for sum), or for the caller's scalar at `grad_output`, into
+    /// `(token_scale, scalars)`; `unit_word` is a 4-byte workspace slot for the 1. The passes that
+    /// compute the gradients in the forward (this one and the vocabulary-slice pass, src/slice.rs).
     ///
     /// # Safety
     /// `call`'s inputs and `targets` (prepared) live on its stream; the regions are in its workspace.
@@ -209,11 +213,17 @@ impl CudaLoss {
         call: &crate::loss::Call<'_>,
         opts: &Options,
         targets: DevPtr,
-        unit: DevPtr,
+        (grad_output, unit_word): (Option<DevPtr>, DevPtr),
         (token_scale, scalars): (DevPtr, DevPtr),
     ) -> Result<()> {
         let (x, stream) = (call.x, call.stream);
-        self.kernels.fill_i32(unit, 1.0f32.to_bits() as i32, 1, stream)?;
+        let unit = match grad_output {
+            Some(given) => given,
+            None => {
+                self.kernels.fill_i32(unit_word, 1.0f32.to_bits() as i32, 1, stream)?;
+                unit_word
+            }
+        };
         let as_sum = Options { reduction: Reduction::Sum, ..opts.clone() };
         let scale = ScaleParams {
             k: if opts.reduction == Reduction::None { LossConstants::new(x.shape, &as_sum) } else { call.lp.k },

@@ -338,9 +338,9 @@ impl Problem {
     }
 
     /// The CUDA pass of a `step_plan` (three-product or vocabulary-slice): the forward's outputs
-    /// and the gradients for grad_output 1, as `plan` says, on `cuda` = (device, stream); does not
-    /// synchronise.
-    #[pyo3(signature = (cuda, inputs, outputs, grads, workspace, plan))]
+    /// and the gradients for grad_output 1 — or for the f32 at `grad_output`, the one the
+    /// backward will bring —, as `plan` says, on `cuda` = (device, stream); does not synchronise.
+    #[pyo3(signature = (cuda, inputs, outputs, grads, workspace, plan, grad_output=None))]
     #[allow(clippy::too_many_arguments)]
     fn cuda_forward_backward(
         &self,
@@ -351,6 +351,7 @@ impl Problem {
         grads: GradPtrs,
         workspace: (u64, usize),
         plan: &Plan,
+        grad_output: Option<u64>,
     ) -> PyResult<()> {
         let device = cuda.0;
         let plan = plan.trade(device)?;
@@ -361,7 +362,7 @@ impl Problem {
         let opts = &self.opts;
         on_cuda(py, cuda, move |be, stream| {
             // SAFETY: as in cuda_forward.
-            unsafe { be.forward_backward_trade(&x, opts, &out, &grads, ws, plan, stream) }
+            unsafe { be.forward_backward_trade(&x, opts, &out, &grads, ws, plan, grad_output, stream) }
         })
     }
 

@@ -67,6 +67,32 @@ def test_fast_keeps_f16_gradients_exact_under_a_loss_scale(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_fast_rounds_once_for_the_expected_grad_output(device):
+    # Hugging Face's sum / num_items_in_batch (flce.patch): the backward brings grad_output 1/3000,
+    # not a power of two. Expected, the forward forms the gradients for it and rounds them once, as
+    # the recomputing path does (on the CPU, which falls back to it, bitwise); without it they are
+    # rounded for 1, then scaled and rounded again
+    e, c, t, _, _ = make(300, 64, 1031, torch.bfloat16, device, seed=12)
+    s = torch.tensor([1 / 3000], dtype=torch.float32, device=device)
+
+    def grads(**kw):
+        xs = [x.detach().clone().requires_grad_(True) for x in (e, c)]
+        loss = flce.linear_cross_entropy(xs[0], xs[1], t, reduction="sum", out_dtype=torch.float32, **kw)
+        (loss * s[0]).backward()
+        return [x.grad for x in xs]
+
+    hinted, default, unhinted = grads(workspace_budget="fast", expected_grad_output=s), grads(), \
+        grads(workspace_budget="fast")
+    xs = [x.double().requires_grad_(True) for x in (e, c)]
+    (reference(xs[0], xs[1], t, reduction="sum") * s[0].double()).backward()
+    for got, want, twice, x in zip(hinted, default, unhinted, xs):
+        assert rel(got, x.grad) <= rel(want, x.grad) * 1.05 + 1e-7, (rel(got, x.grad), rel(want, x.grad))
+        assert rel(twice, x.grad) > rel(want, x.grad) * 1.1  # (what the hint is for)
+        if device == "cpu":
+            assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fast_only_where_gradients_are_wanted(device, monkeypatch):
     e, c, t, _, _ = make(64, 16, 200, torch.float32, device)
     with torch.no_grad():

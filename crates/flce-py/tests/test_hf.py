@@ -25,9 +25,12 @@ def tiny(kind):
     return cls(cfg).to(DEVICE).float()
 
 
+@pytest.mark.parametrize("num_items", [None, 37])
 @pytest.mark.parametrize("budget", ["min", "peak"])
 @pytest.mark.parametrize("kind", ["llama", "gemma2"])
-def test_patched_model_matches_unpatched(kind, budget):
+def test_patched_model_matches_unpatched(kind, budget, num_items):
+    # (num_items: Trainer's num_items_in_batch, the sum over the accumulated micro-batches' tokens
+    # divided by it; flce.patch passes 1 / num_items as the expected grad_output)
     model = tiny(kind)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 1000, (2, 24), generator=g).to(DEVICE)
@@ -36,7 +39,8 @@ def test_patched_model_matches_unpatched(kind, budget):
 
     def run():
         model.zero_grad(set_to_none=True)
-        out = model(input_ids=ids, labels=labels)
+        extra = {} if num_items is None else {"num_items_in_batch": torch.tensor(num_items, device=DEVICE)}
+        out = model(input_ids=ids, labels=labels, **extra)
         out.loss.backward()
         return out, {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 

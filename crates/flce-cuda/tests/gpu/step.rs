@@ -44,8 +44,10 @@ pub(crate) fn trade_run<T: Element>(
         status: status.ptr(),
     };
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
-    unsafe { be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut()) }
-        .map_err(|e| e.to_string())?;
+    unsafe {
+        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, None, std::ptr::null_mut())
+    }
+    .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
 }
@@ -71,7 +73,7 @@ pub(crate) fn misaligned_de_is_refused<T: Element>(
     };
     let grads = DeviceGrads { de: Some(de.ptr() + 2), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
     let r = unsafe {
-        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, std::ptr::null_mut())
+        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, None, std::ptr::null_mut())
     };
     be.context().synchronize().map_err(|x| format!("after the misaligned dE: {x:?}"))?;
     let untouched = lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON);

@@ -160,14 +160,22 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         softcap = getattr(self.config, "final_logit_softcapping", None)
         options = dict(loss_options)
         options.setdefault("softcap", softcap)
+        scale = None
+        if num_items is not None:
+            # the sum / num_items_in_batch as sum · (1 / num_items), that factor the grad_output the
+            # sum's backward gets: the passes that form the gradients in the forward form them for
+            # it, rounded once (a division after them would round them twice: 2.7e-3 against
+            # 2.1e-3, docs/perf-notes.md v54)
+            scale = torch.reciprocal(torch.as_tensor(num_items, dtype=torch.float32, device=hidden.device)).reshape(1)
+            options.setdefault("expected_grad_output", scale)
         loss = linear_cross_entropy(hidden, self.lm_head.weight, labels, getattr(self.lm_head, "bias", None),
                                     shift=True, reduction="sum" if num_items is not None else "mean",
                                     out_dtype=torch.float32, **options)
         offloader, streamer = getattr(self, "_flce_offloader", None), getattr(self, "_flce_streamer", None)
         if offloader is not None and (offloader.offload or streamer is not None) and loss.requires_grad:
             _prefetch_from_the_loss(loss, offloader, streamer)
-        if num_items is not None:
-            loss = loss / num_items
+        if scale is not None:
+            loss = loss * scale[0]
         extra = {k: getattr(outputs, k) for k in ("cache", "past_key_values", "hidden_states", "attentions")
                  if k in fields and hasattr(outputs, k)}
         return out_cls(loss=loss, logits=None, **extra)

@@ -135,7 +135,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          label_smoothing: float = 0.0, z_loss: float = 0.0, softcap: Optional[float] = None,
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "auto",
-                         workspace_budget=None, out_dtype: Optional[torch.dtype] = None, process_group=None):
+                         workspace_budget=None, out_dtype: Optional[torch.dtype] = None, process_group=None,
+                         expected_grad_output: Optional[Tensor] = None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
@@ -159,7 +160,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     gradients are wanted (and reduction is not "none") and the budget holds token chunks of at
     least 1024 tokens (or the whole batch) besides the f32 dC accumulator, the forward computes
     the gradients too, keeping a chunk's logits over the whole vocabulary (three products
-    instead of four) and the backward only scales them by grad_output (exact for 1); otherwise,
+    instead of four) and the backward only scales them by grad_output (exact for 1, or for
+    ``expected_grad_output``: a float32 [1] tensor on the input's device holding the grad_output
+    the backward will bring — e.g. ``s`` for ``loss * s`` with ``s`` that tensor, as flce.patch
+    passes for Hugging Face's sum / num_items_in_batch —, for which the forward computes them;
+    another grad_output costs one more rounding); otherwise,
     and for float16 inputs (whose gradients at grad_output 1 are mostly subnormals, so a loss
     scale must reach them before their rounding), the recomputing plans run within the budget.
     See the README.
@@ -280,7 +285,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         if trades:  # the pass's backward then checks nothing more
             o_step = dataclasses.replace(o_step, check_targets=False)
     if trades:
-        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants,
+        expected = None
+        if expected_grad_output is not None:
+            expected = torch.as_tensor(expected_grad_output, dtype=torch.float32, device=e.device).reshape(1)
+        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants, expected,
                                                                                    *o_step.astuple())
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())

@@ -109,12 +109,13 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
 
 @torch.library.custom_op(
     "flce::forward_backward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, {LossOptions.schema()}) "
-           f"-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
+    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, Tensor? grad_output, "
+           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
 def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-                      want_de: bool, want_dc: bool, want_db: bool, *options):
+                      want_de: bool, want_dc: bool, want_db: bool, grad_output: Optional[Tensor], *options):
     """(per-token loss or [0], lse, scalars, status) as flce::forward, then (dE, dC, db) for
-    grad_output 1 (empty where not wanted). Reduction mean or sum."""
+    grad_output 1, or for ``grad_output`` (float32 [1] on e's device: the one the backward will
+    bring, which then rescales nothing) — empty where not wanted. Reduction mean or sum."""
     o = LossOptions(*options)
     if o.reduction == "none":
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
@@ -124,8 +125,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
-        one = torch.ones(1, dtype=torch.float32, device=e.device)
-        de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, one, *wants, *regular.astuple())
+        g = grad_output if grad_output is not None else torch.ones(1, dtype=torch.float32, device=e.device)
+        de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, *wants, *regular.astuple())
         return per_token, lse, scalars, status, de, dc, db
     n = e.shape[0]
     f32 = dict(dtype=torch.float32, device=e.device)
@@ -137,13 +138,14 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
     outputs = (lse.data_ptr(), None, scalars.data_ptr(), status.data_ptr())
+    expected = None if grad_output is None else grad_output.data_ptr()
     _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
-                                               (ws.data_ptr(), ws.numel()), plan)
+                                               (ws.data_ptr(), ws.numel()), plan, expected)
     return per_token, lse, scalars, status, de, dc, db
 
 
 @_forward_backward.register_fake
-def _forward_backward_fake(e, c, target, bias, weight, want_de, want_dc, want_db, *options):
+def _forward_backward_fake(e, c, target, bias, weight, want_de, want_dc, want_db, grad_output, *options):
     n = e.shape[0]
     acc = torch.float64 if e.dtype == torch.float64 else torch.float32
     want_db = want_db and bias is not None
@@ -170,7 +172,7 @@ def _scale_grads_fake(de, dc, db, scale):
     return None
 
 
-_N_INPUTS = 8  # e, c, target, bias, weight, want_de, want_dc, want_db
+_N_INPUTS = 9  # e, c, target, bias, weight, want_de, want_dc, want_db, grad_output
 
 
 def _setup_context(ctx, inputs, output):
@@ -180,19 +182,22 @@ def _setup_context(ctx, inputs, output):
     # here — a second copy of the gradients at the backward's peak (2,020 MB against 1,010 at
     # N 1k, Llama 3: H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n/diag_peak.log)
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(*output[4:], output[3], inputs[2])
+    ctx.save_for_backward(*output[4:], output[3], inputs[2], inputs[8])
     ctx.wants = (inputs[5], inputs[6], inputs[7] and inputs[3] is not None)
     ctx.options = LossOptions(*inputs[_N_INPUTS:])
     ctx.v = inputs[1].shape[0]
 
 
 def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status, g_de, g_dc, g_db):
-    de, dc, db, status, target = ctx.saved_tensors
+    de, dc, db, status, target, expected = ctx.saved_tensors
     check = TargetCheck.start(status, ctx.options)
     if g_scalars is None:
         scale = torch.zeros(1, dtype=torch.float32, device=de.device)
     else:
         scale = g_scalars[:1].to(torch.float32).contiguous()
+        if expected is not None:
+            # the gradients are for `expected` already: 1 (nothing to do) when it is what came
+            scale = scale / expected
     torch.ops.flce.scale_grads_(de, dc, db, scale)
     if check is not None:
         check.finish(target, ctx.v, ctx.options.ignore_index)
