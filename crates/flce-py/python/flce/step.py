@@ -2,7 +2,8 @@
 returns the forward's outputs and the gradients for grad_output 1, computed in one pass over
 token chunks that keeps each chunk's logits over the whole vocabulary (three products instead of
 the four of a recomputing backward). Its autograd backward only scales the saved gradients by
-grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1).
+grad_output, in place (``flce::scale_grads_``: exact, and free, when grad_output is 1 — or the
+``expected_grad_output`` the forward formed them for).
 
 Where the budget holds no token chunk that pays, but a slice of the classifier's rows does (on
 Hopper, for bf16 inputs with dC wanted: ``flce::cuda::plan::SlicePlan``), the same op runs the
