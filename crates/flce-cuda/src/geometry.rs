@@ -26,7 +26,7 @@ pub const fn finish_sums_bytes(n: usize) -> usize {
 /// The backward's scalars, f32 words of its `scalars` region (written by flce_token_scale /
 /// flce_slice_scales, common/types.cuh write_product_scalars): W = Σ_j w_j, Σ w_t, the products'
 /// α (a mean's or sum's uniform ∂L/∂loss, kept out of G), and 0 and 1 — cuBLAS's β in device
-/// pointer mode ([`crate::blas::Alpha::Scalars`]).
+/// pointer mode (src/blas.rs `Alpha::Scalars`).
 pub const SCALAR_W: usize = 0;
 pub const SCALAR_W_TOK: usize = 1;
 pub const SCALAR_ALPHA: usize = 2;
