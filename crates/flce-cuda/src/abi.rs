@@ -283,7 +283,7 @@ abi_structs! {
         /// each block loading half and multicasting it (FLCE_SM90_PRODUCT_CLUSTER=2).
         cluster: i32 = "int",
         /// The f32 every sum is multiplied by before it is written: the backward's α
-        /// (scalars[SCALAR_ALPHA], common/types.cuh), or a 1.
+        /// (the scalars' word SCALAR_ALPHA, common/types.cuh), or a 1.
         alpha: DevPtr = "const float*",
     }
 
@@ -296,7 +296,7 @@ abi_structs! {
         /// 0 on the first token chunk (overwrite), 1 after.
         accumulate: i32 = "int",
         db_acc: DevPtr = "float*",
-        /// The backward's α (scalars[SCALAR_ALPHA]): each column's sum is multiplied by it.
+        /// The backward's α (the scalars' word SCALAR_ALPHA): each column's sum is multiplied by it.
         alpha: DevPtr = "const float*",
     }
 
