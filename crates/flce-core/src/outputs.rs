@@ -6,9 +6,9 @@ use crate::Element;
 /// Caller-owned forward outputs. `lse` is always written (backward needs it).
 #[derive(Debug)]
 pub struct ForwardBuffers<'a> {
-    /// [N] log-sum-exp of each token's logits (also for ignored tokens).
+    /// \[N\] log-sum-exp of each token's logits (also for ignored tokens).
     pub lse: &'a mut [f32],
-    /// [N] per-token loss, 0 at ignored tokens. Required for `Reduction::None`.
+    /// \[N\] per-token loss, 0 at ignored tokens. Required for `Reduction::None`.
     pub per_token_loss: Option<&'a mut [f32]>,
 }
 
@@ -38,7 +38,7 @@ pub struct GradBuffers<'a, T: Element> {
     pub de: Option<&'a mut [T]>,
     /// [V, D]
     pub dc: Option<&'a mut [T]>,
-    /// [V]
+    /// \[V\]
     pub dbias: Option<&'a mut [T]>,
 }
 

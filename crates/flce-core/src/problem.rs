@@ -1,7 +1,7 @@
 //! Shapes, the caller's inputs as host views, and the validation every backend runs first.
 //!
 //! Layout: E is [N, D], C is [V, D], both row-major and contiguous; bias and class weights are
-//! [V]; targets are [N] (i64, PyTorch's index type). Leading batch dimensions are flattened by
+//! \[V\]; targets are \[N\] (i64, PyTorch's index type). Leading batch dimensions are flattened by
 //! the caller.
 
 use crate::error::{Error, Result};
@@ -93,7 +93,7 @@ pub fn effective_targets(targets: &[i64], vocab: usize, opts: &Options) -> Resul
         .collect())
 }
 
-/// The shape of grad_output that a backward takes: a scalar for mean and sum, [N] for none.
+/// The shape of grad_output that a backward takes: a scalar for mean and sum, \[N\] for none.
 /// `per_token_len` is None for a scalar, else the length of the per-token buffer.
 pub fn check_grad_output(reduction: Reduction, n: usize, per_token_len: Option<usize>) -> Result<()> {
     match (reduction, per_token_len) {
@@ -125,11 +125,11 @@ pub struct HostInputs<'a, T> {
     pub e: &'a [T],
     /// Classifier weight C [V, D].
     pub c: &'a [T],
-    /// Classifier bias b [V].
+    /// Classifier bias b \[V\].
     pub bias: Option<&'a [T]>,
-    /// Targets [N]: class indices in [0, V) or `ignore_index`.
+    /// Targets \[N\]: class indices in [0, V) or `ignore_index`.
     pub targets: &'a [i64],
-    /// Class weights w [V], f32 whatever the input dtype (PyTorch's `weight`).
+    /// Class weights w \[V\], f32 whatever the input dtype (PyTorch's `weight`).
     pub class_weights: Option<&'a [f32]>,
 }
 
@@ -179,7 +179,7 @@ pub struct Prepared {
     pub targets: Vec<i32>,
     /// Σ_j w_j (V without class weights): the label-smoothing normaliser.
     pub total_class_weight: f64,
-    /// Σ over non-ignored tokens of w[t_i] (their count without class weights).
+    /// Σ over non-ignored tokens of w\[t_i\] (their count without class weights).
     pub target_weight_sum: f64,
     /// Number of non-ignored tokens.
     pub active_tokens: usize,

@@ -1,6 +1,6 @@
 //! Print ptxas's resource report (registers, shared memory, spills) for every kernel, as NVRTC
 //! compiles them, and optionally write the cubins (for cuobjdump -sass). No GPU needed:
-//!   cargo run -p flce-cuda --example resource_usage [sm_90a] [bf16] [cubin-dir] [logit-opts]
+//!   cargo run -p flce-cuda --example resource_usage \[sm_90a\] \[bf16\] [cubin-dir] [logit-opts]
 //! `logit-opts` (bits: 1 bias, 2 softcap, 4 smoothing) compiles the sm90 forward's, G's and the
 //! three-product G's modules specialised for those options (what a call with them loads:
 //! compile::variant_source) instead of every file's default module; their cubins are named with

@@ -66,7 +66,7 @@ abi_structs! {
         c: DevPtr = "const elem_t*",
         bias: DevPtr = "const elem_t*",
         class_w: DevPtr = "const float*",
-        /// Effective targets [N], -1 ignored.
+        /// Effective targets \[N\], -1 ignored.
         targets: DevPtr = "const int*",
         /// Rows of E and C start on 16-byte boundaries.
         aligned: i32 = "int",
@@ -133,7 +133,7 @@ abi_structs! {
     /// gradient kernels.
     struct GradChunk {
         lse: DevPtr = "const float*",
-        /// g_i = ∂L/∂loss_i [N] (0 at ignored tokens).
+        /// g_i = ∂L/∂loss_i \[N\] (0 at ignored tokens).
         token_scale: DevPtr = "const float*",
         /// {W = Σ_j w_j, Σ w_t} from flce_token_scale.
         scalars: DevPtr = "const float*",
@@ -219,7 +219,7 @@ abi_structs! {
         /// f32 [chunk rows, ld_mref] (chunk-relative rows).
         m_ref: DevPtr = "const float*",
         ld_mref: i32 = "int",
-        /// f32 [N]: exact target logits (absolute token index).
+        /// f32 \[N\]: exact target logits (absolute token index).
         target_logit: DevPtr = "const float*",
     }
 
@@ -377,7 +377,7 @@ abi_structs! {
         k: LossConstants = "LossConstants",
         /// [P, N, 6] f64, rank order.
         parts: DevPtr = "const double*",
-        /// [P] f64: each rank's Σ w_j.
+        /// \[P\] f64: each rank's Σ w_j.
         class_weight_sums: DevPtr = "const double*",
         ranks: i32 = "int",
         /// Global effective targets (flce_prep_targets over the whole vocabulary).
@@ -398,7 +398,7 @@ abi_structs! {
         class_weight_sums: DevPtr = "const double*",
         ranks: i32 = "int",
         v_slice: i32 = "int",
-        /// The slice's class weights [v_slice], or null.
+        /// The slice's class weights \[v_slice\], or null.
         class_w: DevPtr = "const float*",
         /// [v_slice + N] written when class_w is given.
         class_w_ext: DevPtr = "float*",

@@ -20,11 +20,11 @@ pub struct DeviceInputs {
     pub e: DevPtr,
     /// C [V, D], dtype.
     pub c: DevPtr,
-    /// b [V], dtype.
+    /// b \[V\], dtype.
     pub bias: Option<DevPtr>,
-    /// targets [N], i64.
+    /// targets \[N\], i64.
     pub targets: DevPtr,
-    /// class weights [V], f32.
+    /// class weights \[V\], f32.
     pub class_weights: Option<DevPtr>,
 }
 
@@ -71,13 +71,13 @@ impl DeviceInputs {
 /// Where the forward writes.
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceForwardOutputs {
-    /// lse [N], f32.
+    /// lse \[N\], f32.
     pub lse: DevPtr,
-    /// per-token loss [N], f32; required for reduction none.
+    /// per-token loss \[N\], f32; required for reduction none.
     pub per_token_loss: Option<DevPtr>,
-    /// f32 [4]: loss (mean or sum; the sum for none), accuracy, Σ w_t over non-ignored tokens, W.
+    /// f32 \[4\]: loss (mean or sum; the sum for none), accuracy, Σ w_t over non-ignored tokens, W.
     pub scalars: DevPtr,
-    /// i32 [1], the status word: i32::MAX when the input is good; else the first token whose
+    /// i32 \[1\], the status word: i32::MAX when the input is good; else the first token whose
     /// target is outside [0, V) and not ignore_index (>= 0; such tokens get a NaN loss and NaN
     /// gradient rows), or i32::MIN + j for the first class j whose weight is negative or not
     /// finite (then every token's loss and gradient row is NaN). Read it to report them:
@@ -114,7 +114,7 @@ impl DeviceForwardOutputs {
 pub enum DeviceGradOutput {
     /// A scalar, for mean and sum.
     Scalar(DevPtr),
-    /// [N], for reduction none.
+    /// \[N\], for reduction none.
     PerToken(DevPtr),
 }
 

@@ -42,7 +42,7 @@ impl CudaLoss {
     }
 
     /// The status word alone, as every call's first kernels compute it (effective targets into
-    /// `scratch` [N] i32, then the first bad class weight or out-of-range target in `status`, or
+    /// `scratch` \[N\] i32, then the first bad class weight or out-of-range target in `status`, or
     /// INT_MAX: common/types.cuh), on `stream`, without a plan or workspace. For a caller that
     /// checks its input on the host without waiting for a whole call: queue this, copy `status`
     /// to the host behind an event, queue the call, then wait for the event — the GPU has the
@@ -146,7 +146,7 @@ impl CudaLoss {
 }
 
 /// A family's per-token partial statistics in the workspace: `splits` rows of N packed RowStats
-/// (split k at `stats` + 16·N·k) and the target logits [N]; the splits from `offset_split` on
+/// (split k at `stats` + 16·N·k) and the target logits \[N\]; the splits from `offset_split` on
 /// count their argmax from vocabulary row `argmax_offset` (the vocabulary-slice pass's rest;
 /// 0 and 0: every split counts from row 0).
 #[derive(Clone, Copy, Debug)]

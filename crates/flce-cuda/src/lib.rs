@@ -19,7 +19,7 @@
 //!   plan (what the PyTorch binding uses); `forward_host` / `backward_host` are owned
 //!   conveniences for Rust users with host data.
 //!
-//! Layers, as in cudarc: raw FFI (cudarc's `sys`), checked calls ([`error::Check`] gives each
+//! Layers, as in cudarc: raw FFI (cudarc's `sys`), checked calls (`error::Check` gives each
 //! failure its call and context), safe types ([`DeviceInputs`], [`DeviceBuffer`], [`CudaLoss`]).
 
 pub mod abi;

@@ -196,7 +196,7 @@ impl CudaLoss {
 
     /// How the three-product pass should hold a chunk's logits for calls of this shape and dtype
     /// with these options: compact (sm90 forward, f16 q) where the sm90 family runs the call and
-    /// compact logits hold its options ([`compact_logits_hold`]: all but a softcap with
+    /// compact logits hold its options (`compact_logits_hold`: all but a softcap with
     /// smoothing), f32 (cuBLAS) elsewhere; f32 inputs always get f32 ([`plan::step_plan`]).
     /// `FLCE_STEP_LOGITS=f32` forces f32 (a knob for A/B measurements).
     pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {
@@ -278,7 +278,7 @@ impl CudaLoss {
         }
     }
 
-    /// Effective targets (shift, ignore_index) into `out` [N] i32, with the status word reset and
+    /// Effective targets (shift, ignore_index) into `out` \[N\] i32, with the status word reset and
     /// then set to the first bad class weight or, failing that, the first out-of-range target
     /// (common/types.cuh; bad class weights make every target TARGET_OUT_OF_RANGE).
     ///

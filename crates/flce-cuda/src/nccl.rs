@@ -150,7 +150,7 @@ impl NcclComm {
         Ok(Self::describe(raw, false)?)
     }
 
-    /// One communicator per device of `devices` (rank k on devices[k]), owned: for tests and
+    /// One communicator per device of `devices` (rank k on devices\[k\]), owned: for tests and
     /// callers that drive every GPU from one process (one thread per rank for the collectives).
     pub fn init_all(devices: &[i32]) -> Result<Vec<NcclComm>> {
         let a = api()?;

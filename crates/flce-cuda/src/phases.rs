@@ -34,9 +34,9 @@ pub const PARTIAL_FIELDS: usize = 6;
 pub struct SlicePartials {
     /// f64 [N, 6].
     pub rows: DevPtr,
-    /// f64 [1]: Σ_j w_j over the slice's rows (their count without class weights).
+    /// f64 \[1\]: Σ_j w_j over the slice's rows (their count without class weights).
     pub class_weight_sum: DevPtr,
-    /// i32 [1]: the first token whose target is outside the whole vocabulary, or i32::MAX.
+    /// i32 \[1\]: the first token whose target is outside the whole vocabulary, or i32::MAX.
     pub status: DevPtr,
 }
 
@@ -45,7 +45,7 @@ pub struct SlicePartials {
 pub struct RankPartials {
     /// f64 [ranks, N, 6].
     pub rows: DevPtr,
-    /// f64 [ranks].
+    /// f64 \[ranks\].
     pub class_weight_sums: DevPtr,
     pub ranks: usize,
 }

@@ -14,7 +14,7 @@
 //! 3. the token scales for grad_output 1 (in the rest's backward regions);
 //! 4. the head's G in place over q (flce_grad_from_compact over columns [0, head_rows) of the
 //!    whole call: its targets, smoothing's ε/V and class weights), db's head columns, dC's head
-//!    rows = Gᵀ·E (one product over every token, rounded once), dE's accumulator = G·C[head];
+//!    rows = Gᵀ·E (one product over every token, rounded once), dE's accumulator = G·C\[head\];
 //! 5. the rest's backward passes from head_rows on (their first dE product adds to the head's
 //!    share), dE and db rounded once; where dE's accumulator lives in dC's head rows
 //!    ([`DeAccumulator::DcHead`]), the head's dC product runs only now, over it.

@@ -220,7 +220,7 @@ pub struct Setup {
     pub mlp_tiles: u64,
     /// The layers' RMSNorms computed in token tiles (`flce.patch(..., norm_tiles=N)`); 1: not
     /// tiled. A tiled norm keeps its bf16 input (2h a token) instead of its f32 input copy and
-    /// output (6h): 4h a token and norm fewer in a layer's activations ([`NORM_TILED_SAVES`]).
+    /// output (6h): 4h a token and norm fewer in a layer's activations (`NORM_TILED_SAVES`).
     pub norm_tiles: u64,
     /// The layers' frozen weights streamed from pinned host memory (`flce.patch(...,
     /// stream_weights=True)`, flce.weights): with LoRA, two layers' base weights on the GPU at a

@@ -1,6 +1,6 @@
 //! The loss phases on CUDA tensors, for `flce.distributed` (issue 14): the device-pointer calls of
 //! `flce::cuda::phases` on the caller's stream. Partials travel as float64 [N, 6] tensors, as the
-//! CPU phases' (phases.rs), and each rank's Σ_j w_j as a float64 [1] tensor, so the ranks can
+//! CPU phases' (phases.rs), and each rank's Σ_j w_j as a float64 \[1\] tensor, so the ranks can
 //! gather them with torch.distributed without a host round trip.
 
 use flce::cpu::phases::VocabSlice;
@@ -30,7 +30,7 @@ fn cuda_slice_backward_plan(
 }
 
 /// Phase 1 on this rank's rows [offset, offset + V) of a vocabulary of `total`: `out` = (rows
-/// f64 [N, 6], Σ w_j f64 [1], status i32 [1]); `plan` the slice's forward plan.
+/// f64 [N, 6], Σ w_j f64 \[1\], status i32 \[1\]); `plan` the slice's forward plan.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 fn cuda_phase_forward_partials(
@@ -58,7 +58,7 @@ fn cuda_phase_forward_partials(
     })
 }
 
-/// Phase 3: the gathered partials `parts` = (rows f64 [P, N, 6], Σ w_j f64 [P], P) merged in rank
+/// Phase 3: the gathered partials `parts` = (rows f64 [P, N, 6], Σ w_j f64 \[P\], P) merged in rank
 /// order into the forward's outputs over the whole vocabulary (`problem` has V = total), and the
 /// merged rows at `merged` (f64 [N, 6]); `targets` the given int64 targets; `workspace` 4·N bytes.
 #[pyfunction]
@@ -119,7 +119,7 @@ fn cuda_phase_backward_slice(
     })
 }
 
-/// The gathered partials as the Python side passes them: (rows f64 [P, N, 6], Σ w_j f64 [P], P).
+/// The gathered partials as the Python side passes them: (rows f64 [P, N, 6], Σ w_j f64 \[P\], P).
 fn rank_partials(parts: (u64, u64, usize)) -> RankPartials {
     RankPartials { rows: parts.0, class_weight_sums: parts.1, ranks: parts.2 }
 }

@@ -3,7 +3,7 @@
 //! output and workspace with torch; no libtorch link. The GIL is released while Rust works.
 //!
 //! One entry type, [`Problem`]: a validated (shape, dtype, options) that makes the CUDA plans
-//! ([`ForwardPlan`], [`BackwardPlan`]: made once per call shape by the Python side and handed back
+//! (`ForwardPlan`, `BackwardPlan`: made once per call shape by the Python side and handed back
 //! with every call) and runs forward / backward on the CUDA backend (device pointers) or the CPU
 //! backend (host pointers).
 

@@ -77,7 +77,7 @@ fn phase_forward_partials(
     .map_err(to_py)
 }
 
-/// Merge P ranks' partials ([P, N, 6] f64, rank order) and finish: writes lse [N] (and the
+/// Merge P ranks' partials ([P, N, 6] f64, rank order) and finish: writes lse \[N\] (and the
 /// per-token loss), returns (loss, accuracy) and the merged partials at `merged` ([N, 6]).
 /// `problem` has V = the whole vocabulary; `targets` are the given (i64) targets.
 #[pyfunction]

@@ -110,7 +110,7 @@ impl<'a, T: Element> Problem<'a, T> {
             .collect()
     }
 
-    /// tile[rows×cols] = softcap(E[rows]·C[cols]ᵀ + b[cols]) (cols local).
+    /// tile[rows×cols] = softcap(E\[rows\]·C\[cols\]ᵀ + b\[cols\]) (cols local).
     pub(super) fn logits(&self, e_rows: &[f32], c_rows: &[f32], cols: &Range<usize>, tile: &mut Vec<f32>) {
         let (d, nr, nc) = (self.d(), e_rows.len() / self.d(), cols.len());
         tile.resize(nr * nc, 0.0);

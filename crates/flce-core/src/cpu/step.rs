@@ -136,7 +136,7 @@ fn chunk_grad<T: Element>(
     }
 }
 
-/// dE[rows] = G · C, one product over the whole vocabulary per token block, rounded once.
+/// dE\[rows\] = G · C, one product over the whole vocabulary per token block, rounded once.
 fn chunk_de<T: Element>(p: &Problem<'_, T>, g: &[f32], de: &mut [T]) {
     let (d, v) = (p.d(), p.rows());
     de.par_chunks_mut(TOKEN_BLOCK * d).zip(g.par_chunks(TOKEN_BLOCK * v)).for_each(|(out, gb)| {
@@ -153,7 +153,7 @@ fn chunk_de<T: Element>(p: &Problem<'_, T>, g: &[f32], de: &mut [T]) {
     });
 }
 
-/// dC_acc[block] += G[:, block]ᵀ · E[rows] and db_acc[block] += Σ_rows G[:, block], per
+/// dC_acc\[block\] += G[:, block]ᵀ · E\[rows\] and db_acc\[block\] += Σ_rows G[:, block], per
 /// vocabulary block (each block owns its accumulator rows).
 fn chunk_dc<T: Element>(
     p: &Problem<'_, T>,

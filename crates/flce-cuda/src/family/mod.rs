@@ -1,7 +1,7 @@
-//! Kernel families: each owns its kernels (kernels/<family>/) and its launchers (this folder),
+//! Kernel families: each owns its kernels (`kernels/<family>/`) and its launchers (this folder),
 //! and says what it supports. The plan chooses the family once ([`crate::plan`]), from the
 //! caller's mode, the problem and the budget; the forward and backward drivers
-//! ([`crate::forward`], [`crate::backward`]) run the plan's family through two seams:
+//! (`crate::forward`, `crate::backward`) run the plan's family through two seams:
 //!
 //! - forward: `forward_partials` leaves `plan.splits` packed RowStats per token and the target
 //!   logits in the workspace; the shared finish kernel (kernels/shared/finish.cu) merges them.

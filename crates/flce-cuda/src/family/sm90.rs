@@ -128,7 +128,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
     forward_partials_into(call, plan, (call.ws.at(plan.partials), call.ws.at(plan.target_logit)))
 }
 
-/// [`forward_partials`] into the partials [splits, N] and target logits [N] at `outputs`
+/// [`forward_partials`] into the partials [splits, N] and target logits \[N\] at `outputs`
 /// (the vocabulary-slice pass's rest writes its splits after the head's: src/slice.rs).
 ///
 /// # Safety
@@ -199,7 +199,7 @@ fn forward_params_over(
 /// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
 /// their own (its N and targets; src/step.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
 /// a token (where `plan.m_ref` places them: src/step.rs resolves it). `outputs`: the partials
-/// [splits, N] and target logits [N] (the plan's regions, or the vocabulary-slice pass's).
+/// [splits, N] and target logits \[N\] (the plan's regions, or the vocabulary-slice pass's).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
@@ -302,11 +302,11 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: Gra
 /// phase): `g` the first of `tokens` rows of a chunk's G (pitch `ldg`) over vocabulary rows `vocab`.
 #[derive(Clone, Debug)]
 pub(crate) enum Product {
-    /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C[vocab] (add unless the first
+    /// dE's f32 accumulator rows of those tokens (pitch D) (+)= G · C\[vocab\] (add unless the first
     /// chunk): `segments` (at most 3, contiguous, covering the tokens in order) give each run of
     /// tokens with the address of its first row's accumulator row (backward.rs de_acc_rows).
     De { segments: Vec<(Range<usize>, DevPtr)>, accumulate: bool },
-    /// dC's rows `vocab` = Gᵀ · E[tokens] (input dtype, rounded once), or the chunk's f32
+    /// dC's rows `vocab` = Gᵀ · E\[tokens\] (input dtype, rounded once), or the chunk's f32
     /// accumulator (pitch D) (+)=.
     Dc { out: DevPtr, f32_acc: bool, accumulate: bool },
 }

@@ -87,7 +87,7 @@ pub struct BackwardPlan {
     pub status: Region,
     pub de_acc: DeAccumulator,
     pub dc_acc: DcAccumulator,
-    /// f32 accumulator of db [V] (when db is wanted).
+    /// f32 accumulator of db \[V\] (when db is wanted).
     pub db_acc: Option<Region>,
     pub g: Region,
     /// f32 logits of one chunk [token_chunk, ldg] (cuBLAS family).
@@ -345,7 +345,7 @@ pub(super) fn layout(
 /// vocabulary chunk that fits; chunks tokens only when even 1024 vocabulary rows for all N tokens
 /// do not fit. When the sm90 family forms G, the vocabulary chunk is then the one at or below
 /// the largest whose G launches finish in the fewest tile steps on `sm_count` SMs
-/// ([`super::grad_steps::sm90_balanced_chunks`]).
+/// (`super::grad_steps::sm90_balanced_chunks`).
 pub fn backward_plan(
     shape: Shape,
     dtype: DType,

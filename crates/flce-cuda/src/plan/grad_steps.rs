@@ -17,8 +17,8 @@ const CHUNK_LAUNCH_STEPS: usize = 1;
 
 /// The tile steps the sm90 G kernel takes over a plan's chunks: the main pass's, the tail pass's
 /// recomputes (all its chunks but the last, whose G the main pass leaves behind) and
-/// [`CHUNK_LAUNCH_STEPS`] per launch. Modelled on the every-token-tile grid
-/// ([`super::grad_launch_steps`]: its waves of one-tile blocks, ⌈tiles / SMs⌉ steps where a block
+/// `CHUNK_LAUNCH_STEPS` per launch. Modelled on the every-token-tile grid
+/// (`super::grad_launch_steps`: its waves of one-tile blocks, ⌈tiles / SMs⌉ steps where a block
 /// runs one tile), which the vocabulary-outer plans' launches match since their tiles run in a
 /// raster order balanced to one tile (perf-notes v45; on the static grid within the L2 budget,
 /// v44, they took 1.6–2.6% more steps).

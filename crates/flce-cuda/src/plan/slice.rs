@@ -76,11 +76,11 @@ pub struct SlicePlan {
     pub rest_ws: Region,
     /// Packed RowStats [head splits + rest splits, N]: the head's splits, then the rest's.
     pub partials: Region,
-    /// f32 [N]: each token's target logit, from the half that holds its target.
+    /// f32 \[N\]: each token's target logit, from the half that holds its target.
     pub target_logit: Region,
     /// The finish step's block sums ([`crate::geometry::finish_sums_bytes`]).
     pub finish_sums: Region,
-    /// i32 [1]: the rest's targets' status word (the call's own is the whole call's); f32 [1]:
+    /// i32 \[1\]: the rest's targets' status word (the call's own is the whole call's); f32 \[1\]:
     /// 1.0, the grad_output the gradients are formed for.
     pub slice_status: Region,
     pub unit_grad: Region,

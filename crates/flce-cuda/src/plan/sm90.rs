@@ -215,10 +215,10 @@ fn with_rest(main: Sm90Grid, rows: usize, cols: usize, sm: usize, cluster: usize
 
 /// The grid for `token_tiles` × `vocab_tiles` tiles on `sm_count` SMs, at most `cap` splits,
 /// slots a multiple of `cluster`: the fewest tiles in the longest block among the grids whose
-/// footprint fits `l2_budget` (within [`BALANCE_SLACK`] of the best balance of any grid), then the
+/// footprint fits `l2_budget` (within `BALANCE_SLACK` of the best balance of any grid), then the
 /// fewest splits (fewer partials), then the smallest footprint; when none fits, the smallest
 /// footprint among the grids within that balance. `rest`: each candidate also with its best
-/// [`Sm90Rest`] ([`with_rest`]; up to [`REST_MAX_SPLITS`] partials beyond `cap`). `l2_budget` 0:
+/// [`Sm90Rest`] (`with_rest`; up to [`REST_MAX_SPLITS`] partials beyond `cap`). `l2_budget` 0:
 /// every token tile its own slot, the split count that fills the SMs' waves best
 /// ([`super::best_split`]), the grid before budgets, without a rest.
 #[allow(clippy::too_many_arguments)]
@@ -285,7 +285,7 @@ const PAIR_SLACK: f64 = 1.02;
 
 /// The sm90 forward's grid under `tuning` (as [`sm90_grid`] within its L2 budget) and its blocks
 /// per cluster: pairs where the tuning asks for them and they keep the balance of the unpaired
-/// grid within [`PAIR_SLACK`] (a paired grid rounds the token tiles up to even and its slots to
+/// grid within `PAIR_SLACK` (a paired grid rounds the token tiles up to even and its slots to
 /// pairs, which at some tile counts lengthens the longest block by up to ~10%: 33 token tiles at
 /// Llama 3's vocabulary take 138 tile steps paired against 126), the unpaired grid otherwise.
 pub fn sm90_grid_tuned(

@@ -106,7 +106,7 @@ pub struct StepPlan {
     pub scalars: Region,
     /// 4 bytes holding 1.0f: the grad_output the gradients are formed for.
     pub unit_grad: Region,
-    /// Packed RowStats [stats_splits, N] and target logits [N].
+    /// Packed RowStats [stats_splits, N] and target logits \[N\].
     pub partials: Region,
     pub target_logit: Region,
     /// The finish step's block sums over all N tokens ([`crate::geometry::finish_sums_bytes`];
@@ -127,7 +127,7 @@ pub struct StepPlan {
     /// multiple of 128), rounded in place at the end in passes that never overwrite an unread row
     /// (`CudaLoss::round_head_in_place`): about half the accumulator's workspace.
     pub dc_head_rows: usize,
-    /// f32 accumulator of db [V] and the chunk's column sums [row tiles, ldg] (db wanted).
+    /// f32 accumulator of db \[V\] and the chunk's column sums [row tiles, ldg] (db wanted).
     pub db_acc: Option<Region>,
     pub db_partial: Option<Region>,
     pub workspace_bytes: usize,
@@ -269,7 +269,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
 
 /// The three-product plan with the largest token chunk whose workspace fits `budget` bytes (with
 /// the compact forward, the chunk among as many chunks that balances its grid best:
-/// [`balanced_chunks`]), or an error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
+/// `balanced_chunks`), or an error when not even 128 tokens fit (then the four-product plans are the ones to use). Compact
 /// storage is for 16-bit inputs without a bias gradient only (it falls back to f32 otherwise).
 pub fn step_plan(shape: Shape, dtype: DType, wanted: Wanted, budget: usize, storage: StepLogits) -> Result<StepPlan> {
     step_plan_capped(shape, dtype, wanted, budget, storage, usize::MAX)

@@ -28,7 +28,7 @@ pub(crate) fn rows_of(x: &DeviceInputs, offset: usize, rows: usize) -> DeviceInp
     }
 }
 
-/// Slices [cuts[k], cuts[k+1]) of the vocabulary, one of them a single row.
+/// Slices [cuts\[k\], cuts[k+1]) of the vocabulary, one of them a single row.
 fn cuts(v: usize) -> Vec<usize> {
     let a = (v / 3 + 5).min(v - 2);
     vec![0, a, a + 1, v]
