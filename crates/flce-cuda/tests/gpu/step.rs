@@ -1,7 +1,8 @@
 //! The three-product pass (`CudaLoss::forward_backward`, `plan::StepPlan`) against the f64 oracle
 //! for grad_output 1: with one token chunk and with 128-token chunks (dC and db accumulated across
 //! chunks), each run twice and compared bitwise, with the chunks' logits in f32 and, where the GPU
-//! and the call allow it, in the sm90 forward's compact form (`plan::StepLogits`); and
+//! and the call allow it, in the sm90 forward's compact form (`plan::StepLogits`); for an expected
+//! grad_output of 1/3 (mean and sum: the gradients formed for it, against the oracle at 1/3); and
 //! `scale_gradients` by 0.5 (one rounding).
 
 use flce_core::cpu::reference;
@@ -30,7 +31,19 @@ pub(crate) fn trade_run<T: Element>(
     c: &Case,
     plan: &TradePlan,
 ) -> Result<GpuRun<T>, String> {
+    trade_run_at(be, up, c, plan, None)
+}
+
+/// [`trade_run`] with the gradients formed for `grad_output` (None: 1).
+pub(crate) fn trade_run_at<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &TradePlan,
+    grad_output: Option<f32>,
+) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
+    let go = grad_output.map(|g| DeviceBuffer::from_slice(&[g])).transpose().map_err(|e| e.to_string())?;
     let buf = poisoned;
     let es = std::mem::size_of::<T>();
     let (lse, ptl, scalars, status) = (buf(4 * s.n)?, buf(4 * s.n)?, buf(16)?, buf(4)?);
@@ -44,8 +57,9 @@ pub(crate) fn trade_run<T: Element>(
         status: status.ptr(),
     };
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
+    let go_ptr = go.as_ref().map(|b| b.ptr());
     unsafe {
-        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, None, std::ptr::null_mut())
+        be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, go_ptr, std::ptr::null_mut())
     }
     .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
@@ -134,6 +148,22 @@ pub(crate) fn check_step<T: Element>(
         chunked = Some(small);
     }
     let chunked = chunked.expect("at least the f32 storage");
+    // the gradients formed for an expected grad_output that is no power of two (Hugging Face's
+    // 1 / num_items_in_batch): against the oracle at it, one chunk and 128-token chunks (dC's f32
+    // accumulator rounded with the α it carries)
+    if c.opts.reduction != flce_core::Reduction::None {
+        let third = 1.0f32 / 3.0;
+        let oracle = reference::evaluate(&p.inputs(), &c.opts, flce_core::GradOutput::Scalar(third))
+            .map_err(|e| e.to_string())?;
+        let one_chunk = step_plan(s, T::DTYPE, wanted, usize::MAX, chunked.storage).map_err(|e| e.to_string())?;
+        for plan in [&one_chunk, &chunked] {
+            let a = trade_run_at::<T>(be, up, c, &TradePlan::Step(plan.clone()), Some(third))?;
+            let chunks = plan.token_chunks();
+            let m = compare(c, p, &oracle, &[third], &a)
+                .map_err(|e| format!("expected grad_output 1/3, {chunks} chunks: {e}"))?;
+            report.push_str(&format!("; at 1/3, {chunks} chunk(s): {m}"));
+        }
+    }
     // the backward of the pass: gradients times grad_output, here 0.5 (exact in every dtype)
     let a = step_run::<T>(be, up, c, &chunked)?;
     let dc = DeviceBuffer::from_slice(&a.dc).map_err(|e| e.to_string())?;
