@@ -12,7 +12,7 @@ use crate::backward_steps::{one_pass_steps, writes_dc, Computes, Pass, Step};
 use crate::blas::{Alpha, BoundBlas, Elem, Gemm, Mat};
 use crate::device::{DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::{self, Family};
-use crate::geometry::{SCALAR_ALPHA, SCALAR_ONE};
+use crate::geometry::{scalar_word, SCALAR_ALPHA, SCALAR_ONE};
 use crate::loss::{Call, CudaLoss};
 use crate::plan::{BackwardPlan, DcAccumulator, DeAccumulator, GBuffer};
 
@@ -134,7 +134,7 @@ impl CudaLoss {
     ) -> Result<()> {
         let (x, ws, stream) = (call.x, call.ws, call.stream);
         // the backward's α (the scalars' word SCALAR_ALPHA), for the accumulators' rounding
-        let alpha = ws.at(plan.scalars) + 4 * SCALAR_ALPHA as u64;
+        let alpha = scalar_word(ws.at(plan.scalars), SCALAR_ALPHA);
         let de_overflow = plan.dc_tail().filter(|t| t.overflow_rows > 0).map(|t| ws.at(t.overflow));
         let dst = Targets { grads: *grads, de_acc, de_overflow, db_acc: plan.db_acc.map(|r| ws.at(r)) };
         let blas = self.blas.bind(stream)?;
@@ -243,9 +243,9 @@ impl CudaLoss {
         let tokens = plan.token_range(tc);
         // the products' α, from the scalars whose token scales G was formed with: on the device for
         // a product written once into dC; 1 for those into f32 accumulators (dE's always, dC's in
-        // the workspace), whose rounding applies it (`Step::Round*`, `scale_in_place_de`)
+        // the workspace), whose rounding applies it (`Step::Round*`, `scale_in_place`)
         let scalars = ws.at(plan.scalars);
-        let word = |i: usize| scalars + 4 * i as u64;
+        let word = |i: usize| scalar_word(scalars, i);
         let chunk = GradChunk {
             lse,
             token_scale: ws.at(plan.token_scale),

@@ -140,7 +140,7 @@ impl Gemm {
         };
         let one = 1.0f32;
         let Gemm { m, n, k, a, b, alpha, beta, out } = *self;
-        let word = |base: DevPtr, i: usize| (base + 4 * i as u64) as *const c_void;
+        let word = |base: DevPtr, i: usize| crate::geometry::scalar_word(base, i) as *const c_void;
         let (mode, alpha, beta) = match alpha {
             Alpha::One => (
                 cublas::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST,

@@ -34,6 +34,10 @@ pub const SCALAR_ZERO: usize = 3;
 pub const SCALAR_ONE: usize = 4;
 /// Bytes of the backward's scalars region.
 pub const BACKWARD_SCALARS_BYTES: usize = 32;
+/// The device address of word `word` (a `SCALAR_*`) of the scalars region at `scalars`.
+pub const fn scalar_word(scalars: u64, word: usize) -> u64 {
+    scalars + 4 * word as u64
+}
 /// Threads of the elementwise kernels (prep, stats, grad_from_logits, db_reduce, to_elem).
 pub const ELEMENTWISE_THREADS: u32 = 256;
 /// Tokens per block of flce_stats_from_logits (one warp per token).

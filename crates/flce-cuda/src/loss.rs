@@ -317,8 +317,9 @@ impl CudaLoss {
     }
 
     /// `count` elements of `dtype` at `data` times the f32 at `scale`, in place (flce_scale_grads,
-    /// which returns at once when it is 1): the backward's α on an f32 dE its products filled
-    /// without it, where that dE is the output (f32 inputs).
+    /// which returns at once when it is 1), the context bound by the caller: the backward's α on
+    /// an f32 dE its products filled without it, where that dE is the output (f32 inputs), and
+    /// [`CudaLoss::scale_gradients`].
     ///
     /// # Safety
     /// `data` valid for `count` elements and `scale` for one f32 on `stream`.

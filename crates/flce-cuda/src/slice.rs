@@ -163,7 +163,7 @@ impl CudaLoss {
                 count: head_rows as i32,
                 accumulate: 0,
                 db_acc: rws.at(acc),
-                alpha: scalars + 4 * crate::geometry::SCALAR_ALPHA as u64,
+                alpha: crate::geometry::scalar_word(scalars, crate::geometry::SCALAR_ALPHA),
             };
             self.kernels.launch(x.dtype, &reduce, stream)?;
         }

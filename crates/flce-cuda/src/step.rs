@@ -7,13 +7,12 @@
 use flce_core::{Options, Reduction, Result};
 
 use crate::abi::{
-    CompactGradParams, DbReduceParams, DevPtr, GradChunk, GradLogitsParams, LossConstants, ScaleGradsParams,
-    ScaleParams, StatsParams,
+    CompactGradParams, DbReduceParams, DevPtr, GradChunk, GradLogitsParams, LossConstants, ScaleParams, StatsParams,
 };
 use crate::blas::{Alpha, Elem, Gemm, Mat};
 use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Workspace};
 use crate::family::Family;
-use crate::geometry::SCALAR_ALPHA;
+use crate::geometry::{scalar_word, SCALAR_ALPHA};
 use crate::loss::CudaLoss;
 use crate::plan::{MrefPlace, StepPlan};
 
@@ -177,7 +176,7 @@ impl CudaLoss {
                     count: v as i32,
                     accumulate: (!first) as i32,
                     db_acc: ws.at(acc),
-                    alpha: scalars + 4 * SCALAR_ALPHA as u64,
+                    alpha: scalar_word(scalars, SCALAR_ALPHA),
                 };
                 self.kernels.launch(x.dtype, &reduce, stream)?;
             }
@@ -189,7 +188,7 @@ impl CudaLoss {
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to
             let head = plan.dc_head_rows;
-            let alpha = ws.at(plan.scalars) + 4 * SCALAR_ALPHA as u64;
+            let alpha = scalar_word(ws.at(plan.scalars), SCALAR_ALPHA);
             self.round_head_in_place(x.dtype, dc, head, d, alpha, stream)?;
             let tail = dc + (head * d) as u64 * s;
             self.round_scaled_into(x.dtype, ws.at(acc), tail, (v - head) * d, alpha, stream)?;
@@ -252,8 +251,7 @@ impl CudaLoss {
         stream: Stream,
     ) -> Result<()> {
         let _bound = crate::context::BoundContext::bind(self.context())?;
-        self.kernels.launch(dtype, &ScaleGradsParams { data, count: count as u64, scale }, stream)?;
-        Ok(())
+        self.scale_in_place(dtype, data, count, scale, stream)
     }
 }
 
