@@ -27,16 +27,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 summary=()
 
 if has tests; then
-  # in GPU_TEST_SHARDS processes at once (gpu-tests --shard=I/N): the f64 oracle is CPU work, and
-  # one process took more than 300 s on the H200 machine (2026-12-04)
-  n=${GPU_TEST_SHARDS:-3}
-  echo "== GPU tests ($n shards)"
-  for i in $(seq 1 "$n"); do $B/gpu-tests --shard="$i/$n" > "$OUT/gpu-tests-$i.log" 2>&1 & done
-  wait
-  for i in $(seq 1 "$n"); do
-    grep -h "FAILED" "$OUT/gpu-tests-$i.log" | cut -c1-300
-    summary+=("gpu tests, shard $i/$n: $(tail -n 1 "$OUT/gpu-tests-$i.log")")
-  done
+  # in SHARDS processes at once (gpu-tests --shard=I/N; one process took more than 300 s on the
+  # H200 machine, 2026-12-04): scripts/gpu-tests-sharded.sh, its logs in $OUT
+  echo "== GPU tests (sharded)"
+  while IFS= read -r l; do echo "$l"; summary+=("gpu tests, $l"); done \
+    < <(OUT="$OUT" bash $B/scripts/gpu-tests-sharded.sh)
 fi
 
 if has sanitizer && command -v compute-sanitizer >/dev/null; then
