@@ -9,28 +9,17 @@ kernels do, f64 products.
     python3 scripts/sim_double_rounding.py        # torch, CPU, ~1 min
 
 docs/perf-notes.md v54 records the output (benchmarks/h200-2026-12-04-s45/sim-double-rounding/)."""
-import os
-import sys
-
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
-from suite import make_data, rel  # noqa: E402
-
-
-def bf16(x):
-    return x.bfloat16().double()
+from sim_f16_floor import logit_grad
+from sim_row_reference import bf16, make, rel
 
 
 def main():
     n, d, v = 512, 1024, 32000
-    e, c, t = make_data(n, d, v, "peaky", 1, torch.bfloat16, "cpu")
-    e, c = e.double(), c.double()
+    e, c, t = make(n, d, v, "peaky", 1)
     z = e @ c.T
-    valid = t >= 0
-    rows = valid.nonzero()[:, 0]
-    g0 = torch.exp(z - torch.logsumexp(z, 1, keepdim=True)) * valid[:, None].double()
-    g0[rows, t[rows]] -= 1.0
+    g0 = logit_grad(torch.exp(z - torch.logsumexp(z, 1, keepdim=True)), t, t >= 0)
     g = bf16(g0)  # G in bf16 (a sum: token scale 1)
     de1, dc1 = g @ c, g.T @ e
     print(f"N {n}, D {d}, V {v}, peaky; relative errors against f64")
