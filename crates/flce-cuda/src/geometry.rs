@@ -32,6 +32,9 @@ pub const SCALAR_W_TOK: usize = 1;
 pub const SCALAR_ALPHA: usize = 2;
 pub const SCALAR_ZERO: usize = 3;
 pub const SCALAR_ONE: usize = 4;
+/// A spare word (no kernel writes words 5–7): the three-product pass's 1.0 — the grad_output
+/// it forms the gradients for when the caller names none (`plan::StepPlan::unit_grad`).
+pub const SCALAR_UNIT: usize = 7;
 /// Bytes of the backward's scalars region.
 pub const BACKWARD_SCALARS_BYTES: usize = 32;
 /// The device address of word `word` (a `SCALAR_*`) of the scalars region at `scalars`.

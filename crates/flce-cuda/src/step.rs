@@ -14,7 +14,7 @@ use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Wor
 use crate::family::Family;
 use crate::geometry::{scalar_word, SCALAR_ALPHA};
 use crate::loss::CudaLoss;
-use crate::plan::{MrefPlace, StepPlan};
+use crate::plan::{MrefPlace, Region, StatePlace, StepPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
@@ -24,7 +24,9 @@ impl CudaLoss {
     /// gradients).
     ///
     /// With compact logits dE's buffer is scratch until each chunk's product writes its rows
-    /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between.
+    /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between. With one chunk
+    /// dC's buffer is scratch until its product ([`StatePlace::DcBuffer`]): the per-token state
+    /// lives there, from the buffer's first 256-byte boundary.
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`] (the plan from
@@ -55,7 +57,8 @@ impl CudaLoss {
         grads.check_plan(plan.wanted)?;
         ws.check(plan.workspace_bytes)?;
         check_maxima_in_de(plan, grads)?;
-        let targets = ws.at(plan.targets);
+        let state = token_state_at(plan, ws, grads)?;
+        let targets = state(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given =
             out.pointers().into_iter().chain(grads.pointers()).chain([ws.pointer(), ("grad_output", grad_output)]);
@@ -63,12 +66,12 @@ impl CudaLoss {
         let k = call.lp.k;
         self.prep_targets(x, k, targets, out.status, stream)?;
         let unit = (grad_output, ws.at(plan.unit_grad));
-        self.unit_token_scales(&call, opts, targets, unit, (ws.at(plan.token_scale), ws.at(plan.scalars)))?;
+        self.unit_token_scales(&call, opts, targets, unit, (state(plan.token_scale), ws.at(plan.scalars)))?;
 
         let (d, v, s) = (x.shape.d, x.shape.v, x.dtype.size_in_bytes() as u64);
         let input = Elem::Input(x.dtype);
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
-        let (partials, target_logit) = (ws.at(plan.partials), ws.at(plan.target_logit));
+        let (partials, target_logit) = (state(plan.partials), state(plan.target_logit));
         let blas = self.blas.bind(stream)?;
         for chunk in 0..plan.token_chunks() {
             let tokens = plan.token_range(chunk);
@@ -109,6 +112,13 @@ impl CudaLoss {
             let chunk_partials =
                 crate::forward::Partials::new(partials + 16 * n0, target_logit + 4 * n0, plan.stats_splits);
             self.merge_partials(&call, view.k, view.targets, chunk_partials, out.lse + 4 * n0, 0, 0)?;
+            if chunk + 1 == plan.token_chunks() {
+                // the whole forward's outputs from the partials of every chunk, before the last
+                // chunk's products: with one chunk the state may live in dC's buffer
+                // (StatePlace::DcBuffer), which its dC product writes
+                let all = crate::forward::Partials::new(partials, target_logit, plan.stats_splits);
+                self.finish(&call, all, state(plan.finish_sums), out)?;
+            }
             // G for grad_output = 1, and db's column sums; the products' α from the same scalars:
             // on the device for those written once into dE / dC, 1 for dC's f32 accumulator, whose
             // rounding applies it
@@ -116,7 +126,7 @@ impl CudaLoss {
             let alpha = Alpha::Scalars(scalars);
             let chunk = GradChunk {
                 lse: out.lse,
-                token_scale: ws.at(plan.token_scale),
+                token_scale: state(plan.token_scale),
                 scalars,
                 n0: tokens.start as i32,
                 n_end: tokens.end as i32,
@@ -182,9 +192,6 @@ impl CudaLoss {
             }
         }
         drop(blas);
-        // the whole forward's outputs from the partials of every chunk
-        let all = crate::forward::Partials::new(partials, target_logit, plan.stats_splits);
-        self.finish(&call, all, ws.at(plan.finish_sums), out)?;
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to
             let head = plan.dc_head_rows;
@@ -253,6 +260,23 @@ impl CudaLoss {
         let _bound = crate::context::BoundContext::bind(self.context())?;
         self.scale_in_place(dtype, data, count, scale, stream)
     }
+}
+
+/// The device address of a per-token state region of `plan` (its [`StatePlace`]): in the
+/// workspace, or in dC's buffer from its first 256-byte boundary.
+fn token_state_at(plan: &StepPlan, ws: Workspace, grads: &DeviceGrads) -> Result<impl Fn(Region) -> DevPtr> {
+    let base = match plan.token_state {
+        StatePlace::Workspace => ws.at(Region { offset: 0, bytes: 0 }),
+        StatePlace::DcBuffer => {
+            let dc = grads.dc.ok_or(flce_core::Error::InvalidOption {
+                name: "grads.dc",
+                value: "none".into(),
+                reason: "this plan keeps its per-token state in dC's buffer: dC must be given",
+            })?;
+            dc.next_multiple_of(256)
+        }
+    };
+    Ok(move |r: Region| base + r.offset as u64)
 }
 
 /// Where `plan` keeps the compact forward's per-tile maxima in dE's rows ([`MrefPlace::DeRows`]):

@@ -47,7 +47,7 @@ pub use sm90::{
 };
 pub use step::{
     default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, MrefPlace,
-    StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
+    StatePlace, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
 pub use token_chunks::{large_n_seconds, token_chunked_plan, with_token_chunks, MAX_TOKEN_CHUNKS};
 

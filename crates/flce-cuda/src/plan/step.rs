@@ -14,7 +14,9 @@
 //! every token; its first rows, up to V/2 − 1 rounded down to a multiple of 128, live in the
 //! caller's dC buffer, so about half of it is workspace) plus, per chunk, f32 logits and G
 //! (token_chunk·V·(4 + dtype) bytes; compact: 2 bytes, and the per-tile maxima, which live in the
-//! chunk's rows of the caller's dE where it is wanted: [`MrefPlace`]). The budget
+//! chunk's rows of the caller's dE where it is wanted: [`MrefPlace`]), plus the per-token state
+//! (targets, token scales, statistics' partials: ~1.3 MB at 8k tokens), which a plan of one chunk
+//! keeps in the caller's dC buffer instead ([`StatePlace`]). The budget
 //! sets the number of chunks, that of the largest token chunk that fits: fewer chunks mean fewer
 //! read-modify-writes of the accumulator; with compact logits the chunk itself is the one among
 //! as many chunks whose forward grid balances best ([`balanced_chunks`]).
@@ -101,10 +103,14 @@ pub struct StepPlan {
     /// [`super::Sm90Grid::partial_rows`], and its main splits' columns).
     pub stats_splits: usize,
     pub stats_seg_cols: usize,
+    /// Where the per-token state (`targets`, `token_scale`, `partials`, `target_logit`,
+    /// `finish_sums`) lives: its regions count from that place's first byte.
+    pub token_state: StatePlace,
     pub targets: Region,
     pub token_scale: Region,
     pub scalars: Region,
-    /// 4 bytes holding 1.0f: the grad_output the gradients are formed for.
+    /// 4 bytes holding 1.0f: the grad_output the gradients are formed for (a spare word of
+    /// `scalars`: [`crate::geometry::SCALAR_UNIT`]).
     pub unit_grad: Region,
     /// Packed RowStats [stats_splits, N] and target logits \[N\].
     pub partials: Region,
@@ -133,6 +139,34 @@ pub struct StepPlan {
     pub workspace_bytes: usize,
 }
 
+/// Where a plan keeps the per-token state of the pass: prepared targets, token scales, the
+/// statistics' partials, target logits and the finish step's block sums (1.28 MB at 8k tokens
+/// with 9 splits, 2.3 MB at 16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatePlace {
+    /// The workspace.
+    Workspace,
+    /// The caller's dC buffer, from its first 256-byte boundary: one chunk holds every token,
+    /// so the state is dead once that chunk's G is formed (the finish step runs right after the
+    /// chunk's statistics are merged), and the dC product, which writes the buffer, runs after
+    /// G (stream order). Planned where dC is wanted, one chunk holds every token and the state
+    /// fits dC's bytes less 255. This keeps "fast"'s workspace at the chunk's logits alone (plus
+    /// 256 bytes of scalars): at the model shapes exactly torch.compile's bf16 logits in bytes,
+    /// where the state in the workspace made PyTorch's allocator hold 2 MiB more (perf-notes v54).
+    DcBuffer,
+}
+
+/// Lays out the per-token state of [`StatePlace`] for `n` tokens and `splits` partials a token:
+/// (targets, token_scale, partials, target_logit, finish_sums).
+fn token_state(l: &mut Layout, n: usize, splits: usize) -> [Region; 5] {
+    let targets = l.take(4 * n);
+    let token_scale = l.take(4 * n);
+    let partials = l.take(16 * n * splits);
+    let target_logit = l.take(4 * n);
+    let finish_sums = l.take(crate::geometry::finish_sums_bytes(n));
+    [targets, token_scale, partials, target_logit, finish_sums]
+}
+
 /// Where the compact forward's per-tile maxima (`m_ref`) of a chunk live between the forward that
 /// writes them and the G that reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,8 +177,8 @@ pub enum MrefPlace {
     /// start of dE's row i, row pitch D/2 floats. They are dead once the chunk's G is formed, and
     /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
     /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
-    /// three-product pass's extra memory within 1.3–2.5 MB of torch.compile's at the model shapes,
-    /// H200 2026-12-03, perf-notes v43). Planned where dE is wanted and a row of maxima fits a
+    /// three-product pass's extra memory then within 1.3–2.5 MB of torch.compile's at the model
+    /// shapes, H200 2026-12-03, perf-notes v43; the rest was the per-token state: [`StatePlace`]). Planned where dE is wanted and a row of maxima fits a
     /// row of dE (4·⌈V/256⌉ ≤ 2·D, D even: every model shape).
     DeRows,
 }
@@ -206,13 +240,20 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     };
     let compact = forward_grid.is_some();
     let mut l = Layout::default();
-    let targets = l.take(4 * n);
-    let token_scale = l.take(4 * n);
     let scalars = l.take(crate::geometry::BACKWARD_SCALARS_BYTES);
-    let unit_grad = l.take(4);
-    let partials = l.take(16 * n * stats_splits);
-    let target_logit = l.take(4 * n);
-    let finish_sums = l.take(crate::geometry::finish_sums_bytes(n));
+    let unit_grad = Region { offset: scalars.offset + 4 * crate::geometry::SCALAR_UNIT, bytes: 4 };
+    let mut in_dc = Layout::default();
+    let state_bytes = token_state(&mut in_dc, n, stats_splits).iter().map(|r| r.offset + r.bytes).max().unwrap_or(0);
+    let dc_bytes = v * d * dtype.size_in_bytes();
+    let token_state_place = if wanted.dc && rows == n && state_bytes + 255 <= dc_bytes {
+        StatePlace::DcBuffer
+    } else {
+        StatePlace::Workspace
+    };
+    let [targets, token_scale, partials, target_logit, finish_sums] = match token_state_place {
+        StatePlace::DcBuffer => token_state(&mut Layout::default(), n, stats_splits),
+        StatePlace::Workspace => token_state(&mut l, n, stats_splits),
+    };
     let (logits, g) = if compact {
         let q = l.take(rows * ldg * 2);
         (q, q)
@@ -249,6 +290,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         ldg,
         stats_splits,
         stats_seg_cols,
+        token_state: token_state_place,
         targets,
         token_scale,
         scalars,

@@ -265,3 +265,35 @@ fn the_compact_maxima_live_in_de_rows_where_they_fit() {
     assert_eq!(in_de.logits.bytes, 4096 * in_de.ldg * 2);
     assert_eq!(step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 4096, F32).m_ref, None);
 }
+
+#[test]
+fn one_chunk_keeps_its_token_state_in_dc_and_the_workspace_at_the_logits() {
+    // the model shapes with one chunk of every token: the workspace is q (N·V·2 bytes, a multiple
+    // of 2 MiB: what torch.compile's bf16 logits take) and the 256-byte scalars region, nothing
+    // more; the per-token state (1.28 MB at Llama 3) lives in dC's buffer
+    for shape in [LLAMA, Shape::new(8192, 2304, 256_000), Shape::new(8192, 3584, 152_064), Shape { n: 1024, ..LLAMA }] {
+        let p = step_plan(shape, DType::BF16, BOTH, usize::MAX, COMPACT).unwrap();
+        assert_eq!((p.token_chunks(), p.token_state), (1, StatePlace::DcBuffer), "{shape:?}");
+        assert_eq!(p.workspace_bytes, shape.n * shape.v * 2 + 256, "{shape:?}");
+        let ends = [p.targets, p.token_scale, p.partials, p.target_logit, p.finish_sums].map(|r| r.offset + r.bytes);
+        assert!(ends.iter().all(|&e| e + 255 <= shape.v * shape.d * 2), "{shape:?}: the state fits dC");
+        // the unit grad_output is a spare word of the scalars region
+        assert_eq!(p.unit_grad.offset, p.scalars.offset + 4 * crate::geometry::SCALAR_UNIT);
+        assert!(p.unit_grad.offset + 4 <= p.scalars.offset + crate::geometry::BACKWARD_SCALARS_BYTES);
+        // f32 logits and f32 inputs too
+        assert_eq!(step_plan(shape, DType::BF16, BOTH, usize::MAX, F32).unwrap().token_state, StatePlace::DcBuffer);
+        assert_eq!(step_plan(shape, DType::F32, BOTH, usize::MAX, F32).unwrap().token_state, StatePlace::DcBuffer);
+    }
+    let state_bytes = |p: &StepPlan| p.finish_sums.offset + p.finish_sums.bytes;
+    // without dC, or with several chunks (the state outlives a chunk's dC product), the workspace
+    // holds it, the same bytes more
+    let one = step_plan(LLAMA, DType::BF16, BOTH, usize::MAX, COMPACT).unwrap();
+    let no_dc = step_plan(LLAMA, DType::BF16, Wanted { dc: false, ..BOTH }, usize::MAX, COMPACT).unwrap();
+    assert_eq!(no_dc.token_state, StatePlace::Workspace);
+    assert!(no_dc.workspace_bytes >= one.workspace_bytes + state_bytes(&one) - 256);
+    let chunked = step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 4096, COMPACT);
+    assert_eq!(chunked.token_state, StatePlace::Workspace);
+    // a dC too small for the state (255 bytes spare for its alignment)
+    let tiny = Shape::new(4096, 16, 64);
+    assert_eq!(step_plan(tiny, DType::BF16, BOTH, usize::MAX, F32).unwrap().token_state, StatePlace::Workspace);
+}

@@ -8,7 +8,9 @@
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::{Element, Options};
-use flce_cuda::plan::{step_plan, step_plan_with_chunk, MrefPlace, StepLogits, StepPlan, TradePlan, Wanted};
+use flce_cuda::plan::{
+    step_plan, step_plan_with_chunk, MrefPlace, StatePlace, StepLogits, StepPlan, TradePlan, Wanted,
+};
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
 use crate::oracle::{bits, compare, poisoned, read_run, GpuRun, POISON};
@@ -42,12 +44,26 @@ pub(crate) fn trade_run_at<T: Element>(
     plan: &TradePlan,
     grad_output: Option<f32>,
 ) -> Result<GpuRun<T>, String> {
+    trade_run_dc_at(be, up, c, plan, grad_output, 0)
+}
+
+/// [`trade_run_at`] with dC `dc_offset` bytes past its allocation's start (a whole number of
+/// elements): a plan that keeps its per-token state in dC's buffer ([`StatePlace::DcBuffer`])
+/// starts it at the buffer's first 256-byte boundary.
+pub(crate) fn trade_run_dc_at<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &TradePlan,
+    grad_output: Option<f32>,
+    dc_offset: usize,
+) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let go = grad_output.map(|g| DeviceBuffer::from_slice(&[g])).transpose().map_err(|e| e.to_string())?;
     let buf = poisoned;
     let es = std::mem::size_of::<T>();
     let (lse, ptl, scalars, status) = (buf(4 * s.n)?, buf(4 * s.n)?, buf(16)?, buf(4)?);
-    let (de, dc) = (buf(s.n * s.d * es)?, buf(s.v * s.d * es)?);
+    let (de, dc_alloc) = (buf(s.n * s.d * es)?, buf(s.v * s.d * es + dc_offset)?);
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let ws = buf(plan.workspace_bytes())?;
     let out = DeviceForwardOutputs {
@@ -56,13 +72,20 @@ pub(crate) fn trade_run_at<T: Element>(
         scalars: scalars.ptr(),
         status: status.ptr(),
     };
-    let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc.ptr()), dbias: db.as_ref().map(|b| b.ptr()) };
+    let dc_ptr = dc_alloc.ptr() + dc_offset as u64;
+    let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc_ptr), dbias: db.as_ref().map(|b| b.ptr()) };
     let go_ptr = go.as_ref().map(|b| b.ptr());
     unsafe {
         be.forward_backward_trade(&up.inputs, &c.opts, &out, &grads, ws.workspace(), plan, go_ptr, std::ptr::null_mut())
     }
     .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
+    if dc_offset == 0 {
+        return read_run(s, [&scalars, &lse, &ptl, &de, &dc_alloc], db.as_ref());
+    }
+    // dC's elements from dc_offset on, as a buffer of their own for read_run
+    let bytes = dc_alloc.to_vec::<u8>(s.v * s.d * es + dc_offset).map_err(|e| e.to_string())?;
+    let dc = DeviceBuffer::from_slice(&bytes[dc_offset..]).map_err(|e| e.to_string())?;
     read_run(s, [&scalars, &lse, &ptl, &de, &dc], db.as_ref())
 }
 
@@ -139,8 +162,21 @@ pub(crate) fn check_step<T: Element>(
             if bits(&a) != bits(&b) {
                 return Err(format!("{name}, {chunks} token chunks: results differ between two identical runs"));
             }
-            let m = compare(c, p, oracle, go, &a).map_err(|e| format!("three-product {name}, {chunks} chunks: {e}"))?;
-            report.push_str(&format!("{}{name} {chunks} chunk(s): {m}", if report.is_empty() { "" } else { "; " }));
+            // (one chunk keeps its per-token state in dC's buffer where it fits: StatePlace)
+            let state = if plan.token_state == StatePlace::DcBuffer { ", state in dC" } else { "" };
+            let m = compare(c, p, oracle, go, &a)
+                .map_err(|e| format!("three-product {name}, {chunks} chunks{state}: {e}"))?;
+            let sep = if report.is_empty() { "" } else { "; " };
+            report.push_str(&format!("{sep}{name} {chunks} chunk(s){state}: {m}"));
+        }
+        if one_chunk.token_state == StatePlace::DcBuffer {
+            // dC one element off its allocation's 256-byte boundary: the state then starts at the
+            // next one, 256 − one element into the buffer (the planner keeps 255 bytes spare)
+            let es = std::mem::size_of::<T>();
+            let plan = TradePlan::Step(one_chunk.clone());
+            let a = trade_run_dc_at::<T>(be, up, c, &plan, None, es)?;
+            let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{name}, dC {es} bytes off: {e}"))?;
+            report.push_str(&format!("; dC {es} bytes off: {m}"));
         }
         if one_chunk.m_ref == Some(MrefPlace::DeRows) {
             misaligned_de_is_refused::<T>(be, up, c, &TradePlan::Step(one_chunk.clone()))?;
