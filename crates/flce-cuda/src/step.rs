@@ -268,7 +268,7 @@ fn token_state_at(plan: &StepPlan, ws: Workspace, grads: &DeviceGrads) -> Result
     let base = match plan.token_state {
         StatePlace::Workspace => ws.at(Region { offset: 0, bytes: 0 }),
         StatePlace::DcBuffer => {
-            let dc = grads.dc.ok_or(flce_core::Error::InvalidOption {
+            let dc = grads.dc.ok_or_else(|| flce_core::Error::InvalidOption {
                 name: "grads.dc",
                 value: "none".into(),
                 reason: "this plan keeps its per-token state in dC's buffer: dC must be given",
