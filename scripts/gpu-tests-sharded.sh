@@ -3,9 +3,10 @@
 # f64 oracle is CPU work, 16 cores on the H200 machine), each with its log, then one summary line a
 # shard and every failure. From the repository root after scripts/gpu-prepare.sh:
 #   device call (carry gpu-bundle): OUT=$OUT bash scripts/gpu-tests-sharded.sh [filters...]
-# SHARDS (default 3), LIMIT (seconds a shard, default 420). s45 ran the 203 cases this way in three
-# processes (benchmarks/h200-2026-12-04-s45/alpha-tests-rest/: two calls, before --shard existed);
-# one process took more than 300 s.
+# SHARDS (default 3), LIMIT (seconds a shard, default 420). The shards are balanced by the cases'
+# measured times (crates/flce-cuda/tests/gpu/case_ms.txt, refreshed from a full run's logs with
+# scripts/case-costs.sh): s46's full run in 4 interleaved processes ended them after 206 / 450 /
+# 404 / 262 s of cases (benchmarks/h200-2026-12-04-s46/verify-s45/), balanced ~331 s each.
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 SHARDS=${SHARDS:-3} LIMIT=${LIMIT:-420}

@@ -5,7 +5,8 @@
 //!     cargo test -p flce-cuda --test gpu                 # all cases (skipped without a GPU)
 //!     target/.../gpu --small                             # small cases only (compute-sanitizer)
 //!     target/.../gpu softcap                             # cases whose name contains "softcap"
-//!     target/.../gpu --shard=2/3                         # every third case from the second: run
+//!     target/.../gpu --shard=2/3                         # the second of three parts, balanced by
+//!                                  # the cases' measured times (shards.rs, case_ms.txt): run
 //!                                  # shards 1/3, 2/3, 3/3 as three processes at once (the f64
 //!                                  # oracle is the CPU's work; scripts/gpu-tests-sharded.sh)
 //!     FLCE_GPU_TEST_MODES=FusedTiles target/.../gpu --small frozen
@@ -30,6 +31,7 @@ mod pointers;
 mod probe;
 mod require;
 mod sampled;
+mod shards;
 mod slice;
 mod step;
 mod threads;
@@ -83,8 +85,9 @@ pub(crate) fn mode_selected(mode: flce_cuda::BackwardMode) -> bool {
     selected.as_ref().map_or(true, |names| names.iter().any(|n| *n == format!("{mode:?}")))
 }
 
-/// `--shard=I/N` (1 ≤ I ≤ N): this process runs the I-th of N interleaved parts of the selected
-/// cases; (1, 1) without the flag. A malformed flag stops the run.
+/// `--shard=I/N` (1 ≤ I ≤ N): this process runs the I-th of N parts of the selected cases,
+/// balanced by their measured times (shards.rs); (1, 1) without the flag. A malformed flag stops
+/// the run.
 fn shard_of(args: &[String]) -> (usize, usize) {
     let Some(spec) = args.iter().find_map(|a| a.strip_prefix("--shard=")) else {
         return (1, 1);
@@ -99,9 +102,10 @@ fn shard_of(args: &[String]) -> (usize, usize) {
     }
 }
 
-/// The items of `list` whose position `offset + k` (k: the index in `list`) falls in shard `(i, n)`.
-fn in_shard<T>(list: Vec<T>, offset: usize, (i, n): (usize, usize)) -> Vec<T> {
-    list.into_iter().enumerate().filter(|(k, _)| (offset + k) % n == i - 1).map(|(_, x)| x).collect()
+/// The items of `list` whose position `offset + k` (k: the index in `list`) `owner` gives to
+/// shard `i` (1-based).
+fn in_shard<T>(list: Vec<T>, offset: usize, owner: &[usize], i: usize) -> Vec<T> {
+    list.into_iter().enumerate().filter(|(k, _)| owner[offset + k] == i - 1).map(|(_, x)| x).collect()
 }
 
 fn main() {
@@ -134,12 +138,18 @@ fn main() {
         .into_iter()
         .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
         .collect();
-    // one interleaved numbering over the three lists (the sampled Gemma 2 / Llama 3 cases, the
-    // longest, go to the shards with the rest)
+    // one numbering over the three lists, balanced over the shards by the cases' measured times
     let (n_cases, n_phases) = (selected.len(), phase_cases.len());
-    let selected = in_shard(selected, 0, shard);
-    let phase_cases = in_shard(phase_cases, n_cases, shard);
-    let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, shard);
+    let names: Vec<&str> = selected
+        .iter()
+        .map(|c| c.name.as_str())
+        .chain(phase_cases.iter().map(|c| c.0.as_str()))
+        .chain(nccl_cases.iter().map(|c| c.0.as_str()))
+        .collect();
+    let owner = shards::assign(&names, &shards::case_costs(), shard.1);
+    let selected = in_shard(selected, 0, &owner, shard.0);
+    let phase_cases = in_shard(phase_cases, n_cases, &owner, shard.0);
+    let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, &owner, shard.0);
 
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
