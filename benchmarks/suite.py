@@ -15,11 +15,15 @@ Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter. For cublas
   (measure_cublas), fwd_ms is the logits GEMM, bwd_ms floor3 (logits + dE + dC products, each
   timed) and fb_ms floor4 (2·logits + dE + dC); every other row's printed x4 / x3 are its fb_ms
-  over them. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer).
+  over them. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer); with
+  --rounds R each shape's methods are timed R times in turn (A B C A B C …) and the rows carry the
+  median of the rounds (fwd_ms_rounds / fb_ms_rounds keep each round's): one pass moved equal
+  plans ±4% between runs (benchmarks/h200-2026-12-04-s46/), more than some targets' margins.
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
 Results of the H200 runs: BENCHMARKS.md and benchmarks/suite-h200-2026-11-30/. Reports (tables, plots,
-rows from a printed log): benchmarks/suite_report.py.
+rows from a printed log): benchmarks/suite_report.py; the timer and the measurements:
+benchmarks/suite_measure.py.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+# the measurements live in suite_measure.py (re-exported: scripts import them from suite)
+from suite_measure import (floors, measure, measure_cublas, peak_mb,  # noqa: F401
+                           take_median_of_rounds, time_again, timer)
 
 SHAPES = {
     "gemma2": (8192, 2304, 256000),
@@ -187,109 +195,6 @@ def rel(a, b):
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
 
 
-def timer(device, rep_ms=200.0, min_reps=3, max_reps=100):
-    """Median time in ms of `fn`. CUDA: per-call CUDA events, L2 flushed (256 MB write) before
-    each call, as triton's do_bench does, but with one estimating call instead of five, so the
-    1-second calls of the token sweep cost 4 calls, not 7."""
-    if device == "cuda":
-        flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
-
-        def cuda_bench(fn):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            reps = int(min(max_reps, max(min_reps, rep_ms / max(start.elapsed_time(end), 1e-3))))
-            events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-            for s, e in events:
-                flush.zero_()
-                s.record()
-                fn()
-                e.record()
-            torch.cuda.synchronize()
-            ts = sorted(s.elapsed_time(e) for s, e in events)
-            return ts[len(ts) // 2]
-
-        return cuda_bench
-
-    def cpu_bench(fn, reps=3):
-        fn()
-        ts = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            ts.append((time.perf_counter() - t0) * 1e3)
-        return sorted(ts)[len(ts) // 2]
-
-    return cpu_bench
-
-
-def peak_mb(fn, device):
-    if device != "cuda":
-        return float("nan")
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - base) / 2**20
-
-
-def measure(fn, e, c, t, bench, device, grad_scale=1.0):
-    res = {}
-    with torch.no_grad():
-        fn(e, c, t)
-        res["fwd_mem_mb"] = peak_mb(lambda: fn(e, c, t), device)
-        res["fwd_ms"] = bench(lambda: fn(e, c, t))
-    eg = e.detach().clone().requires_grad_(True)
-    cg = c.detach().clone().requires_grad_(True)
-
-    def step():
-        eg.grad = None
-        cg.grad = None
-        fn(eg, cg, t).backward()
-
-    step()
-    eg.grad = cg.grad = None
-    res["fb_mem_mb"] = peak_mb(step, device)
-    res["fb_ms"] = bench(step)
-    res["bwd_ms"] = res["fb_ms"] - res["fwd_ms"]
-    res["fb_extra_mb"] = res["fb_mem_mb"] - (e.numel() + c.numel()) * e.element_size() / 2**20
-    eg.grad = cg.grad = None
-    loss = fn(eg, cg, t)
-    (loss * grad_scale).backward()  # (the errors' run: grad_output = grad_scale, as AMP's loss scale)
-    return res, (loss.detach().float(), eg.grad.detach(), cg.grad.detach())
-
-
-def measure_cublas(e, c, bench):
-    """The products an exact loss is made of, each timed through cuBLAS (torch.matmul): the
-    logits E·Cᵀ [N, V] in the input dtype, dE = G·C [N, D] (K = V) and dC = Gᵀ·E [V, D] (K = N),
-    with a G of the logits' shape and dtype (the logits themselves: on an H200 cuBLAS runs dE and
-    dC on the loss's real gradient at 0.98-1.02x of that time; values do matter to a power-bound
-    GEMM — on zeros it runs 14-17% faster, benchmarks/h200-2026-12-04-s40/g-values/). fwd_ms is
-    the logits; bwd_ms floor3 = logits + dE + dC (what a recomputing backward, or a pass that keeps
-    the logits, must multiply); fb_ms floor4 = 2·logits + dE + dC."""
-    logits_ms = bench(lambda: e @ c.T)
-    g = e @ c.T
-    de_ms = bench(lambda: g @ c)
-    dc_ms = bench(lambda: g.T @ e)
-    del g
-    floor3 = logits_ms + de_ms + dc_ms
-    return {"fwd_ms": logits_ms, "de_ms": de_ms, "dc_ms": dc_ms, "floor3_ms": floor3, "floor4_ms": floor3 + logits_ms,
-            "bwd_ms": floor3, "fb_ms": floor3 + logits_ms, "fwd_mem_mb": float("nan"), "fb_mem_mb": float("nan"),
-            "fb_extra_mb": float("nan")}
-
-
-def floors(floor_row):
-    """(floor4, floor3) ms of a cublas row; rows from before the products were timed (fb_ms four
-    logits GEMMs) give 4 and 3 logits GEMMs."""
-    one = floor_row["fwd_ms"]
-    return floor_row.get("floor4_ms", 4 * one), floor_row.get("floor3_ms", 3 * one)
-
-
 def inputs_mb(n, d, v, dtype):
     """MB of E and C, and so of their gradients."""
     return (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
@@ -356,6 +261,9 @@ def main():
     ap.add_argument("--rep-ms", type=float, default=200.0,
                     help="timed calls per measurement: as many as fill this many ms (at least 3, at most 100); "
                          "200 gives ~4 calls of a 50 ms forward+backward, ~±5%% between equal plans")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time each shape's methods this many times in turn and report the medians "
+                         "(memory and errors come from the first round)")
     ap.add_argument("--max-minutes", type=float, default=9.0,
                     help="stop starting new measurements after this long (the rest become 'skipped' rows)")
     ap.add_argument("--report", metavar="JSON", help="no measurements: print BENCHMARKS.md's tables of a run")
@@ -447,6 +355,25 @@ def main():
                 bar.update(1)
             if args.device == "cuda":
                 torch.cuda.empty_cache()
+        # rounds after the first: the times again, method after method (drift hits all alike)
+        timed = [r for r in rows[len(rows) - len(methods):] if "error" not in r and r["method"] != "flce_rust"]
+        rounds = {id(r): [(r["fwd_ms"], r["fb_ms"])] for r in timed}
+        for _ in range(args.rounds - 1):
+            for r in timed:
+                if over_time():
+                    break
+                try:
+                    fn = None if r["method"] == "cublas" else method_fn(r["method"])
+                    rounds[id(r)].append(time_again(fn, e, c, t, bench))
+                except Exception as ex:  # a later round failing keeps the rounds it has
+                    r["rounds_error"] = repr(ex)[:300]
+                if args.device == "cuda":
+                    torch.cuda.empty_cache()
+        if args.rounds > 1:
+            for r in timed:
+                take_median_of_rounds(r, rounds[id(r)])
+            with open(os.path.join(args.out, "results.json"), "w") as f:
+                json.dump(rows, f, indent=1)
         del e, c, t, ref
         if args.device == "cuda":
             torch.cuda.empty_cache()

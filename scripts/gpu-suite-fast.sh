@@ -15,6 +15,9 @@
 # SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 3;
 # REP_MS (default 600: ~12 timed calls of a 50 ms forward+backward; the 2026-12-02 run took 200,
 # ~4 calls, and equal plans came out up to 9% apart) sets the timer.
+# ROUNDS (default 1) times each shape's methods that many times in turn and reports the medians
+# (suite.py --rounds): the s46 run's single pass put fast at Llama 3 4% above s45's, where an
+# interleaved A/B of the two builds said 1.003.
 set -uo pipefail
 if [ "${PART:-2}" = 1 ]; then
   mkdir -p /tmp/cut && cp .whl/a/cu13.part.aa /tmp/cut/ && ls -la /tmp/cut
@@ -38,6 +41,6 @@ export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peer
 python3 benchmarks/suite.py --flce-bin gpu-bundle/flce --out "$OUT/suite" --data peaky --extra-dtypes "" \
   --methods flce,flce_fast,cublas,compile,liger,liger_sm90,cce --budgets 24M,48M,256M,512M,1G,1536M,2G,4G --rep-ms "${REP_MS:-600}" \
   --sweep "${SWEEP:-1024,4096,16384,65536,131072}" --sweep-methods flce,flce_fast,cublas,liger,cce,compile \
-  --max-minutes "${SUITE_MINUTES:-8.5}" > "$OUT/suite.log" 2>&1
+  --rounds "${ROUNDS:-1}" --max-minutes "${SUITE_MINUTES:-8.5}" > "$OUT/suite.log" 2>&1
 echo "exit $?" >> "$OUT/suite.log"
 grep -av "%|" "$OUT/suite.log" | tail -n 60
