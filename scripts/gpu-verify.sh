@@ -6,6 +6,10 @@
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
 #   TEST_ARGS="--small" BENCH_ARGS="--loss-options all" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
 #   STEPS="profile activation" bash scripts/gpu-verify.sh   # per-kernel times; issue 13's offload measurement
+#   SHARDS=4 CONCURRENT=1 T_TESTS=400 STEPS="tests pytest memcheck" bash scripts/gpu-verify.sh
+#       # every GPU case in 4 processes balanced by their measured times (scripts/gpu-tests-sharded.sh;
+#       # s46's full run: ~331 s of cases a shard), pytest in PYTEST_WORKERS processes (pytest-xdist)
+#       # and memcheck at once: the whole verification in one call
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.
 set -uo pipefail
@@ -31,14 +35,45 @@ export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 step() { echo "== $1 ($(date -u +%T))"; }
 
+# CONCURRENT=1: the tests, pytest and memcheck steps at once (GPU work is small beside the f64
+# oracle's CPU time and the compiles; 16 cores on the H200 machine), the rest after them
+bg() { if [ "${CONCURRENT:-0}" = 1 ]; then "$@" & else "$@"; fi; }
+run_tests() {
+  if [ "${SHARDS:-1}" -gt 1 ]; then
+    # per-shard logs in one archive (the device returns at most 8 files); their summary lines and
+    # failures in gpu-tests.log
+    mkdir -p /tmp/shards
+    OUT=/tmp/shards LIMIT="$T_TESTS" bash $B/scripts/gpu-tests-sharded.sh ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1
+    echo "exit $?" >> "$OUT/gpu-tests.log"
+    tar czf "$OUT/gpu-tests-shards.tgz" -C /tmp shards
+  else
+    timeout "$T_TESTS" $B/gpu-tests ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
+  fi
+}
+run_pytest() {
+  # in PYTEST_WORKERS processes where pytest-xdist is there (default 6; 0: one process)
+  local xdist=""
+  if [ "${PYTEST_WORKERS:-6}" != 0 ] && python3 -c "import xdist" 2>/dev/null; then xdist="-n ${PYTEST_WORKERS:-6}"; fi
+  (cd /tmp && timeout "$T_PYTEST" python3 -m pytest -q -p no:cacheprovider $xdist "$OLDPWD/$B/python-tests") > "$OUT/pytest.log" 2>&1
+}
+run_memcheck() {
+  timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
+    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked "2 SMs" bad-target bad-weights bad-pointers "phases bf16 all" > "$OUT/memcheck.log" 2>&1
+  echo "exit $?" >> "$OUT/memcheck.log"
+}
 if want tests; then
   step "GPU tests"
-  timeout "$T_TESTS" $B/gpu-tests ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1; echo "exit $?" >> "$OUT/gpu-tests.log"
+  bg run_tests
 fi
 if want pytest; then
   step "pytest"
-  (cd /tmp && timeout "$T_PYTEST" python3 -m pytest -q -p no:cacheprovider "$OLDPWD/$B/python-tests") > "$OUT/pytest.log" 2>&1
+  bg run_pytest
 fi
+if want memcheck; then
+  step "memcheck"
+  bg run_memcheck
+fi
+wait
 if want bench; then
   for modes in $BENCH_MODES; do
     step "flce bench --forward ${modes%/*} --backward ${modes#*/}"
@@ -47,12 +82,6 @@ if want bench; then
       --step-budget-mb "${STEP_BUDGET_MB:-4096}" ${BENCH_ARGS:-} --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
   done
   cat /tmp/bench.jsonl >> "$OUT/bench.log" 2>/dev/null
-fi
-if want memcheck; then
-  step "memcheck"
-  timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
-    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked "2 SMs" bad-target bad-weights bad-pointers "phases bf16 all" > "$OUT/memcheck.log" 2>&1
-  echo "exit $?" >> "$OUT/memcheck.log"
 fi
 if want ab && [ -d old-bundle ]; then
   step "A/B bench (old-bundle vs gpu-bundle, one round)"
@@ -78,7 +107,7 @@ if want racecheck; then
 fi
 
 echo; echo "== summary"
-[ -f "$OUT/gpu-tests.log" ] && echo "gpu tests: $(grep -E '^gpu:' "$OUT/gpu-tests.log") ($(tail -n 1 "$OUT/gpu-tests.log"))" \
+[ -f "$OUT/gpu-tests.log" ] && echo "gpu tests: $(grep -E '^(gpu:|shard )' "$OUT/gpu-tests.log" | tr '\n' ' ')($(tail -n 1 "$OUT/gpu-tests.log"))" \
   && grep -E "FAILED" "$OUT/gpu-tests.log" | head -n 8 | cut -c1-300
 [ -f "$OUT/pytest.log" ] && echo "pytest: $(tail -n 1 "$OUT/pytest.log")"
 [ -f "$OUT/memcheck.log" ] && echo "memcheck: $(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -n 1); $(grep -E '^gpu:' "$OUT/memcheck.log") ($(tail -n 1 "$OUT/memcheck.log"))"
