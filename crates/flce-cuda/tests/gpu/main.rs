@@ -146,7 +146,17 @@ fn main() {
         .chain(phase_cases.iter().map(|c| c.0.as_str()))
         .chain(nccl_cases.iter().map(|c| c.0.as_str()))
         .collect();
-    let owner = shards::assign(&names, &shards::case_costs(), shard.1);
+    let costs = shards::case_costs();
+    let owner = shards::assign(&names, &costs, shard.1);
+    if shard.1 > 1 {
+        let loads = shards::loads(&names, &costs, &owner, shard.1);
+        println!(
+            "shard {}/{}: {:.0} s of cases by their measured times",
+            shard.0,
+            shard.1,
+            loads[shard.0 - 1] as f64 / 1e3
+        );
+    }
     let selected = in_shard(selected, 0, &owner, shard.0);
     let phase_cases = in_shard(phase_cases, n_cases, &owner, shard.0);
     let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, &owner, shard.0);

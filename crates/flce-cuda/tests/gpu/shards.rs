@@ -46,8 +46,7 @@ pub(crate) fn assign(names: &[&str], costs: &HashMap<&str, u64>, shards: usize) 
     owner
 }
 
-/// Each shard's total cost under `owner` (for reports and tests).
-#[allow(dead_code)]
+/// Each shard's total cost under `owner` (the run's log says its shard's; tests).
 pub(crate) fn loads(names: &[&str], costs: &HashMap<&str, u64>, owner: &[usize], shards: usize) -> Vec<u64> {
     let mut known: Vec<u64> = costs.values().copied().collect();
     known.sort_unstable();
