@@ -266,7 +266,7 @@ impl CudaLoss {
 /// workspace, or in dC's buffer from its first 256-byte boundary.
 fn token_state_at(plan: &StepPlan, ws: Workspace, grads: &DeviceGrads) -> Result<impl Fn(Region) -> DevPtr> {
     let base = match plan.token_state {
-        StatePlace::Workspace => ws.at(Region { offset: 0, bytes: 0 }),
+        StatePlace::Workspace => ws.ptr,
         StatePlace::DcBuffer => {
             let dc = grads.dc.ok_or_else(|| flce_core::Error::InvalidOption {
                 name: "grads.dc",

@@ -178,8 +178,9 @@ pub enum MrefPlace {
     /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
     /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
     /// three-product pass's extra memory then within 1.3–2.5 MB of torch.compile's at the model
-    /// shapes, H200 2026-12-03, perf-notes v43; the rest was the per-token state: [`StatePlace`]). Planned where dE is wanted and a row of maxima fits a
-    /// row of dE (4·⌈V/256⌉ ≤ 2·D, D even: every model shape).
+    /// shapes, H200 2026-12-03, perf-notes v43; the rest was the per-token state: [`StatePlace`]).
+    /// Planned where dE is wanted and a row of maxima fits a row of dE (4·⌈V/256⌉ ≤ 2·D, D even:
+    /// every model shape).
     DeRows,
 }
 
@@ -242,16 +243,16 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let mut l = Layout::default();
     let scalars = l.take(crate::geometry::BACKWARD_SCALARS_BYTES);
     let unit_grad = Region { offset: scalars.offset + 4 * crate::geometry::SCALAR_UNIT, bytes: 4 };
-    let mut in_dc = Layout::default();
-    let state_bytes = token_state(&mut in_dc, n, stats_splits).iter().map(|r| r.offset + r.bytes).max().unwrap_or(0);
-    let dc_bytes = v * d * dtype.size_in_bytes();
-    let token_state_place = if wanted.dc && rows == n && state_bytes + 255 <= dc_bytes {
+    // the state laid out from dC's boundary, kept where it fits there; else in the workspace
+    let in_dc = token_state(&mut Layout::default(), n, stats_splits);
+    let state_bytes = in_dc.iter().map(|r| r.offset + r.bytes).max().unwrap_or(0);
+    let token_state_place = if wanted.dc && rows == n && state_bytes + 255 <= v * d * dtype.size_in_bytes() {
         StatePlace::DcBuffer
     } else {
         StatePlace::Workspace
     };
     let [targets, token_scale, partials, target_logit, finish_sums] = match token_state_place {
-        StatePlace::DcBuffer => token_state(&mut Layout::default(), n, stats_splits),
+        StatePlace::DcBuffer => in_dc,
         StatePlace::Workspace => token_state(&mut l, n, stats_splits),
     };
     let (logits, g) = if compact {
