@@ -62,12 +62,9 @@ def peak_mb(fn, device):
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
-def measure(fn, e, c, t, bench, device, grad_scale=1.0):
-    res = {}
-    with torch.no_grad():
-        fn(e, c, t)
-        res["fwd_mem_mb"] = peak_mb(lambda: fn(e, c, t), device)
-        res["fwd_ms"] = bench(lambda: fn(e, c, t))
+def grad_step(fn, e, c, t):
+    """(step, eg, cg): copies of E and C that require gradients, and a forward + backward of `fn`
+    on them from no gradients (what the suite times as fb_ms)."""
     eg = e.detach().clone().requires_grad_(True)
     cg = c.detach().clone().requires_grad_(True)
 
@@ -76,6 +73,16 @@ def measure(fn, e, c, t, bench, device, grad_scale=1.0):
         cg.grad = None
         fn(eg, cg, t).backward()
 
+    return step, eg, cg
+
+
+def measure(fn, e, c, t, bench, device, grad_scale=1.0):
+    res = {}
+    with torch.no_grad():
+        fn(e, c, t)
+        res["fwd_mem_mb"] = peak_mb(lambda: fn(e, c, t), device)
+        res["fwd_ms"] = bench(lambda: fn(e, c, t))
+    step, eg, cg = grad_step(fn, e, c, t)
     step()
     eg.grad = cg.grad = None
     res["fb_mem_mb"] = peak_mb(step, device)
@@ -116,16 +123,8 @@ def time_again(fn, e, c, t, bench):
         return r["fwd_ms"], r["fb_ms"]
     with torch.no_grad():
         fwd = bench(lambda: fn(e, c, t))
-    eg = e.detach().clone().requires_grad_(True)
-    cg = c.detach().clone().requires_grad_(True)
-
-    def step():
-        eg.grad = None
-        cg.grad = None
-        fn(eg, cg, t).backward()
-
-    fb = bench(step)
-    return fwd, fb
+    step, _, _ = grad_step(fn, e, c, t)
+    return fwd, bench(step)
 
 
 def take_median_of_rounds(res, rounds):

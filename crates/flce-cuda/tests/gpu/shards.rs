@@ -28,12 +28,17 @@ pub(crate) fn parse_costs(table: &str) -> HashMap<&str, u64> {
 /// The shard (0-based, below `shards`) of each of `names`, in order: the longest case first
 /// (ties by position), each to the least-loaded shard (ties to the lowest); a name without a cost
 /// counts as the median cost. Depends only on its arguments: every process computes the same.
-pub(crate) fn assign(names: &[&str], costs: &HashMap<&str, u64>, shards: usize) -> Vec<usize> {
-    let shards = shards.max(1);
+/// A case's cost: its measured time, or the table's median for a case it does not list.
+fn cost_of<'a>(costs: &'a HashMap<&str, u64>) -> impl Fn(&str) -> u64 + 'a {
     let mut known: Vec<u64> = costs.values().copied().collect();
     known.sort_unstable();
     let median = known.get(known.len() / 2).copied().unwrap_or(1);
-    let cost = |name: &str| costs.get(name).copied().unwrap_or(median);
+    move |name| costs.get(name).copied().unwrap_or(median)
+}
+
+pub(crate) fn assign(names: &[&str], costs: &HashMap<&str, u64>, shards: usize) -> Vec<usize> {
+    let shards = shards.max(1);
+    let cost = cost_of(costs);
     let mut order: Vec<usize> = (0..names.len()).collect();
     order.sort_by_key(|&k| (std::cmp::Reverse(cost(names[k])), k));
     let mut load = vec![0u64; shards];
@@ -48,12 +53,10 @@ pub(crate) fn assign(names: &[&str], costs: &HashMap<&str, u64>, shards: usize) 
 
 /// Each shard's total cost under `owner` (the run's log says its shard's; tests).
 pub(crate) fn loads(names: &[&str], costs: &HashMap<&str, u64>, owner: &[usize], shards: usize) -> Vec<u64> {
-    let mut known: Vec<u64> = costs.values().copied().collect();
-    known.sort_unstable();
-    let median = known.get(known.len() / 2).copied().unwrap_or(1);
+    let cost = cost_of(costs);
     let mut load = vec![0u64; shards];
     for (name, &s) in names.iter().zip(owner) {
-        load[s] += costs.get(name).copied().unwrap_or(median);
+        load[s] += cost(name);
     }
     load
 }
