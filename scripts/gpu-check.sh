@@ -57,13 +57,8 @@ fi
 
 if has pytest; then
   echo "== pytest (Python binding, CPU and CUDA)"
-  # in PYTEST_WORKERS processes where pytest-xdist is there (the H200 image has it; default 6):
-  # one process took 354 s on the H200 machine (s45), serial elsewhere or with PYTEST_WORKERS=0
-  # (the tests share nothing but the kernel cache, which takes concurrent writers, and the
-  # distributed ones rendezvous in their own temp files)
-  xdist=""
-  if [ "${PYTEST_WORKERS:-6}" != 0 ] && python3 -c "import xdist" 2>/dev/null; then xdist="-n ${PYTEST_WORKERS:-6}"; fi
-  (cd /tmp && python3 -m pytest -q -p no:cacheprovider $xdist "$OLDPWD/$B/python-tests") 2>&1 | tee "$OUT/pytest.log" | tail -n 15
+  # (in PYTEST_WORKERS processes where pytest-xdist is there: gpu-pytest.sh)
+  bash $B/scripts/gpu-pytest.sh 2>&1 | tee "$OUT/pytest.log" | tail -n 15
   summary+=("pytest: $(tail -n 1 "$OUT/pytest.log")")
 fi
 

@@ -20,7 +20,7 @@ cp target/release/flce gpu-bundle/flce
 python3 -m pip install --quiet maturin==1.16.0
 maturin build --release --quiet -m crates/flce-py/Cargo.toml -o gpu-bundle/wheels
 cp -r crates/flce-py/tests gpu-bundle/python-tests
-cp scripts/gpu-check.sh scripts/gpu-tests-sharded.sh scripts/pytorch_expected.py scripts/profile_kernels.py gpu-bundle/scripts/
+cp scripts/gpu-check.sh scripts/gpu-tests-sharded.sh scripts/gpu-pytest.sh scripts/pytorch_expected.py scripts/profile_kernels.py gpu-bundle/scripts/
 # the peers harness from the shared folder (not part of the repository)
 [ -f ../shared/peers/bench_peers.py ] && cp ../shared/peers/bench_peers.py gpu-bundle/scripts/
 strip gpu-bundle/gpu-tests gpu-bundle/flce

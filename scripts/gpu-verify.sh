@@ -51,10 +51,8 @@ run_tests() {
   fi
 }
 run_pytest() {
-  # in PYTEST_WORKERS processes where pytest-xdist is there (default 6; 0: one process)
-  local xdist=""
-  if [ "${PYTEST_WORKERS:-6}" != 0 ] && python3 -c "import xdist" 2>/dev/null; then xdist="-n ${PYTEST_WORKERS:-6}"; fi
-  (cd /tmp && timeout "$T_PYTEST" python3 -m pytest -q -p no:cacheprovider $xdist "$OLDPWD/$B/python-tests") > "$OUT/pytest.log" 2>&1
+  # (in PYTEST_WORKERS processes where pytest-xdist is there: gpu-pytest.sh)
+  timeout "$T_PYTEST" bash $B/scripts/gpu-pytest.sh > "$OUT/pytest.log" 2>&1
 }
 run_memcheck() {
   timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
