@@ -1,7 +1,10 @@
 //! `gpu-tests --shard=I/N`'s cost-balanced assignment (tests/gpu/shards.rs), on the CPU: every
 //! case in exactly one shard, the same assignment in every process, and with the committed
-//! times (case_ms.txt) a slowest shard within the greedy bound and well below an interleaving's.
+//! times (case_ms.txt) a slowest shard within the greedy bound and well below an interleaving's;
+//! and its name filters (tests/gpu/select.rs).
 
+#[path = "gpu/select.rs"]
+mod select;
 #[path = "gpu/shards.rs"]
 mod shards;
 
@@ -59,4 +62,21 @@ fn balanced_shards_end_near_the_mean_where_interleaved_ones_did_not() {
         eprintln!("{n} shards: slowest {slowest} ms balanced, {before} ms interleaved (mean {})", total / n as u64);
         assert!(slowest < before, "{n} shards: {slowest} against {before}");
     }
+}
+
+#[test]
+fn a_filter_is_a_part_of_the_name_or_with_a_leading_equals_sign_the_whole_name() {
+    let none: [&str; 0] = [];
+    assert!(select::selected_by(&none, "bf16 gemma2 sampled"), "no filter selects every case");
+    let part = ["gemma2 sampled"];
+    assert!(select::selected_by(&part, "bf16 gemma2 sampled"));
+    assert!(select::selected_by(&part, "bf16 gemma2 sampled fused"));
+    let exact = ["=bf16 gemma2 sampled"];
+    assert!(select::selected_by(&exact, "bf16 gemma2 sampled"));
+    assert!(!select::selected_by(&exact, "bf16 gemma2 sampled fused"), "an exact name is not a prefix");
+    assert!(!select::selected_by(&["=gemma2 sampled"], "bf16 gemma2 sampled"), "nor a part");
+    // several filters: any of them
+    let both = ["=bad-target".to_string(), "softcap".to_string()];
+    assert!(select::selected_by(&both, "bad-target") && select::selected_by(&both, "bf16 softcap (1,64,1000)"));
+    assert!(!select::selected_by(&both, "bf16 all (1,64,1000)"));
 }

@@ -5,6 +5,11 @@
 //!     cargo test -p flce-cuda --test gpu                 # all cases (skipped without a GPU)
 //!     target/.../gpu --small                             # small cases only (compute-sanitizer)
 //!     target/.../gpu softcap                             # cases whose name contains "softcap"
+//!     target/.../gpu --list --shard=2/3                  # the names that run would test, in
+//!                                  # its order, one a line; nothing run (no GPU needed)
+//!     target/.../gpu "=bf16 gemma2 sampled"              # the case of exactly that name (not
+//!                                  # "... sampled fused"): a rerun of the cases a cut-short
+//!                                  # run did not reach
 //!     target/.../gpu --shard=2/3                         # the second of three parts, balanced by
 //!                                  # the cases' measured times (shards.rs, case_ms.txt): run
 //!                                  # shards 1/3, 2/3, 3/3 as three processes at once (the f64
@@ -31,6 +36,7 @@ mod pointers;
 mod probe;
 mod require;
 mod sampled;
+mod select;
 mod shards;
 mod slice;
 mod step;
@@ -58,6 +64,7 @@ use require::{
     require_token_chunks,
 };
 use sampled::{run_context_restored, run_sampled};
+use select::selected_by;
 use threads::{run_device_one, run_two_threads};
 
 /// Whether the oracle and frozen-classifier cases run backward family `mode`: every family
@@ -113,31 +120,27 @@ fn main() {
     let small_only = args.iter().any(|a| a == "--small");
     let shard = shard_of(&args);
     let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let selected: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| !(small_only && c.big))
-        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
-        .collect();
+    let selected: Vec<Case> =
+        cases().into_iter().filter(|c| !(small_only && c.big)).filter(|c| selected_by(&filters, &c.name)).collect();
     // the tests outside the case lists run in the first shard
     let first_shard = shard.0 == 1;
+    // (one group, selected by a filter that is a part of any of their names, or is one of them)
     let include_bad_target = first_shard
         && (filters.is_empty()
+            || ["bad-target", "bad-weights", "context-restored", "bad-pointers", "two-threads", "device-1"]
+                .iter()
+                .any(|name| selected_by(&filters, name))
             || filters.iter().any(|f| {
                 "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str())
             }));
-    let include = |name: &str| first_shard && (filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())));
+    let include = |name: &str| first_shard && selected_by(&filters, name);
     let include_mn_major = include("sm90-mn-major");
     let include_loss_math = include("loss-math");
     let include_mean_scale = include("mean-scale");
-    let nccl_cases: Vec<(String, DType, Shape, Options)> = nccl_cases()
-        .into_iter()
-        .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .collect();
+    let nccl_cases: Vec<(String, DType, Shape, Options)> =
+        nccl_cases().into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
     let phase_cases = phase_cases();
-    let phase_cases: Vec<_> = phase_cases
-        .into_iter()
-        .filter(|(name, ..)| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str())))
-        .collect();
+    let phase_cases: Vec<_> = phase_cases.into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
     // one numbering over the three lists, balanced over the shards by the cases' measured times
     let (n_cases, n_phases) = (selected.len(), phase_cases.len());
     let names: Vec<&str> = selected
@@ -148,7 +151,8 @@ fn main() {
         .collect();
     let costs = shards::case_costs();
     let owner = shards::assign(&names, &costs, shard.1);
-    if shard.1 > 1 {
+    let list_only = args.iter().any(|a| a == "--list");
+    if shard.1 > 1 && !list_only {
         let loads = shards::loads(&names, &costs, &owner, shard.1);
         println!(
             "shard {}/{}: {:.0} s of cases by their measured times",
@@ -161,6 +165,24 @@ fn main() {
     let phase_cases = in_shard(phase_cases, n_cases, &owner, shard.0);
     let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, &owner, shard.0);
 
+    if list_only {
+        // the run's order: loss-math and mean-scale first, the cases, the group of bad input,
+        // threads and contexts, the MN-major check, the phase cases, the NCCL cases
+        let mut names: Vec<&str> = vec![];
+        names.extend(include_loss_math.then_some("loss-math"));
+        names.extend(include_mean_scale.then_some("mean-scale"));
+        names.extend(selected.iter().map(|c| c.name.as_str()));
+        if include_bad_target {
+            names.extend(["bad-target", "bad-weights", "context-restored", "bad-pointers", "two-threads", "device-1"]);
+        }
+        names.extend(include_mn_major.then_some("sm90-mn-major"));
+        names.extend(phase_cases.iter().map(|c| c.0.as_str()));
+        names.extend(nccl_cases.iter().map(|c| c.0.as_str()));
+        for name in names {
+            println!("{name}");
+        }
+        return;
+    }
     let backend = if CudaLoss::device_count() == 0 {
         Err("no CUDA device (or no driver)".to_string())
     } else {
