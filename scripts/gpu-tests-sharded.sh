@@ -6,7 +6,8 @@
 # SHARDS (default 3), LIMIT (seconds a shard, default 420). The shards are balanced by the cases'
 # measured times (crates/flce-cuda/tests/gpu/case_ms.txt, refreshed from a full run's logs with
 # scripts/case-costs.sh): s46's full run in 4 interleaved processes ended them after 206 / 450 /
-# 404 / 262 s of cases (benchmarks/h200-2026-12-04-s46/verify-s45/), balanced ~331 s each — alone:
+# 404 / 262 s of cases (benchmarks/h200-2026-12-04-s46/verify-s45/), balanced ~331 s each, ~269 s
+# since s47's sampled cases compute their f64 reference rows from whole rows of C — alone:
 # beside pytest and memcheck (gpu-verify.sh's CONCURRENT=1) the cases took 1.29–1.54× as long and
 # 4 shards reached 180 of 199 cases in 420 s (benchmarks/h200-2026-12-04-s47/verify/). A shard cut
 # short names the cases it did not reach (not-reached.txt, as exact-name filters "=NAME": the

@@ -6,12 +6,12 @@
 #   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
 #   TEST_ARGS="--small" BENCH_ARGS="--loss-options all" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
 #   STEPS="profile activation" bash scripts/gpu-verify.sh   # per-kernel times; issue 13's offload measurement
-#   SHARDS=4 CONCURRENT=1 T_TESTS=520 T_PYTEST=400 T_MEMCHECK=300 STEPS="tests pytest memcheck" bash scripts/gpu-verify.sh
+#   SHARDS=4 CONCURRENT=1 T_TESTS=460 T_PYTEST=400 T_MEMCHECK=300 STEPS="tests pytest memcheck" bash scripts/gpu-verify.sh
 #       # every GPU case in 4 processes balanced by their measured times (scripts/gpu-tests-sharded.sh;
-#       # s46's full run: ~331 s of cases a shard), pytest in PYTEST_WORKERS processes (pytest-xdist)
+#       # ~269 s of cases a shard by the committed times), pytest in PYTEST_WORKERS processes (pytest-xdist)
 #       # and memcheck at once. Beside pytest and memcheck the cases take 1.29–1.54× as long (s47:
 #       # pytest 165 s, memcheck's 118 cases in its 300 s, and the shards' 180 of 199 cases in 420 s):
-#       # ~510 s of cases, the call's 600 s less the install; the cases a cut-short run did not
+#       # ~510 s of cases then, ~400 s with s47's faster sampled reference; the cases a cut-short run did not
 #       # reach are printed last in gpu-tests.log as a rerun's arguments
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.

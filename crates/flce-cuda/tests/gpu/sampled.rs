@@ -40,7 +40,32 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     let g = prep.token_grad_scales(c.opts.reduction, GradOutput::Scalar(go[0])).map_err(|e| e.to_string())?;
     let e64 = |i: usize| -> Vec<f64> { p.e[i * d..(i + 1) * d].iter().map(|x| x.to_f64()).collect() };
     let c64 = |j: usize| -> Vec<f64> { p.c[j * d..(j + 1) * d].iter().map(|x| x.to_f64()).collect() };
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // (a row of E or C against an f64 vector, without a copy of the row)
+    let dot = |a: &[f64], row: &[T]| a.iter().zip(row).map(|(x, y)| x * y.to_f64()).sum::<f64>();
+    // Σ_i w(i)·rows[i] over n rows of `m` (row-major, d wide) in parallel: each worker adds whole
+    // rows into its own f64 accumulator (the weights computed once a row, the rows read in order:
+    // a column at a time with an exponential per element took most of the sampled cases' minutes)
+    let weighted_rows = |m: &[T], count: usize, w: &(dyn Fn(usize) -> f64 + Sync)| -> Vec<f64> {
+        (0..count)
+            .into_par_iter()
+            .fold(
+                || vec![0.0f64; d],
+                |mut acc, i| {
+                    let wi = w(i);
+                    if wi != 0.0 {
+                        acc.iter_mut().zip(&m[i * d..(i + 1) * d]).for_each(|(a, x)| *a += wi * x.to_f64());
+                    }
+                    acc
+                },
+            )
+            .reduce(
+                || vec![0.0f64; d],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x += y);
+                    a
+                },
+            )
+    };
     let mut rng = Rng::new(7);
     let tokens: Vec<usize> = (0..8).map(|_| rng.below(n)).collect();
     let mut vocab: Vec<usize> = tokens.iter().take(4).map(|&i| prep.targets[i].max(0) as usize).collect();
@@ -81,7 +106,7 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
         let (mut de_num, mut de_den) = (0.0, 0.0);
         for &i in &tokens {
             let ei = e64(i);
-            let z: Vec<f64> = (0..v).into_par_iter().map(|j| dot(&ei, &c64(j))).collect();
+            let z: Vec<f64> = (0..v).into_par_iter().map(|j| dot(&ei, &p.c[j * d..(j + 1) * d])).collect();
             let m = z.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let lse = m + z.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
             worst_lse = worst_lse.max((a.lse[i] as f64 - lse).abs() / lse.abs().max(1.0));
@@ -94,10 +119,8 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
                 }
             }
             let gi = g[i] as f64;
-            let row: Vec<f64> = (0..d)
-                .into_par_iter()
-                .map(|k| (0..v).map(|j| grad(z[j], lse, gi, j as i32 == t) * p.c[j * d + k].to_f64()).sum::<f64>())
-                .collect();
+            let gz: Vec<f64> = (0..v).map(|j| grad(z[j], lse, gi, j as i32 == t)).collect();
+            let row = weighted_rows(&p.c, v, &|j| gz[j]);
             for (x, r) in a.de[i * d..(i + 1) * d].iter().zip(&row) {
                 let x = x.to_f64();
                 de_num += (x - r) * (x - r);
@@ -110,20 +133,9 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
         let (mut dc_num, mut dc_den) = (0.0, 0.0);
         for &j in &vocab {
             let cj = c64(j);
-            let row = (0..n)
-                .into_par_iter()
-                .map(|i| {
-                    let ei = e64(i);
-                    let gz = grad(dot(&ei, &cj), a.lse[i] as f64, g[i] as f64, prep.targets[i] == j as i32);
-                    ei.iter().map(|x| x * gz).collect::<Vec<f64>>()
-                })
-                .reduce(
-                    || vec![0.0; d],
-                    |mut acc, r| {
-                        acc.iter_mut().zip(r).for_each(|(a, b)| *a += b);
-                        acc
-                    },
-                );
+            let row = weighted_rows(&p.e, n, &|i| {
+                grad(dot(&cj, &p.e[i * d..(i + 1) * d]), a.lse[i] as f64, g[i] as f64, prep.targets[i] == j as i32)
+            });
             for (x, r) in a.dc[j * d..(j + 1) * d].iter().zip(&row) {
                 let x = x.to_f64();
                 dc_num += (x - r) * (x - r);

@@ -5,7 +5,8 @@
 //! long cases. The times are case_ms.txt's (`bash scripts/case-costs.sh LOGS...` from a full run);
 //! a case it does not list counts as the table's median. The s46 full run (4 processes,
 //! interleaved) ended its shards after 206 / 450 / 404 / 262 s of cases: the call waited for the
-//! 450; balanced by these times the four take ~331 s each.
+//! 450; balanced by these times the four take ~331 s each, ~269 s since s47's faster reference in
+//! the sampled cases (their times from benchmarks/h200-2026-12-04-s47/sampled-reference/).
 
 use std::collections::HashMap;
 
