@@ -26,7 +26,9 @@ impl CudaLoss {
     /// With compact logits dE's buffer is scratch until each chunk's product writes its rows
     /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between. With one chunk
     /// dC's buffer is scratch until its product ([`StatePlace::DcBuffer`]): the per-token state
-    /// lives there, from the buffer's first 256-byte boundary.
+    /// lives there, from the buffer's first 256-byte boundary. Such a plan also takes `out.lse`
+    /// = 0 (null) from a caller that will not read lse: the pass keeps it in that state
+    /// ([`StepPlan::lse`]); every other plan and entry point needs the lse buffer.
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`] (the plan from
@@ -58,6 +60,7 @@ impl CudaLoss {
         ws.check(plan.workspace_bytes)?;
         check_maxima_in_de(plan, grads)?;
         let state = token_state_at(plan, ws, grads)?;
+        let out = &DeviceForwardOutputs { lse: lse_of(plan, out, &state)?, ..*out };
         let targets = state(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given =
@@ -277,6 +280,21 @@ fn token_state_at(plan: &StepPlan, ws: Workspace, grads: &DeviceGrads) -> Result
         }
     };
     Ok(move |r: Region| base + r.offset as u64)
+}
+
+/// The pass's lse: the caller's buffer, or with a null `out.lse` the plan's room in the state
+/// ([`StepPlan::lse`]: one chunk, the state in dC's buffer); a clear error for a null lse with
+/// any other plan.
+fn lse_of(plan: &StepPlan, out: &DeviceForwardOutputs, state: &impl Fn(Region) -> DevPtr) -> Result<DevPtr> {
+    match (out.lse, plan.lse) {
+        (0, Some(r)) => Ok(state(r)),
+        (0, None) => Err(flce_core::Error::InvalidOption {
+            name: "out.lse",
+            value: "null".into(),
+            reason: "this plan keeps no lse of its own (several token chunks, or no dC): give an lse buffer of N f32",
+        }),
+        (lse, _) => Ok(lse),
+    }
 }
 
 /// Where `plan` keeps the compact forward's per-tile maxima in dE's rows ([`MrefPlace::DeRows`]):

@@ -88,6 +88,13 @@ impl Plan {
             PlanKind::Trade(p) => p.workspace_bytes(),
         }
     }
+    /// Whether the pass keeps lse itself, so that a caller that will not read lse can give None
+    /// for it: the three-product pass of one token chunk with its state in dC's buffer
+    /// (`flce::cuda::plan::StepPlan::lse`; 4·N bytes fewer at the pass's peak).
+    #[getter]
+    fn keeps_lse(&self) -> bool {
+        matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.lse.is_some())
+    }
     /// The kernel family that runs it ("cublas", "sm80" or "sm90").
     #[getter]
     fn family(&self) -> &'static str {

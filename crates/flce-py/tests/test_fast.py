@@ -351,6 +351,33 @@ def test_fast_gradients_become_grad_without_a_copy(shape):
     assert peak <= grads + plan.workspace_bytes + (4 << 20), (peak, grads, plan.workspace_bytes)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_holds_no_lse_it_does_not_return(device):
+    """Without return_lse the pass returns no lse (a plan that keeps lse in its own state,
+    Plan.keeps_lse, then allocates none: 4·N bytes fewer at its peak); every other output is
+    bitwise the same as with it, and the lse it returns when asked equals the default path's."""
+    from flce._common import LossOptions
+
+    e, c, t, _, _ = make(1024, 256, 8000, torch.bfloat16, device, seed=12)
+    o = LossOptions(workspace_budget=1 << 30)
+    if device == "cuda":
+        plan = flce.three_product_plan(e, c, workspace_budget=1 << 30)
+        assert plan is not None and plan.keeps_lse, plan
+    outs = [torch.ops.flce.forward_backward(e, c, t, None, None, True, True, False, want_lse, None, *o.astuple())
+            for want_lse in (False, True)]
+    without, with_lse = outs
+    assert without[1].numel() == 0 and with_lse[1].shape == (1024,)
+    for i in (0, 2, 3, 4, 5, 6):
+        assert torch.equal(without[i], with_lse[i]), i
+    # the lse it returns, and through linear_cross_entropy, as the default path's
+    _, lse_default = flce.linear_cross_entropy(e, c, t, return_lse=True)
+    torch.testing.assert_close(with_lse[1], lse_default, rtol=1e-5, atol=1e-5)
+    eg = e.detach().clone().requires_grad_(True)
+    loss, lse = flce.linear_cross_entropy(eg, c, t, workspace_budget=1 << 30, return_lse=True)
+    loss.backward()
+    torch.testing.assert_close(lse, lse_default, rtol=1e-5, atol=1e-5)
+
+
 def _hopper():
     return CUDA and torch.cuda.get_device_capability() == (9, 0)
 

@@ -118,6 +118,12 @@ pub struct StepPlan {
     /// The finish step's block sums over all N tokens ([`crate::geometry::finish_sums_bytes`];
     /// the per-chunk finish steps write lse only).
     pub finish_sums: Region,
+    /// With the state in dC's buffer ([`StatePlace::DcBuffer`]): room for lse \[N\] after the
+    /// state, where the pass keeps it when the caller gives no lse output (a null `lse` pointer:
+    /// lse is dead once G is formed, and a caller that does not read it — the binding's loss
+    /// without `return_lse` — then holds no 4·N bytes for it at the pass's peak). None with the
+    /// state in the workspace: there the caller's lse buffer is required.
+    pub lse: Option<Region>,
     /// f32 logits of one chunk [token_chunk, ldg]; compact: f16 q [token_chunk, ldg], the same
     /// region as `g`.
     pub logits: Region,
@@ -243,17 +249,20 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let mut l = Layout::default();
     let scalars = l.take(crate::geometry::BACKWARD_SCALARS_BYTES);
     let unit_grad = Region { offset: scalars.offset + 4 * crate::geometry::SCALAR_UNIT, bytes: 4 };
-    // the state laid out from dC's boundary, kept where it fits there; else in the workspace
-    let in_dc = token_state(&mut Layout::default(), n, stats_splits);
-    let state_bytes = in_dc.iter().map(|r| r.offset + r.bytes).max().unwrap_or(0);
+    // the state laid out from dC's boundary (and room for lse after it), kept where it fits
+    // there; else in the workspace
+    let mut dc_layout = Layout::default();
+    let in_dc = token_state(&mut dc_layout, n, stats_splits);
+    let lse_in_dc = dc_layout.take(4 * n);
+    let state_bytes = lse_in_dc.offset + lse_in_dc.bytes;
     let token_state_place = if wanted.dc && rows == n && state_bytes + 255 <= v * d * dtype.size_in_bytes() {
         StatePlace::DcBuffer
     } else {
         StatePlace::Workspace
     };
-    let [targets, token_scale, partials, target_logit, finish_sums] = match token_state_place {
-        StatePlace::DcBuffer => in_dc,
-        StatePlace::Workspace => token_state(&mut l, n, stats_splits),
+    let ([targets, token_scale, partials, target_logit, finish_sums], lse) = match token_state_place {
+        StatePlace::DcBuffer => (in_dc, Some(lse_in_dc)),
+        StatePlace::Workspace => (token_state(&mut l, n, stats_splits), None),
     };
     let (logits, g) = if compact {
         let q = l.take(rows * ldg * 2);
@@ -299,6 +308,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         partials,
         target_logit,
         finish_sums,
+        lse,
         logits,
         g,
         m_ref,

@@ -277,6 +277,11 @@ fn one_chunk_keeps_its_token_state_in_dc_and_the_workspace_at_the_logits() {
         assert_eq!(p.workspace_bytes, shape.n * shape.v * 2 + 256, "{shape:?}");
         let ends = [p.targets, p.token_scale, p.partials, p.target_logit, p.finish_sums].map(|r| r.offset + r.bytes);
         assert!(ends.iter().all(|&e| e + 255 <= shape.v * shape.d * 2), "{shape:?}: the state fits dC");
+        // and room for lse after it (a caller without an lse buffer), 4-byte aligned, in dC too
+        let lse = p.lse.expect("lse's room in dC's state");
+        assert_eq!(lse.bytes, 4 * shape.n);
+        assert!(ends.iter().all(|&e| e <= lse.offset) && lse.offset % 4 == 0, "{shape:?}: after the state");
+        assert!(lse.offset + lse.bytes + 255 <= shape.v * shape.d * 2, "{shape:?}: lse fits dC");
         // the unit grad_output is a spare word of the scalars region
         assert_eq!(p.unit_grad.offset, p.scalars.offset + 4 * crate::geometry::SCALAR_UNIT);
         assert!(p.unit_grad.offset + 4 <= p.scalars.offset + crate::geometry::BACKWARD_SCALARS_BYTES);
@@ -289,10 +294,10 @@ fn one_chunk_keeps_its_token_state_in_dc_and_the_workspace_at_the_logits() {
     // holds it, the same bytes more
     let one = step_plan(LLAMA, DType::BF16, BOTH, usize::MAX, COMPACT).unwrap();
     let no_dc = step_plan(LLAMA, DType::BF16, Wanted { dc: false, ..BOTH }, usize::MAX, COMPACT).unwrap();
-    assert_eq!(no_dc.token_state, StatePlace::Workspace);
+    assert_eq!((no_dc.token_state, no_dc.lse), (StatePlace::Workspace, None));
     assert!(no_dc.workspace_bytes >= one.workspace_bytes + state_bytes(&one) - 256);
     let chunked = step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 4096, COMPACT);
-    assert_eq!(chunked.token_state, StatePlace::Workspace);
+    assert_eq!((chunked.token_state, chunked.lse), (StatePlace::Workspace, None), "the caller's lse then");
     // a dC too small for the state (255 bytes spare for its alignment)
     let tiny = Shape::new(4096, 16, 64);
     assert_eq!(step_plan(tiny, DType::BF16, BOTH, usize::MAX, F32).unwrap().token_state, StatePlace::Workspace);

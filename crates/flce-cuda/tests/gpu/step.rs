@@ -47,9 +47,9 @@ pub(crate) fn trade_run_at<T: Element>(
     trade_run_dc_at(be, up, c, plan, grad_output, 0)
 }
 
-/// [`trade_run_at`] with dC `dc_offset` bytes past its allocation's start (a whole number of
-/// elements): a plan that keeps its per-token state in dC's buffer ([`StatePlace::DcBuffer`])
-/// starts it at the buffer's first 256-byte boundary.
+/// [`trade_run_dc_at`] with an lse buffer given, or (`give_lse` false) a null lse: a one-chunk
+/// plan with its state in dC's buffer keeps lse there ([`StepPlan::lse`]); the buffer the caller
+/// did not give must stay poisoned (checked), and the run comes back with it.
 pub(crate) fn trade_run_dc_at<T: Element>(
     be: &CudaLoss,
     up: &UploadedInputs,
@@ -57,6 +57,22 @@ pub(crate) fn trade_run_dc_at<T: Element>(
     plan: &TradePlan,
     grad_output: Option<f32>,
     dc_offset: usize,
+) -> Result<GpuRun<T>, String> {
+    trade_run_with(be, up, c, plan, grad_output, dc_offset, true)
+}
+
+/// [`trade_run_at`] with dC `dc_offset` bytes past its allocation's start (a whole number of
+/// elements): a plan that keeps its per-token state in dC's buffer ([`StatePlace::DcBuffer`])
+/// starts it at the buffer's first 256-byte boundary. Without `give_lse` the pass gets a null lse
+/// (see [`trade_run_dc_at`]).
+pub(crate) fn trade_run_with<T: Element>(
+    be: &CudaLoss,
+    up: &UploadedInputs,
+    c: &Case,
+    plan: &TradePlan,
+    grad_output: Option<f32>,
+    dc_offset: usize,
+    give_lse: bool,
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let go = grad_output.map(|g| DeviceBuffer::from_slice(&[g])).transpose().map_err(|e| e.to_string())?;
@@ -67,7 +83,7 @@ pub(crate) fn trade_run_dc_at<T: Element>(
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let ws = buf(plan.workspace_bytes())?;
     let out = DeviceForwardOutputs {
-        lse: lse.ptr(),
+        lse: if give_lse { lse.ptr() } else { 0 },
         per_token_loss: Some(ptl.ptr()),
         scalars: scalars.ptr(),
         status: status.ptr(),
@@ -80,6 +96,9 @@ pub(crate) fn trade_run_dc_at<T: Element>(
     }
     .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
+    if !give_lse && !lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON) {
+        return Err("the pass wrote to an lse buffer it was not given".into());
+    }
     if dc_offset == 0 {
         return read_run(s, [&scalars, &lse, &ptl, &de, &dc_alloc], db.as_ref());
     }
@@ -177,6 +196,24 @@ pub(crate) fn check_step<T: Element>(
             let a = trade_run_dc_at::<T>(be, up, c, &plan, None, es)?;
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{name}, dC {es} bytes off: {e}"))?;
             report.push_str(&format!("; dC {es} bytes off: {m}"));
+        }
+        if one_chunk.token_state == StatePlace::DcBuffer {
+            // no lse buffer: the pass keeps lse in dC's state, every output bitwise as with one
+            let plan = TradePlan::Step(one_chunk.clone());
+            let with = trade_run_with::<T>(be, up, c, &plan, None, 0, true)?;
+            let mut without = trade_run_with::<T>(be, up, c, &plan, None, 0, false)?;
+            without.lse = with.lse.clone();
+            if bits(&without) != bits(&with) {
+                return Err(format!("{name}, one chunk without an lse buffer: outputs differ from the run with one"));
+            }
+            report.push_str("; without lse: bitwise");
+        }
+        // several chunks keep no lse of their own: a null lse is refused before any kernel
+        if small.token_chunks() > 1 {
+            match trade_run_with::<T>(be, up, c, &TradePlan::Step(small.clone()), None, 0, false) {
+                Err(e) if e.contains("keeps no lse") => {}
+                other => return Err(format!("{name}: a null lse with several chunks: {:?}", other.map(|_| "ran"))),
+            }
         }
         if one_chunk.m_ref == Some(MrefPlace::DeRows) {
             misaligned_de_is_refused::<T>(be, up, c, &TradePlan::Step(one_chunk.clone()))?;
