@@ -71,7 +71,9 @@ impl DeviceInputs {
 /// Where the forward writes.
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceForwardOutputs {
-    /// lse \[N\], f32.
+    /// lse \[N\], f32. Null (0) only for the three-product pass of a plan that keeps lse in its
+    /// own state ([`crate::plan::StepPlan::lse`]), for a caller that will not read it; every other
+    /// entry point and plan refuses it before any kernel.
     pub lse: DevPtr,
     /// per-token loss \[N\], f32; required for reduction none.
     pub per_token_loss: Option<DevPtr>,
