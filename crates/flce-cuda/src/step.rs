@@ -75,6 +75,10 @@ impl CudaLoss {
         let input = Elem::Input(x.dtype);
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
         let (partials, target_logit) = (state(plan.partials), state(plan.target_logit));
+        // the products' α from the scalars G's token scales came with: on the device for those
+        // written once into dE / dC, 1 for dC's f32 accumulator, whose rounding applies it
+        let scalars = ws.at(plan.scalars);
+        let alpha = Alpha::Scalars(scalars);
         let blas = self.blas.bind(stream)?;
         for chunk in 0..plan.token_chunks() {
             let tokens = plan.token_range(chunk);
@@ -122,11 +126,7 @@ impl CudaLoss {
                 let all = crate::forward::Partials::new(partials, target_logit, plan.stats_splits);
                 self.finish(&call, all, state(plan.finish_sums), out)?;
             }
-            // G for grad_output = 1, and db's column sums; the products' α from the same scalars:
-            // on the device for those written once into dE / dC, 1 for dC's f32 accumulator, whose
-            // rounding applies it
-            let scalars = ws.at(plan.scalars);
-            let alpha = Alpha::Scalars(scalars);
+            // G for grad_output = 1, and db's column sums
             let chunk = GradChunk {
                 lse: out.lse,
                 token_scale: state(plan.token_scale),
@@ -198,7 +198,7 @@ impl CudaLoss {
         if let (Some(dc), Some(acc)) = (grads.dc, plan.dc_acc) {
             // the head in place first: its rounded rows leave free the bytes the tail's go to
             let head = plan.dc_head_rows;
-            let alpha = scalar_word(ws.at(plan.scalars), SCALAR_ALPHA);
+            let alpha = scalar_word(scalars, SCALAR_ALPHA);
             self.round_head_in_place(x.dtype, dc, head, d, alpha, stream)?;
             let tail = dc + (head * d) as u64 * s;
             self.round_scaled_into(x.dtype, ws.at(acc), tail, (v - head) * d, alpha, stream)?;

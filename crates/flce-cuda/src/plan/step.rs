@@ -104,7 +104,8 @@ pub struct StepPlan {
     pub stats_splits: usize,
     pub stats_seg_cols: usize,
     /// Where the per-token state (`targets`, `token_scale`, `partials`, `target_logit`,
-    /// `finish_sums`) lives: its regions count from that place's first byte.
+    /// `finish_sums`, and `lse`'s room in dC) lives: its regions count from that place's first
+    /// byte.
     pub token_state: StatePlace,
     pub targets: Region,
     pub token_scale: Region,

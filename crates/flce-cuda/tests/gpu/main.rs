@@ -115,6 +115,11 @@ fn in_shard<T>(list: Vec<T>, offset: usize, owner: &[usize], i: usize) -> Vec<T>
     list.into_iter().enumerate().filter(|(k, _)| owner[offset + k] == i - 1).map(|(_, x)| x).collect()
 }
 
+/// The tests of bad input, contexts and threads outside the case lists, run as one group in the
+/// first shard (in this order: `main`'s runs below).
+const INPUT_GROUP: [&str; 6] =
+    ["bad-target", "bad-weights", "context-restored", "bad-pointers", "two-threads", "device-1"];
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let small_only = args.iter().any(|a| a == "--small");
@@ -124,16 +129,9 @@ fn main() {
         cases().into_iter().filter(|c| !(small_only && c.big)).filter(|c| selected_by(&filters, &c.name)).collect();
     // the tests outside the case lists run in the first shard
     let first_shard = shard.0 == 1;
-    // (one group, selected by a filter that is a part of any of their names, or is one of them)
-    let include_bad_target = first_shard
-        && (filters.is_empty()
-            || ["bad-target", "bad-weights", "context-restored", "bad-pointers", "two-threads", "device-1"]
-                .iter()
-                .any(|name| selected_by(&filters, name))
-            || filters.iter().any(|f| {
-                "bad-target bad-weights context-restored bad-pointers two-threads device-1".contains(f.as_str())
-            }));
     let include = |name: &str| first_shard && selected_by(&filters, name);
+    // (one group, run whole where any of its names is selected)
+    let include_bad_target = INPUT_GROUP.iter().any(|name| include(name));
     let include_mn_major = include("sm90-mn-major");
     let include_loss_math = include("loss-math");
     let include_mean_scale = include("mean-scale");
@@ -173,7 +171,7 @@ fn main() {
         names.extend(include_mean_scale.then_some("mean-scale"));
         names.extend(selected.iter().map(|c| c.name.as_str()));
         if include_bad_target {
-            names.extend(["bad-target", "bad-weights", "context-restored", "bad-pointers", "two-threads", "device-1"]);
+            names.extend(INPUT_GROUP);
         }
         names.extend(include_mn_major.then_some("sm90-mn-major"));
         names.extend(phase_cases.iter().map(|c| c.0.as_str()));
@@ -197,13 +195,10 @@ fn main() {
                 skipped += 1;
             }
             if include_bad_target {
-                println!("test bad-target ... skipped ({why})");
-                println!("test bad-weights ... skipped ({why})");
-                println!("test context-restored ... skipped ({why})");
-                println!("test bad-pointers ... skipped ({why})");
-                println!("test two-threads ... skipped ({why})");
-                println!("test device-1 ... skipped ({why})");
-                skipped += 6;
+                for name in INPUT_GROUP {
+                    println!("test {name} ... skipped ({why})");
+                    skipped += 1;
+                }
             }
             if include_mn_major {
                 println!("test sm90-mn-major ... skipped ({why})");

@@ -44,27 +44,14 @@ pub(crate) fn trade_run_at<T: Element>(
     plan: &TradePlan,
     grad_output: Option<f32>,
 ) -> Result<GpuRun<T>, String> {
-    trade_run_dc_at(be, up, c, plan, grad_output, 0)
-}
-
-/// [`trade_run_dc_at`] with an lse buffer given, or (`give_lse` false) a null lse: a one-chunk
-/// plan with its state in dC's buffer keeps lse there ([`StepPlan::lse`]); the buffer the caller
-/// did not give must stay poisoned (checked), and the run comes back with it.
-pub(crate) fn trade_run_dc_at<T: Element>(
-    be: &CudaLoss,
-    up: &UploadedInputs,
-    c: &Case,
-    plan: &TradePlan,
-    grad_output: Option<f32>,
-    dc_offset: usize,
-) -> Result<GpuRun<T>, String> {
-    trade_run_with(be, up, c, plan, grad_output, dc_offset, true)
+    trade_run_with(be, up, c, plan, grad_output, 0, true)
 }
 
 /// [`trade_run_at`] with dC `dc_offset` bytes past its allocation's start (a whole number of
 /// elements): a plan that keeps its per-token state in dC's buffer ([`StatePlace::DcBuffer`])
-/// starts it at the buffer's first 256-byte boundary. Without `give_lse` the pass gets a null lse
-/// (see [`trade_run_dc_at`]).
+/// starts it at the buffer's first 256-byte boundary. Without `give_lse` the pass gets a null lse:
+/// a one-chunk plan with its state in dC's buffer keeps lse there ([`StepPlan::lse`]); the buffer
+/// the caller did not give must stay poisoned (checked), and the run comes back with it.
 pub(crate) fn trade_run_with<T: Element>(
     be: &CudaLoss,
     up: &UploadedInputs,
@@ -193,7 +180,7 @@ pub(crate) fn check_step<T: Element>(
             // next one, 256 − one element into the buffer (the planner keeps 255 bytes spare)
             let es = std::mem::size_of::<T>();
             let plan = TradePlan::Step(one_chunk.clone());
-            let a = trade_run_dc_at::<T>(be, up, c, &plan, None, es)?;
+            let a = trade_run_with::<T>(be, up, c, &plan, None, es, true)?;
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{name}, dC {es} bytes off: {e}"))?;
             report.push_str(&format!("; dC {es} bytes off: {m}"));
         }
