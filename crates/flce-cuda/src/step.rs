@@ -27,8 +27,9 @@ impl CudaLoss {
     /// ([`MrefPlace::DeRows`]): the chunk's per-tile maxima live there in between. With one chunk
     /// dC's buffer is scratch until its product ([`StatePlace::DcBuffer`]): the per-token state
     /// lives there, from the buffer's first 256-byte boundary. Such a plan also takes `out.lse`
-    /// = 0 (null) from a caller that will not read lse: the pass keeps it in that state
-    /// ([`StepPlan::lse`]); every other plan and entry point needs the lse buffer.
+    /// and `out.status` = 0 (null) from a caller that will not read them: the pass keeps them in
+    /// that state ([`StepPlan::lse`], [`StepPlan::status`]); every other plan and entry point
+    /// needs both buffers.
     ///
     /// # Safety
     /// As for [`CudaLoss::forward`] and [`CudaLoss::backward`] (the plan from
@@ -60,7 +61,11 @@ impl CudaLoss {
         ws.check(plan.workspace_bytes)?;
         check_maxima_in_de(plan, grads)?;
         let state = token_state_at(plan, ws, grads)?;
-        let out = &DeviceForwardOutputs { lse: lse_of(plan, out, &state)?, ..*out };
+        let out = &DeviceForwardOutputs {
+            lse: own_or_kept(out.lse, plan.lse, &state, "out.lse", NO_LSE)?,
+            status: own_or_kept(out.status, plan.status, &state, "out.status", NO_STATUS)?,
+            ..*out
+        };
         let targets = state(plan.targets);
         let call = self.call(x, opts, targets, ws, stream)?;
         let given =
@@ -282,18 +287,24 @@ fn token_state_at(plan: &StepPlan, ws: Workspace, grads: &DeviceGrads) -> Result
     Ok(move |r: Region| base + r.offset as u64)
 }
 
-/// The pass's lse: the caller's buffer, or with a null `out.lse` the plan's room in the state
-/// ([`StepPlan::lse`]: one chunk, the state in dC's buffer); a clear error for a null lse with
-/// any other plan.
-fn lse_of(plan: &StepPlan, out: &DeviceForwardOutputs, state: &impl Fn(Region) -> DevPtr) -> Result<DevPtr> {
-    match (out.lse, plan.lse) {
+const NO_LSE: &str = "this plan keeps no lse of its own (several token chunks, or no dC): give an lse buffer of N f32";
+const NO_STATUS: &str =
+    "this plan keeps no status word of its own (several token chunks, or no dC): give a status word (one i32)";
+
+/// The pass's lse or status word: the caller's buffer, or with a null pointer the plan's room for
+/// it in the state ([`StepPlan::lse`], [`StepPlan::status`]: one chunk, the state in dC's buffer);
+/// a clear error for a null pointer with any other plan.
+fn own_or_kept(
+    given: DevPtr,
+    kept: Option<Region>,
+    state: &impl Fn(Region) -> DevPtr,
+    name: &'static str,
+    reason: &'static str,
+) -> Result<DevPtr> {
+    match (given, kept) {
         (0, Some(r)) => Ok(state(r)),
-        (0, None) => Err(flce_core::Error::InvalidOption {
-            name: "out.lse",
-            value: "null".into(),
-            reason: "this plan keeps no lse of its own (several token chunks, or no dC): give an lse buffer of N f32",
-        }),
-        (lse, _) => Ok(lse),
+        (0, None) => Err(flce_core::Error::InvalidOption { name, value: "null".into(), reason }),
+        (ptr, _) => Ok(ptr),
     }
 }
 

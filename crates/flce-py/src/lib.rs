@@ -50,13 +50,14 @@ pub struct Problem {
 }
 
 /// Device pointers of the forward's outputs: (lse, per-token loss or None, scalars, status). lse
-/// may be None for the three-product pass of a plan that keeps its own (`Plan.keeps_lse`); every
-/// other call refuses a missing lse with a clear error.
-pub(crate) type ForwardPtrs = (Option<u64>, Option<u64>, u64, u64);
+/// and status may be None for the three-product pass of a plan that keeps its own
+/// (`Plan.keeps_lse`, `Plan.keeps_status`); every other call refuses a missing one with a clear
+/// error.
+pub(crate) type ForwardPtrs = (Option<u64>, Option<u64>, u64, Option<u64>);
 
 pub(crate) fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> DeviceForwardOutputs {
-    // (a null lse: flce_cuda's "none given", which only such a plan accepts)
-    let lse = lse.unwrap_or(0);
+    // (a null lse or status: flce_cuda's "none given", which only such a plan accepts)
+    let (lse, status) = (lse.unwrap_or(0), status.unwrap_or(0));
     DeviceForwardOutputs { lse, per_token_loss, scalars, status }
 }
 

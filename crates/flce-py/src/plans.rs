@@ -95,6 +95,14 @@ impl Plan {
     fn keeps_lse(&self) -> bool {
         matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.lse.is_some())
     }
+    /// Whether the pass keeps its status word itself, so that a caller that will not read it
+    /// (one that checked the targets ahead of the call) can give None for it: the same plans as
+    /// `keeps_lse` (`flce::cuda::plan::StepPlan::status`; PyTorch's 512-byte block for the word
+    /// not held at the pass's peak).
+    #[getter]
+    fn keeps_status(&self) -> bool {
+        matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.status.is_some())
+    }
     /// The kernel family that runs it ("cublas", "sm80" or "sm90").
     #[getter]
     fn family(&self) -> &'static str {

@@ -142,7 +142,7 @@ def test_status_only_op_gives_the_pass_status_word(shift):
     for targets, weights, expected in [(t, w, _STATUS_OK), (bad_t, w, 17), (bad_t, bad_w, -2**31 + 33),
                                        (torch.full_like(t, -100), None, _STATUS_OK)]:
         early = target_status(e.detach(), c, targets, None, weights, o)
-        out = torch.ops.flce.forward_backward(e.detach(), c, targets, None, weights, True, True, False, False, None,
+        out = torch.ops.flce.forward_backward(e.detach(), c, targets, None, weights, True, True, False, False, True, None,
                                               *o.astuple())
         torch.cuda.synchronize()
         assert int(early) == int(out[3]) == expected, (int(early), int(out[3]), expected)

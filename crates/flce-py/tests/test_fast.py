@@ -363,7 +363,7 @@ def test_fast_holds_no_lse_it_does_not_return(device):
     if device == "cuda":
         plan = flce.three_product_plan(e, c, workspace_budget=1 << 30)
         assert plan is not None and plan.keeps_lse, plan
-    outs = [torch.ops.flce.forward_backward(e, c, t, None, None, True, True, False, want_lse, None, *o.astuple())
+    outs = [torch.ops.flce.forward_backward(e, c, t, None, None, True, True, False, want_lse, True, None, *o.astuple())
             for want_lse in (False, True)]
     without, with_lse = outs
     assert without[1].numel() == 0 and with_lse[1].shape == (1024,)
@@ -376,6 +376,48 @@ def test_fast_holds_no_lse_it_does_not_return(device):
     loss, lse = flce.linear_cross_entropy(eg, c, t, workspace_budget=1 << 30, return_lse=True)
     loss.backward()
     torch.testing.assert_close(lse, lse_default, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_holds_no_status_word_it_does_not_read(device):
+    """A caller that has checked the targets ahead of the call (the binding's eager loss, on CUDA)
+    asks for no status word (want_status False): a plan that keeps the word in its own state,
+    Plan.keeps_status, then allocates none, and every other output is bitwise as with it; an
+    out-of-range target still makes the loss and its gradient rows NaN, and the eager loss still
+    raises for it. Where the op's own backward reads the word (check_targets) it is there anyway."""
+    import dataclasses
+
+    from flce._common import LossOptions
+
+    e, c, t, _, _ = make(1024, 256, 8000, torch.bfloat16, device, seed=13)
+    o = LossOptions(workspace_budget=1 << 30)
+    if device == "cuda":
+        plan = flce.three_product_plan(e, c, workspace_budget=1 << 30)
+        assert plan is not None and plan.keeps_status, plan
+
+    def op(targets, want_status, options):
+        return torch.ops.flce.forward_backward(e, c, targets, None, None, True, True, False, False, want_status, None,
+                                               *options.astuple())
+
+    without, with_status = op(t, False, o), op(t, True, o)
+    assert without[3].numel() == 0 and with_status[3].shape == (1,) and int(with_status[3]) == 2**31 - 1
+    for i in (0, 2, 4, 5, 6):
+        assert torch.equal(without[i], with_status[i]), i
+    assert op(t, False, dataclasses.replace(o, check_targets=True))[3].shape == (1,)
+    bad = t.clone()
+    bad[77] = 8000
+    if device == "cuda":  # (the CPU's op raises for it itself)
+        out = op(bad, False, o)
+        assert out[3].numel() == 0 and torch.isnan(out[2][0]) and torch.isnan(out[4][77].float()).all()
+    with pytest.raises(ValueError, match="77"):
+        flce.linear_cross_entropy(e.detach().clone().requires_grad_(True), c, bad, workspace_budget=1 << 30)
+    # the eager loss (its early check, then the pass without a word) against torch.compile's graph
+    compiled = torch.compile(lambda e: flce.linear_cross_entropy(e, c, t, workspace_budget=1 << 30), fullgraph=True)
+    eg = e.detach().clone().requires_grad_(True)
+    compiled(eg).backward()
+    ed = e.detach().clone().requires_grad_(True)
+    flce.linear_cross_entropy(ed, c, t, workspace_budget=1 << 30).backward()
+    assert torch.equal(eg.grad, ed.grad)
 
 
 def _hopper():

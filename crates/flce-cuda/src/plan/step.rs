@@ -104,7 +104,7 @@ pub struct StepPlan {
     pub stats_splits: usize,
     pub stats_seg_cols: usize,
     /// Where the per-token state (`targets`, `token_scale`, `partials`, `target_logit`,
-    /// `finish_sums`, and `lse`'s room in dC) lives: its regions count from that place's first
+    /// `finish_sums`, and the room of `lse` and `status` in dC) lives: its regions count from that place's first
     /// byte.
     pub token_state: StatePlace,
     pub targets: Region,
@@ -125,6 +125,12 @@ pub struct StepPlan {
     /// without `return_lse` — then holds no 4·N bytes for it at the pass's peak). None with the
     /// state in the workspace: there the caller's lse buffer is required.
     pub lse: Option<Region>,
+    /// Likewise room for the status word (one i32) after `lse`, where the pass keeps it when the
+    /// caller gives no status output (a null `status` pointer: a caller that checked the targets
+    /// ahead of the call, as the binding's eager loss does, reads no status of the pass's; the
+    /// 512-byte block PyTorch's allocator would give the word is then not held). The word is
+    /// written by the pass's first kernels and overwritten with the rest of the state by dC.
+    pub status: Option<Region>,
     /// f32 logits of one chunk [token_chunk, ldg]; compact: f16 q [token_chunk, ldg], the same
     /// region as `g`.
     pub logits: Region,
@@ -255,15 +261,16 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
     let mut dc_layout = Layout::default();
     let in_dc = token_state(&mut dc_layout, n, stats_splits);
     let lse_in_dc = dc_layout.take(4 * n);
-    let state_bytes = lse_in_dc.offset + lse_in_dc.bytes;
+    let status_in_dc = dc_layout.take(4);
+    let state_bytes = status_in_dc.offset + status_in_dc.bytes;
     let token_state_place = if wanted.dc && rows == n && state_bytes + 255 <= v * d * dtype.size_in_bytes() {
         StatePlace::DcBuffer
     } else {
         StatePlace::Workspace
     };
-    let ([targets, token_scale, partials, target_logit, finish_sums], lse) = match token_state_place {
-        StatePlace::DcBuffer => (in_dc, Some(lse_in_dc)),
-        StatePlace::Workspace => (token_state(&mut l, n, stats_splits), None),
+    let ([targets, token_scale, partials, target_logit, finish_sums], lse, status) = match token_state_place {
+        StatePlace::DcBuffer => (in_dc, Some(lse_in_dc), Some(status_in_dc)),
+        StatePlace::Workspace => (token_state(&mut l, n, stats_splits), None, None),
     };
     let (logits, g) = if compact {
         let q = l.take(rows * ldg * 2);
@@ -310,6 +317,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         target_logit,
         finish_sums,
         lse,
+        status,
         logits,
         g,
         m_ref,

@@ -282,6 +282,11 @@ fn one_chunk_keeps_its_token_state_in_dc_and_the_workspace_at_the_logits() {
         assert_eq!(lse.bytes, 4 * shape.n);
         assert!(ends.iter().all(|&e| e <= lse.offset) && lse.offset % 4 == 0, "{shape:?}: after the state");
         assert!(lse.offset + lse.bytes + 255 <= shape.v * shape.d * 2, "{shape:?}: lse fits dC");
+        // and the status word's room after lse (a caller that checked its targets ahead)
+        let status = p.status.expect("the status word's room in dC's state");
+        assert_eq!(status.bytes, 4);
+        assert!(lse.offset + lse.bytes <= status.offset && status.offset % 4 == 0, "{shape:?}: after lse");
+        assert!(status.offset + 4 + 255 <= shape.v * shape.d * 2, "{shape:?}: the status fits dC");
         // the unit grad_output is a spare word of the scalars region
         assert_eq!(p.unit_grad.offset, p.scalars.offset + 4 * crate::geometry::SCALAR_UNIT);
         assert!(p.unit_grad.offset + 4 <= p.scalars.offset + crate::geometry::BACKWARD_SCALARS_BYTES);
@@ -294,10 +299,14 @@ fn one_chunk_keeps_its_token_state_in_dc_and_the_workspace_at_the_logits() {
     // holds it, the same bytes more
     let one = step_plan(LLAMA, DType::BF16, BOTH, usize::MAX, COMPACT).unwrap();
     let no_dc = step_plan(LLAMA, DType::BF16, Wanted { dc: false, ..BOTH }, usize::MAX, COMPACT).unwrap();
-    assert_eq!((no_dc.token_state, no_dc.lse), (StatePlace::Workspace, None));
+    assert_eq!((no_dc.token_state, no_dc.lse, no_dc.status), (StatePlace::Workspace, None, None));
     assert!(no_dc.workspace_bytes >= one.workspace_bytes + state_bytes(&one) - 256);
     let chunked = step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 4096, COMPACT);
-    assert_eq!((chunked.token_state, chunked.lse), (StatePlace::Workspace, None), "the caller's lse then");
+    assert_eq!(
+        (chunked.token_state, chunked.lse, chunked.status),
+        (StatePlace::Workspace, None, None),
+        "the caller's lse and status then"
+    );
     // a dC too small for the state (255 bytes spare for its alignment)
     let tiny = Shape::new(4096, 16, 64);
     assert_eq!(step_plan(tiny, DType::BF16, BOTH, usize::MAX, F32).unwrap().token_state, StatePlace::Workspace);

@@ -44,14 +44,26 @@ pub(crate) fn trade_run_at<T: Element>(
     plan: &TradePlan,
     grad_output: Option<f32>,
 ) -> Result<GpuRun<T>, String> {
-    trade_run_with(be, up, c, plan, grad_output, 0, true)
+    trade_run_with(be, up, c, plan, grad_output, 0, Given::BOTH)
+}
+
+/// Which of lse and the status word a run gives the pass ([`trade_run_with`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Given {
+    pub lse: bool,
+    pub status: bool,
+}
+
+impl Given {
+    pub const BOTH: Given = Given { lse: true, status: true };
 }
 
 /// [`trade_run_at`] with dC `dc_offset` bytes past its allocation's start (a whole number of
 /// elements): a plan that keeps its per-token state in dC's buffer ([`StatePlace::DcBuffer`])
-/// starts it at the buffer's first 256-byte boundary. Without `give_lse` the pass gets a null lse:
-/// a one-chunk plan with its state in dC's buffer keeps lse there ([`StepPlan::lse`]); the buffer
-/// the caller did not give must stay poisoned (checked), and the run comes back with it.
+/// starts it at the buffer's first 256-byte boundary. Where `given` leaves lse or the status word
+/// out the pass gets a null pointer for it: a one-chunk plan with its state in dC's buffer keeps
+/// them there ([`StepPlan::lse`], [`StepPlan::status`]); a buffer the caller did not give must
+/// stay poisoned (checked), and the run comes back with it.
 pub(crate) fn trade_run_with<T: Element>(
     be: &CudaLoss,
     up: &UploadedInputs,
@@ -59,7 +71,7 @@ pub(crate) fn trade_run_with<T: Element>(
     plan: &TradePlan,
     grad_output: Option<f32>,
     dc_offset: usize,
-    give_lse: bool,
+    given: Given,
 ) -> Result<GpuRun<T>, String> {
     let s = up.inputs.shape;
     let go = grad_output.map(|g| DeviceBuffer::from_slice(&[g])).transpose().map_err(|e| e.to_string())?;
@@ -70,10 +82,10 @@ pub(crate) fn trade_run_with<T: Element>(
     let db = if up.bias.is_some() { Some(buf(s.v * es)?) } else { None };
     let ws = buf(plan.workspace_bytes())?;
     let out = DeviceForwardOutputs {
-        lse: if give_lse { lse.ptr() } else { 0 },
+        lse: if given.lse { lse.ptr() } else { 0 },
         per_token_loss: Some(ptl.ptr()),
         scalars: scalars.ptr(),
-        status: status.ptr(),
+        status: if given.status { status.ptr() } else { 0 },
     };
     let dc_ptr = dc_alloc.ptr() + dc_offset as u64;
     let grads = DeviceGrads { de: Some(de.ptr()), dc: Some(dc_ptr), dbias: db.as_ref().map(|b| b.ptr()) };
@@ -83,8 +95,15 @@ pub(crate) fn trade_run_with<T: Element>(
     }
     .map_err(|e| e.to_string())?;
     be.context().synchronize().map_err(|x| format!("forward_backward ({}): {x:?}", plan.kind()))?;
-    if !give_lse && !lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON) {
+    if !given.lse && !lse.to_vec::<u32>(s.n).map_err(|x| x.to_string())?.iter().all(|&w| w == POISON) {
         return Err("the pass wrote to an lse buffer it was not given".into());
+    }
+    let status_word = status.to_vec::<u32>(1).map_err(|x| x.to_string())?[0];
+    match (given.status, status_word) {
+        (false, POISON) => {}
+        (false, w) => return Err(format!("the pass wrote {w:#x} to a status word it was not given")),
+        (true, w) if w == i32::MAX as u32 => {}
+        (true, w) => return Err(format!("status {w:#x} for good targets (i32::MAX expected)")),
     }
     if dc_offset == 0 {
         return read_run(s, [&scalars, &lse, &ptl, &de, &dc_alloc], db.as_ref());
@@ -180,26 +199,37 @@ pub(crate) fn check_step<T: Element>(
             // next one, 256 − one element into the buffer (the planner keeps 255 bytes spare)
             let es = std::mem::size_of::<T>();
             let plan = TradePlan::Step(one_chunk.clone());
-            let a = trade_run_with::<T>(be, up, c, &plan, None, es, true)?;
+            let a = trade_run_with::<T>(be, up, c, &plan, None, es, Given::BOTH)?;
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{name}, dC {es} bytes off: {e}"))?;
             report.push_str(&format!("; dC {es} bytes off: {m}"));
         }
         if one_chunk.token_state == StatePlace::DcBuffer {
-            // no lse buffer: the pass keeps lse in dC's state, every output bitwise as with one
+            // no lse buffer, no status word, neither: the pass keeps them in dC's state, every
+            // output bitwise as with both (the buffers not given stay poisoned: trade_run_with)
             let plan = TradePlan::Step(one_chunk.clone());
-            let with = trade_run_with::<T>(be, up, c, &plan, None, 0, true)?;
-            let mut without = trade_run_with::<T>(be, up, c, &plan, None, 0, false)?;
-            without.lse = with.lse.clone();
-            if bits(&without) != bits(&with) {
-                return Err(format!("{name}, one chunk without an lse buffer: outputs differ from the run with one"));
+            let with = trade_run_with::<T>(be, up, c, &plan, None, 0, Given::BOTH)?;
+            for given in [(false, true), (true, false), (false, false)].map(|(lse, status)| Given { lse, status }) {
+                let mut without = trade_run_with::<T>(be, up, c, &plan, None, 0, given)?;
+                without.lse = with.lse.clone();
+                if bits(&without) != bits(&with) {
+                    return Err(format!("{name}, one chunk given {given:?}: outputs differ from the run with both"));
+                }
             }
-            report.push_str("; without lse: bitwise");
+            report.push_str("; without lse / status: bitwise");
         }
-        // several chunks keep no lse of their own: a null lse is refused before any kernel
+        // several chunks keep no lse or status of their own: a null one is refused before any kernel
         if small.token_chunks() > 1 {
-            match trade_run_with::<T>(be, up, c, &TradePlan::Step(small.clone()), None, 0, false) {
-                Err(e) if e.contains("keeps no lse") => {}
-                other => return Err(format!("{name}: a null lse with several chunks: {:?}", other.map(|_| "ran"))),
+            let plan = TradePlan::Step(small.clone());
+            for (given, says) in [
+                (Given { lse: false, status: true }, "keeps no lse"),
+                (Given { lse: true, status: false }, "keeps no status"),
+            ] {
+                match trade_run_with::<T>(be, up, c, &plan, None, 0, given) {
+                    Err(e) if e.contains(says) => {}
+                    other => {
+                        return Err(format!("{name}: given {given:?} with several chunks: {:?}", other.map(|_| "ran")))
+                    }
+                }
             }
         }
         if one_chunk.m_ref == Some(MrefPlace::DeRows) {

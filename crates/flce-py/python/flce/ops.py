@@ -288,9 +288,11 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         expected = None
         if expected_grad_output is not None:
             expected = torch.as_tensor(expected_grad_output, dtype=torch.float32, device=e.device).reshape(1)
-        # (lse only where it is returned: the pass may then keep it in its own state)
-        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(e, c, t, b, w, *wants, return_lse,
-                                                                                   expected, *o_step.astuple())
+        # (lse only where it is returned, the status word only where the host reads it after the
+        # call — the CPU's eager check —: the pass may then keep them in its own state)
+        want_status = check_targets and eager and early is None
+        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(
+            e, c, t, b, w, *wants, return_lse, want_status, expected, *o_step.astuple())
     else:
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
     if early is not None:

@@ -110,20 +110,25 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
 
 @torch.library.custom_op(
     "flce::forward_backward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, bool want_lse, Tensor? grad_output, "
+    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, bool want_lse, bool want_status, "
+           f"Tensor? grad_output, "
            f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
 def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-                      want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, grad_output: Optional[Tensor],
-                      *options):
+                      want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, want_status: bool,
+                      grad_output: Optional[Tensor], *options):
     """(per-token loss or [0], lse, scalars, status) as flce::forward, then (dE, dC, db) for
     grad_output 1, or for ``grad_output`` (float32 [1] on e's device: the one the backward will
     bring, which then rescales nothing) — empty where not wanted, lse too (``want_lse`` False: a
-    plan that keeps lse itself, ``Plan.keeps_lse``, then holds no 4·N bytes for it). Reduction
-    mean or sum."""
+    plan that keeps lse itself, ``Plan.keeps_lse``, then holds no 4·N bytes for it). The status
+    word likewise (``want_status`` False: a caller that checked the targets ahead of the call, as
+    the binding's eager loss does; a plan that keeps the word itself, ``Plan.keeps_status``, then
+    holds no block for it) — always there when the options' ``check_targets`` has the op's
+    backward read it. Reduction mean or sum."""
     o = LossOptions(*options)
     if o.reduction == "none":
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
     want_db = want_db and bias is not None
+    want_status = want_status or o.check_targets
     wants = (want_de, want_dc, want_db)
     plan = step_plan_for(e, c, o, wants)
     if plan is None:
@@ -131,32 +136,36 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
         g = grad_output if grad_output is not None else torch.ones(1, dtype=torch.float32, device=e.device)
         de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, *wants, *regular.astuple())
-        return per_token, lse if want_lse else lse.new_empty(0), scalars, status, de, dc, db
+        return per_token, lse if want_lse else lse.new_empty(0), scalars, status if want_status else status.new_empty(0), de, dc, db
     n = e.shape[0]
     f32 = dict(dtype=torch.float32, device=e.device)
     own_lse = not want_lse and plan.keeps_lse
     lse = torch.empty(0 if own_lse else n, **f32)
     scalars, per_token = torch.empty(4, **f32), torch.empty(0, **f32)
-    status = torch.empty(1, dtype=torch.int32, device=e.device)
+    own_status = not want_status and plan.keeps_status
+    status = torch.empty(0 if own_status else 1, dtype=torch.int32, device=e.device)
     de = torch.empty_like(e) if want_de else e.new_empty(0)
     dc = torch.empty_like(c) if want_dc else c.new_empty(0)
     db = torch.empty(c.shape[0], dtype=e.dtype, device=e.device) if want_db else e.new_empty(0)
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
-    outputs = (None if own_lse else lse.data_ptr(), None, scalars.data_ptr(), status.data_ptr())
+    outputs = (None if own_lse else lse.data_ptr(), None, scalars.data_ptr(), None if own_status else status.data_ptr())
     expected = None if grad_output is None else grad_output.data_ptr()
     _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan, expected)
-    return per_token, lse if want_lse else lse.new_empty(0), scalars, status, de, dc, db
+    return per_token, lse if want_lse else lse.new_empty(0), scalars, status if want_status else status.new_empty(0), \
+        de, dc, db
 
 
 @_forward_backward.register_fake
-def _forward_backward_fake(e, c, target, bias, weight, want_de, want_dc, want_db, want_lse, grad_output, *options):
+def _forward_backward_fake(e, c, target, bias, weight, want_de, want_dc, want_db, want_lse, want_status, grad_output,
+                           *options):
     n = e.shape[0]
     acc = torch.float64 if e.dtype == torch.float64 else torch.float32
     want_db = want_db and bias is not None
+    status = 1 if want_status or LossOptions(*options).check_targets else 0
     return (e.new_empty(0, dtype=acc), e.new_empty(n if want_lse else 0, dtype=acc), e.new_empty(4, dtype=acc),
-            e.new_empty(1, dtype=torch.int32), torch.empty_like(e) if want_de else e.new_empty(0),
+            e.new_empty(status, dtype=torch.int32), torch.empty_like(e) if want_de else e.new_empty(0),
             torch.empty_like(c) if want_dc else c.new_empty(0), e.new_empty(c.shape[0]) if want_db else e.new_empty(0))
 
 
@@ -178,7 +187,7 @@ def _scale_grads_fake(de, dc, db, scale):
     return None
 
 
-_N_INPUTS = 10  # e, c, target, bias, weight, want_de, want_dc, want_db, want_lse, grad_output
+_N_INPUTS = 11  # e, c, target, bias, weight, want_de, want_dc, want_db, want_lse, want_status, grad_output
 
 
 def _setup_context(ctx, inputs, output):
@@ -188,7 +197,7 @@ def _setup_context(ctx, inputs, output):
     # here — a second copy of the gradients at the backward's peak (2,020 MB against 1,010 at
     # N 1k, Llama 3: H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n/diag_peak.log)
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(*output[4:], output[3], inputs[2], inputs[9])
+    ctx.save_for_backward(*output[4:], output[3], inputs[2], inputs[10])
     ctx.wants = (inputs[5], inputs[6], inputs[7] and inputs[3] is not None)
     ctx.options = LossOptions(*inputs[_N_INPUTS:])
     ctx.v = inputs[1].shape[0]
