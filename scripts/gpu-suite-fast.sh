@@ -2,14 +2,13 @@
 # Issue 11's targets in one run of the suite: flce (default), flce_fast and the budget curve
 # beside cuBLAS, torch.compile, Liger (Triton and its Hopper kernel) and CCE, at Gemma 2 / Llama 3 /
 # Qwen 2.5 (bf16, peaky) and over the Llama 3 token sweep. Liger's Hopper kernel needs the 92 MB
-# nvidia-cutlass-dsl-libs-cu13 wheel, which travels in two halves (scripts/peer-wheels.sh), so
-# three back-to-back device calls from the repository root after scripts/gpu-prepare.sh (the
-# machine keeps /tmp while warm: ~30 s between calls):
-#   call 1 (carry .whl/a):                                        PART=1 bash scripts/gpu-suite-fast.sh
-#   call 2 (carry gpu-bundle/wheels, .whl/small):                 PART=wheel bash scripts/gpu-suite-fast.sh
-#   call 3 (carry .whl/b):                                        PART=b bash scripts/gpu-suite-fast.sh
-#   call 4 (carry gpu-bundle/flce):                               OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
-# (the tree — 19 MB since 2026-12-04 —, a 46 MB half and anything else are over the 64 MiB carry)
+# nvidia-cutlass-dsl-libs-cu13 wheel, which travels in three parts of 31 MB (scripts/peer-wheels.sh
+# writes .whl/c-aa, c-ab, c-ac), so back-to-back device calls from the repository root after
+# scripts/gpu-prepare.sh (the machine keeps /tmp while warm; it idles out 30 s after a call):
+#   calls 1–3 (carry .whl/c-aa, then c-ab, then c-ac):            PART=cut bash scripts/gpu-suite-fast.sh
+#   call 4 (carry gpu-bundle/wheels, .whl/small):                 PART=wheel bash scripts/gpu-suite-fast.sh
+#   call 5 (carry gpu-bundle):                                    OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
+# (the tree — 19.9 MB on 2026-12-04 — and a 46 MB half were over the 64 MiB a call carries)
 # The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory
 # (250–500 MB beyond the gradients at the model shapes, s45), then the slice and three-product plans.
 # SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 3;
@@ -19,8 +18,9 @@
 # (suite.py --rounds): the s46 run's single pass put fast at Llama 3 4% above s45's, where an
 # interleaved A/B of the two builds said 1.003.
 set -uo pipefail
-if [ "${PART:-2}" = 1 ]; then
-  mkdir -p /tmp/cut && cp .whl/a/cu13.part.aa /tmp/cut/ && ls -la /tmp/cut
+if [ "${PART:-2}" = cut ]; then
+  # whichever part this call carried (.whl/c-*: the others are not on the device)
+  mkdir -p /tmp/cut && cp .whl/c-*/cu13.part.* /tmp/cut/ && ls -la /tmp/cut
   exit 0
 fi
 if [ "${PART:-2}" = wheel ]; then
@@ -28,13 +28,9 @@ if [ "${PART:-2}" = wheel ]; then
     && ls -la /tmp/whl /tmp/small
   exit 0
 fi
-if [ "${PART:-2}" = b ]; then
-  cp .whl/b/cu13.part.ab /tmp/cut/ && ls -la /tmp/cut
-  exit 0
-fi
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
-cat /tmp/cut/cu13.part.aa /tmp/cut/cu13.part.ab > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
+cat /tmp/cut/cu13.part.* > /tmp/cut/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers /tmp/small/*.whl /tmp/cut/*.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site /tmp/whl/flce-*.whl
 export PYTHONPATH=/tmp/peers/nvidia_cutlass_dsl/dsl_packages:/tmp/site:/tmp/peers
