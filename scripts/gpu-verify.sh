@@ -11,8 +11,9 @@
 #       # ~269 s of cases a shard by the committed times), pytest in PYTEST_WORKERS processes (pytest-xdist)
 #       # and memcheck at once. Beside pytest and memcheck the cases take 1.29–1.54× as long (s47:
 #       # pytest 165 s, memcheck's 118 cases in its 300 s, and the shards' 180 of 199 cases in 420 s):
-#       # ~510 s of cases then, ~400 s with s47's faster sampled reference; the cases a cut-short run did not
-#       # reach are printed last in gpu-tests.log as a rerun's arguments
+#       # ~510 s of cases then, ~400 s with s47's faster sampled reference — s48: all 199 cases, pytest
+#       # (149 s) and memcheck in one 415 s call; the cases a cut-short run did not reach are printed
+#       # last in gpu-tests.log as a rerun's arguments
 # Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
 # changed with the variables below.
 set -uo pipefail
