@@ -239,8 +239,9 @@ impl CudaLoss {
     /// None for f16 inputs: both passes round the gradients in the forward for grad_output 1 and
     /// scale them in the backward, and a mean's gradients at grad_output 1 are mostly f16
     /// subnormals (dE over 8k tokens), so AMP's loss scale came too late — dE 9.2e-3 against the
-    /// recomputing path's 2.6e-4 at Gemma 2 with grad_output 2¹⁶ (docs/perf-notes.md v54, where
-    /// the fix is designed: the forward's gradients at a power-of-two scale near Σw).
+    /// recomputing path's 2.6e-4 at Gemma 2 with grad_output 2¹⁶ (docs/perf-notes.md v54). A
+    /// caller that knows the grad_output its backward will bring takes
+    /// [`CudaLoss::trade_plan_for_known_grad_output`] instead.
     pub fn trade_plan(
         &self,
         shape: Shape,
@@ -252,6 +253,23 @@ impl CudaLoss {
         if dtype == flce_core::DType::F16 {
             return Ok(None);
         }
+        self.trade_plan_for_known_grad_output(shape, dtype, opts, wanted, budget)
+    }
+
+    /// [`CudaLoss::trade_plan`] for a caller that gives the pass the grad_output its backward will
+    /// bring (the f32 at `grad_output` of [`CudaLoss::forward_backward_trade`], AMP's loss scale
+    /// included): the forward then rounds the gradients once at their final scale, as the
+    /// recomputing plans do, so f16 inputs trade too (docs/perf-notes.md v57). A grad_output
+    /// other than the one given costs a second rounding, and for f16 a given one far below the
+    /// real scale (a loss scale left out) the subnormals of v54.
+    pub fn trade_plan_for_known_grad_output(
+        &self,
+        shape: Shape,
+        dtype: flce_core::DType,
+        opts: &Options,
+        wanted: Wanted,
+        budget: usize,
+    ) -> Result<Option<TradePlan>> {
         let storage = self.step_logits(shape, dtype, opts);
         let max_tokens = crate::geometry::step_max_tokens(shape.n);
         if let Some(p) = plan::step_plan_if_faster(shape, dtype, wanted, budget, storage, max_tokens) {

@@ -332,13 +332,28 @@ impl Problem {
     /// the three-product pass where a token chunk of at least
     /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens (or all of them) fits, else the
     /// vocabulary-slice pass where a head of `flce::cuda::plan::MIN_SLICE_HEAD_ROWS` rows fits;
-    /// None otherwise.
-    #[pyo3(signature = (device, de, dc, dbias, budget))]
-    fn step_plan(&self, device: usize, de: bool, dc: bool, dbias: bool, budget: usize) -> PyResult<Option<Plan>> {
+    /// None otherwise — and for float16 unless `known_grad_output` (the pass will be given the
+    /// grad_output its backward brings, AMP's loss scale included:
+    /// `flce::cuda::CudaLoss::trade_plan_for_known_grad_output`).
+    #[pyo3(signature = (device, de, dc, dbias, budget, known_grad_output=false))]
+    fn step_plan(
+        &self,
+        device: usize,
+        de: bool,
+        dc: bool,
+        dbias: bool,
+        budget: usize,
+        known_grad_output: bool,
+    ) -> PyResult<Option<Plan>> {
         self.no_f64_on_cuda()?;
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
-        let plan = be.trade_plan(self.shape, self.dtype, &self.opts, wanted, budget).map_err(to_py)?;
+        let plan = if known_grad_output {
+            be.trade_plan_for_known_grad_output(self.shape, self.dtype, &self.opts, wanted, budget)
+        } else {
+            be.trade_plan(self.shape, self.dtype, &self.opts, wanted, budget)
+        }
+        .map_err(to_py)?;
         Ok(plan.map(|plan| Plan { device, plan: PlanKind::Trade(plan) }))
     }
 

@@ -67,6 +67,32 @@ def test_fast_keeps_f16_gradients_exact_under_a_loss_scale(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_fast_trades_f16_with_its_loss_scale(device):
+    """float16 with ``loss_scale`` (AMP's, the factor the loss is multiplied by before backward):
+    the forward rounds the gradients at that scale, so the three-product pass runs for float16 too
+    (without it, none: the test above) and is as exact as the recomputing path; a tensor scale
+    (GradScaler's) gives the same gradients as the float."""
+    e, c, t, _, _ = make(4096, 64, 3000, torch.float16, device, seed=9)
+    c = (c.float() * 0.05).half()
+    scale = 65536.0
+    budget = 1 << 30
+    if device == "cuda":
+        assert flce.three_product_plan(e, c, workspace_budget=budget) is None
+        plan = flce.three_product_plan(e, c, workspace_budget=budget, loss_scale=scale)
+        assert plan is not None and plan.kind == "step", plan
+    _, grads_f = run(e, c, t, scale=scale, workspace_budget=budget, loss_scale=scale, out_dtype=torch.float32)
+    _, grads_t = run(e, c, t, scale=scale, workspace_budget=budget, out_dtype=torch.float32,
+                     loss_scale=torch.tensor([scale], device=device))
+    _, grads_d = run(e, c, t, scale=scale, out_dtype=torch.float32)
+    xs = [x.double().requires_grad_(True) for x in (e, c)]
+    (reference(xs[0], xs[1], t) * scale).backward()
+    for got, tensor, default, x in zip(grads_f, grads_t, grads_d, xs):
+        assert torch.equal(got, tensor)
+        assert rel(default, x.grad) <= GRAD_TOL[torch.float16]
+        assert rel(got, x.grad) <= rel(default, x.grad) * 1.05 + 1e-7, (rel(got, x.grad), rel(default, x.grad))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fast_rounds_once_for_the_expected_grad_output(device):
     # Hugging Face's sum / num_items_in_batch (flce.patch): the backward brings grad_output 1/3000,
     # not a power of two. Expected, the forward forms the gradients for it and rounds them once, as

@@ -136,7 +136,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "auto",
                          workspace_budget=None, out_dtype: Optional[torch.dtype] = None, process_group=None,
-                         expected_grad_output: Optional[Tensor] = None):
+                         expected_grad_output: Optional[Tensor] = None, loss_scale=None):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
@@ -164,9 +164,12 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     ``expected_grad_output``: a float32 [1] tensor on the input's device holding the grad_output
     the backward will bring — e.g. ``s`` for ``loss * s`` with ``s`` that tensor, as flce.patch
     passes for Hugging Face's sum / num_items_in_batch —, for which the forward computes them;
-    another grad_output costs one more rounding); otherwise,
-    and for float16 inputs (whose gradients at grad_output 1 are mostly subnormals, so a loss
-    scale must reach them before their rounding), the recomputing plans run within the budget.
+    another grad_output costs one more rounding); ``loss_scale`` (a float, or a float32 [1]
+    tensor on the input's device such as GradScaler's scale) is the factor the loss will be
+    multiplied by before its backward — AMP's —, and multiplies the expected grad_output. Otherwise,
+    and for float16 inputs without ``loss_scale`` (whose gradients at grad_output 1 are mostly
+    subnormals, so the loss scale must reach them before their rounding), the recomputing plans
+    run within the budget.
     See the README.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
@@ -265,16 +268,18 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         peak = step.peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
         o = dataclasses.replace(o, workspace_budget=peak)
     # (a call without a backward to come never trades: no free-memory query, no plan; nor does
-    # float16, whose gradients at grad_output 1 are mostly subnormals, so the backward's loss scale
-    # must reach them before their rounding — also under torch.compile, where the op's own
-    # fallback would compute them for grad_output 1: docs/perf-notes.md v54)
+    # float16 without loss_scale, whose gradients at grad_output 1 are mostly subnormals, so the
+    # backward's loss scale must reach them before their rounding — also under torch.compile,
+    # where the op's own fallback would compute them for grad_output 1: docs/perf-notes.md v54;
+    # with it the forward rounds them at the scale the backward brings, v57)
     trades = (o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)) and reduction != "none" \
-        and torch.is_grad_enabled() and any(wants) and e.dtype != torch.float16
+        and torch.is_grad_enabled() and any(wants) and (e.dtype != torch.float16 or loss_scale is not None)
+    known = expected_grad_output is not None or loss_scale is not None
     o_step = o
     if trades and e.is_cuda and not torch.compiler.is_compiling():
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
         o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
-        trades = step.step_plan_for(e, c, o_step, wants) is not None
+        trades = step.step_plan_for(e, c, o_step, wants, known_grad_output=known) is not None
     # The status word on CUDA where no backward reads it behind its own kernels (TargetCheck):
     # calls without gradients, and the three-product pass, whose backward has no kernels. Read
     # from a status-only op queued ahead of the call (target_status), the host waits for its two
@@ -288,6 +293,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         expected = None
         if expected_grad_output is not None:
             expected = torch.as_tensor(expected_grad_output, dtype=torch.float32, device=e.device).reshape(1)
+        if loss_scale is not None:
+            scale = torch.as_tensor(loss_scale, dtype=torch.float32, device=e.device).reshape(1)
+            # (a copy: the caller's scale tensor may change before the backward reads it)
+            expected = scale.clone() if expected is None else expected * scale
         # (lse only where it is returned, the status word only where the host reads it after the
         # call — the CPU's eager check —: the pass may then keep them in its own state)
         want_status = check_targets and eager and early is None

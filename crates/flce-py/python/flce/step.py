@@ -47,8 +47,8 @@ def _fast_budget(device: torch.device) -> int:
 
 @functools.lru_cache(maxsize=256)
 def _step_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool],
-               budget: int) -> Optional["_flce.Plan"]:
-    return problem.step_plan(device, *wants, budget)
+               budget: int, known_grad_output: bool) -> Optional["_flce.Plan"]:
+    return problem.step_plan(device, *wants, budget, known_grad_output)
 
 
 def peak_budget(e: Tensor, c: Tensor) -> int:
@@ -76,17 +76,20 @@ def budget_bytes(e: Tensor, o: LossOptions) -> int:
     return max(o.workspace_budget, 0)
 
 
-def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool]) -> Optional["_flce.Plan"]:
+def step_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple[bool, bool, bool],
+                  known_grad_output: bool = False) -> Optional["_flce.Plan"]:
     """The forward-and-gradients plan of this call within its budget ("fast" or bytes): the
     three-product or the vocabulary-slice pass, where one pays; None elsewhere (then the
-    recomputing plans run, the budget passed on to them)."""
+    recomputing plans run, the budget passed on to them) — and for float16 unless
+    ``known_grad_output`` (the pass is given the grad_output its backward will bring, AMP's loss
+    scale included: the gradients are then rounded at their final scale)."""
     if not e.is_cuda:
         return None
-    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o))
+    return _step_plan(_problem_of(e, c, o), _device_index(e), wants, budget_bytes(e, o), known_grad_output)
 
 
 def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
-                       bias: bool = False, **options) -> Optional["_flce.Plan"]:
+                       bias: bool = False, loss_scale=None, **options) -> Optional["_flce.Plan"]:
     """The plan that computes the forward and the gradients at once which a call with these
     tensors (2-D input [N, D]) and options takes when gradients are wanted: ``kind`` "step" (the
     three-product pass; ``chunks`` = (token chunk, V)) or "slice" (the vocabulary-slice pass:
@@ -95,7 +98,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
     neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast"
     and "peak" read the device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
-    accepted and changes nothing: the plan is the same with one."""
+    accepted and changes nothing: the plan is the same with one. float16 inputs trade only with
+    ``loss_scale`` (as the loss takes it; its value changes no plan)."""
     budget = budget_option(options.pop("workspace_budget", None))
     if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
         return None
@@ -105,7 +109,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
         return None
     # (step_plan_for reads "fast"'s free memory itself)
     del bias
-    return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants))
+    return step_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants),
+                         known_grad_output=loss_scale is not None)
 
 
 @torch.library.custom_op(
@@ -130,7 +135,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     want_db = want_db and bias is not None
     want_status = want_status or o.check_targets
     wants = (want_de, want_dc, want_db)
-    plan = step_plan_for(e, c, o, wants)
+    # (float16 trades only for a grad_output given: its gradients are then rounded at their scale)
+    plan = step_plan_for(e, c, o, wants, known_grad_output=grad_output is not None)
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
