@@ -40,7 +40,23 @@ impl Blas {
         let mut guard = self.handle.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             require(Library::Cublas)?;
-            *guard = Some(Handle(cudarc::cublas::result::create_handle().check("cublasCreate")?));
+            let raw = cudarc::cublas::result::create_handle().check("cublasCreate")?;
+            // Reductions in f32: cuBLAS's default math lets a split-K product of 16-bit output
+            // sum its partial products in the output type — a rounding per split where flce's
+            // policy is f32 sums rounded once. No product measured so far took that path (H200
+            // 2026-12-04: errors and times unchanged with this mode, docs/perf-notes.md v57); the
+            // mode keeps it so for shapes and cuBLAS versions not measured.
+            let mode = cublas::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+            // SAFETY: the live handle just created.
+            let set = unsafe { cublas::cublasSetMathMode(raw, mode) }.result().check("cublasSetMathMode");
+            if let Err(e) = set {
+                // SAFETY: created above, used by nothing else.
+                unsafe {
+                    let _ = cublas::cublasDestroy_v2(raw);
+                }
+                return Err(e.into());
+            }
+            *guard = Some(Handle(raw));
         }
         let raw = guard.as_ref().expect("just created").0;
         // SAFETY: a live handle; the stream belongs to this context.
