@@ -169,6 +169,15 @@ pub fn step_max_tokens(n: usize) -> usize {
     knob.unwrap_or_else(|| crate::plan::default_step_max_tokens(n))
 }
 
+/// The three-product pass's dE in K-chunks of this many vocabulary columns summed in f32
+/// ([`crate::plan::with_de_k_chunks`]: one long product loses precision in cuBLAS's sum, perf-notes
+/// v57): `FLCE_STEP_DE_K_CHUNK=<columns>` (read once; a measurement knob until the GPU tests and
+/// the suite have run it), unset: one product over V.
+pub fn step_de_k_chunk() -> Option<usize> {
+    static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| count_from_env("FLCE_STEP_DE_K_CHUNK", "columns"))
+}
+
 /// Whether the three-product pass keeps its chunks' logits in f32 even where the compact form
 /// applies ([`crate::CudaLoss::step_logits`]): no, unless `FLCE_STEP_LOGITS=f32` (read once; a
 /// measurement knob for A/B runs of the two storages).

@@ -80,6 +80,11 @@ impl CudaLoss {
         let input = Elem::Input(x.dtype);
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
         let (partials, target_logit) = (state(plan.partials), state(plan.target_logit));
+        // dE's f32 K-chunk accumulator: in dC's buffer beside the state, or the workspace
+        let de_acc = plan.de_acc.map(|(place, r)| match place {
+            StatePlace::DcBuffer => state(r),
+            StatePlace::Workspace => ws.at(r),
+        });
         // the products' α from the scalars G's token scales came with: on the device for those
         // written once into dE / dC, 1 for dC's f32 accumulator, whose rounding applies it
         let scalars = ws.at(plan.scalars);
@@ -159,10 +164,30 @@ impl CudaLoss {
                 self.kernels.launch(x.dtype, &grad, stream)?;
             }
             if let Some(de) = grads.de {
-                // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
-                let b = Mat::new(g, input, plan.ldg);
-                let out = Mat::new(de + n0 * d as u64 * s, input, d);
-                Gemm { m: d, n: nlen, k: v, a: Mat::new(x.c, input, d), b, alpha, beta: 0.0, out }.run(&blas)?;
+                let rows = de + n0 * d as u64 * s;
+                match (plan.de_k_chunk, de_acc) {
+                    (Some(k_chunk), Some(acc)) => {
+                        // dE[chunk] = G·C over K-chunks of V summed in f32 (host β: 0, then 1),
+                        // then α and one rounding (plan::with_de_k_chunks says why)
+                        for (i, k0) in (0..v).step_by(k_chunk).enumerate() {
+                            let a = Mat::new(x.c + (k0 * d) as u64 * s, input, d);
+                            let b = Mat::new(g + k0 as u64 * s, input, plan.ldg);
+                            let out = Mat::new(acc, Elem::F32, d);
+                            let beta = if i == 0 { 0.0 } else { 1.0 };
+                            let k = k_chunk.min(v - k0);
+                            Gemm { m: d, n: nlen, k, a, b, alpha: Alpha::One, beta, out }.run(&blas)?;
+                        }
+                        let alpha = scalar_word(scalars, SCALAR_ALPHA);
+                        self.round_scaled_into(x.dtype, acc, rows, nlen * d, alpha, stream)?;
+                    }
+                    _ => {
+                        // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
+                        let b = Mat::new(g, input, plan.ldg);
+                        let out = Mat::new(rows, input, d);
+                        let a = Mat::new(x.c, input, d);
+                        Gemm { m: d, n: nlen, k: v, a, b, alpha, beta: 0.0, out }.run(&blas)?;
+                    }
+                }
             }
             if let Some(dc) = grads.dc {
                 // dC (+)= Gᵀ·E[chunk] in f32; column-major (D × V) = E(D × nlen) · Gᵀ, vocabulary

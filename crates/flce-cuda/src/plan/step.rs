@@ -6,7 +6,8 @@
 //! `token_chunk` tokens: cuBLAS writes the chunk's f32 logits [token_chunk, V]; the cuBLAS
 //! family's kernels fold them into the tokens' statistics and finish their lse; G is formed for
 //! grad_output = 1; dE for the chunk is one product over V (f32 accumulation, rounded once: final
-//! after the chunk); dC accumulates across chunks in an f32 [V, D] accumulator (or in place for
+//! after the chunk; or K-chunks of V summed in an f32 buffer, [`super::with_de_k_chunks`], where
+//! cuBLAS's own sum over so long a K loses precision); dC accumulates across chunks in an f32 [V, D] accumulator (or in place for
 //! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
 //! grad_output.
 //!
@@ -149,6 +150,12 @@ pub struct StepPlan {
     /// f32 accumulator of db \[V\] and the chunk's column sums [row tiles, ldg] (db wanted).
     pub db_acc: Option<Region>,
     pub db_partial: Option<Region>,
+    /// dE of a token chunk in K-chunks of this many vocabulary columns summed in f32, rounded
+    /// once ([`super::with_de_k_chunks`]); None: one product over V (the default).
+    pub de_k_chunk: Option<usize>,
+    /// Their f32 accumulator [token_chunk, D]: in dC's buffer (offset from the state's boundary)
+    /// or the workspace.
+    pub de_acc: Option<(StatePlace, Region)>,
     pub workspace_bytes: usize,
 }
 
@@ -325,6 +332,8 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         dc_head_rows,
         db_acc,
         db_partial,
+        de_k_chunk: None,
+        de_acc: None,
         workspace_bytes: l.bytes(),
     }
 }

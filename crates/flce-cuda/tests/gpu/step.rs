@@ -2,14 +2,15 @@
 //! for grad_output 1: with one token chunk and with 128-token chunks (dC and db accumulated across
 //! chunks), each run twice and compared bitwise, with the chunks' logits in f32 and, where the GPU
 //! and the call allow it, in the sm90 forward's compact form (`plan::StepLogits`); for an expected
-//! grad_output of 1/3 (mean and sum: the gradients formed for it, against the oracle at 1/3); and
+//! grad_output of 1/3 (mean and sum: the gradients formed for it, against the oracle at 1/3); with
+//! dE in K-chunks summed in f32 (`plan::with_de_k_chunks`); and
 //! `scale_gradients` by 0.5 (one rounding).
 
 use flce_core::cpu::reference;
 use flce_core::testing::{to_f64, RandomProblem};
 use flce_core::{Element, Options};
 use flce_cuda::plan::{
-    step_plan, step_plan_with_chunk, MrefPlace, StatePlace, StepLogits, StepPlan, TradePlan, Wanted,
+    step_plan, step_plan_with_chunk, with_de_k_chunks, MrefPlace, StatePlace, StepLogits, StepPlan, TradePlan, Wanted,
 };
 use flce_cuda::{CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGrads, UploadedInputs};
 
@@ -216,6 +217,23 @@ pub(crate) fn check_step<T: Element>(
                 }
             }
             report.push_str("; without lse / status: bitwise");
+        }
+        // dE in K-chunks of 128 columns summed in f32 (plan::with_de_k_chunks): the accumulator in
+        // dC's buffer beside the state (one chunk) or in the workspace (128-token chunks); twice
+        // bitwise, against the oracle
+        for plan in [&one_chunk, &small] {
+            let k = with_de_k_chunks(plan.clone(), 128);
+            let Some((place, _)) = k.de_acc else { continue };
+            let (a, b) = (step_run::<T>(be, up, c, &k)?, step_run::<T>(be, up, c, &k)?);
+            let chunks = k.token_chunks();
+            if bits(&a) != bits(&b) {
+                return Err(format!(
+                    "{name}, {chunks} chunks, dE in K-chunks: results differ between two identical runs"
+                ));
+            }
+            let m = compare(c, p, oracle, go, &a)
+                .map_err(|e| format!("three-product {name}, {chunks} chunks, dE in K-chunks ({place:?}): {e}"))?;
+            report.push_str(&format!("; {chunks} chunk(s), dE in K-chunks of 128 ({place:?}): {m}"));
         }
         // several chunks keep no lse or status of their own: a null one is refused before any kernel
         if small.token_chunks() > 1 {
