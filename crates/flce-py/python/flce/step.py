@@ -142,7 +142,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
         g = grad_output if grad_output is not None else torch.ones(1, dtype=torch.float32, device=e.device)
         de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, *wants, *regular.astuple())
-        return per_token, lse if want_lse else lse.new_empty(0), scalars, status if want_status else status.new_empty(0), de, dc, db
+        return per_token, lse if want_lse else lse.new_empty(0), scalars, \
+            status if want_status else status.new_empty(0), de, dc, db
     n = e.shape[0]
     f32 = dict(dtype=torch.float32, device=e.device)
     own_lse = not want_lse and plan.keeps_lse
@@ -155,7 +156,8 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     db = torch.empty(c.shape[0], dtype=e.dtype, device=e.device) if want_db else e.new_empty(0)
     grads = tuple(t.data_ptr() if want else None for t, want in zip((de, dc, db), wants))
     ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
-    outputs = (None if own_lse else lse.data_ptr(), None, scalars.data_ptr(), None if own_status else status.data_ptr())
+    outputs = (None if own_lse else lse.data_ptr(), None, scalars.data_ptr(),
+               None if own_status else status.data_ptr())
     expected = None if grad_output is None else grad_output.data_ptr()
     _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan, expected)
