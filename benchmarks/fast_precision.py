@@ -9,13 +9,14 @@ One line a (dtype, shape, method), LABEL first: run it once per build or knob se
 ``FLCE_STEP_DE_K_CHUNK=32768``, dE in K-chunks summed in f32: plan::with_de_k_chunks) and compare
 the lines. (s48: benchmarks/h200-2026-12-04-s48/math-mode/ ran its first form.)"""
 import argparse
+import os
 import sys
 
 import torch
 
 import flce
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from suite import make_data, reference, rel, shape_of  # noqa: E402
 from suite_measure import measure, timer  # noqa: E402
 
