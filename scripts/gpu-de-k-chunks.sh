@@ -4,7 +4,9 @@
 # built by scripts/gpu-prepare.sh; ~7 min): the GPU cases of four shapes (every dtype and option
 # set; check_step runs each three-product plan also with dE in K-chunks of 128 columns, its
 # accumulator in dC's buffer and in the workspace) in 4 shards, memcheck on two of them, then
-# benchmarks/fast_precision.py without and with FLCE_STEP_DE_K_CHUNK=32768, two alternating rounds.
+# benchmarks/fast_precision.py without and with FLCE_STEP_DE_K_CHUNK=32768, two alternating rounds,
+# and benchmarks/long_k.py's dC over K = N = 65,536 (f16 and bf16: does every plan's dC at large N
+# lose what dE over K = V loses?).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"; cp "$0" "$OUT/call.sh"
 export PYTHONUNBUFFERED=1 FLCE_CACHE_DIR=${FLCE_CACHE_DIR:-$(mktemp -d)}
@@ -22,4 +24,8 @@ for round in 1 2; do
   timeout 100 python3 benchmarks/fast_precision.py one 2>&1 | grep -v Warn | tee -a "$OUT/de_k_chunks.log"
   FLCE_STEP_DE_K_CHUNK=32768 timeout 100 python3 benchmarks/fast_precision.py k32k 2>&1 | grep -v Warn \
     | tee -a "$OUT/de_k_chunks.log"
+done
+for dt in f16 bf16; do
+  timeout 120 python3 benchmarks/long_k.py --shapes llama3_n65536 --dtype $dt --skip-de 2>&1 | grep -v Warn \
+    | tee -a "$OUT/long_k.log"
 done
