@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The three-product pass's dE in K-chunks summed in f32 (plan::with_de_k_chunks, behind
 # FLCE_STEP_DE_K_CHUNK; perf-notes v57) checked and measured in one device call (carry gpu-bundle,
-# built by scripts/gpu-prepare.sh; ~7 min): the GPU cases of four shapes (every dtype and option
+# built by scripts/gpu-prepare.sh; ~9 min of the 10 a call may take): the GPU cases of four shapes (every dtype and option
 # set; check_step runs each three-product plan also with dE in K-chunks of 128 columns, its
 # accumulator in dC's buffer and in the workspace) in 4 shards, memcheck on two of them, then
 # benchmarks/fast_precision.py without and with FLCE_STEP_DE_K_CHUNK=32768, two alternating rounds,
