@@ -7,7 +7,7 @@
 //! with every call) and runs forward / backward on the CUDA backend (device pointers) or the CPU
 //! backend (host pointers).
 
-use flce::cuda::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Wanted, Workspace};
+use flce::cuda::{DeviceGradOutput, DeviceInputs, Wanted};
 use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostInputs, Options, Reduction, Shape};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -16,7 +16,9 @@ mod cuda_phases;
 mod memory;
 mod phases;
 mod plans;
+mod ptrs;
 use plans::{backward_config, forward_config, Plan, PlanKind};
+pub(crate) use ptrs::{device_grads, forward_outputs, to_workspace, DevicePtrs, ForwardPtrs, GradPtrs, HostPtrs};
 
 /// Runs `call` on the CUDA backend of device `cuda.0` and the caller's stream `cuda.1`, with the
 /// GIL released; its error becomes the Python exception [`to_py`] makes.
@@ -36,9 +38,6 @@ pub(crate) fn to_py(e: Error) -> PyErr {
     }
 }
 
-/// Data pointers of the inputs, as Python passes them: (e, c, bias, targets, class_weights).
-pub(crate) type DevicePtrs = (u64, u64, Option<u64>, u64, Option<u64>);
-
 /// A validated problem: shape, dtype and loss options. dtype "f64" is accepted for CPU tensors
 /// only: it runs flce's f64 oracle (materialised logits; for gradcheck and small problems).
 #[pyclass(frozen, module = "flce._flce")]
@@ -47,52 +46,6 @@ pub struct Problem {
     pub(crate) dtype: DType,
     pub(crate) f64: bool,
     pub(crate) opts: Options,
-}
-
-/// Device pointers of the forward's outputs: (lse, per-token loss or None, scalars, status). lse
-/// and status may be None for the three-product pass of a plan that keeps its own
-/// (`Plan.keeps_lse`, `Plan.keeps_status`); every other call refuses a missing one with a clear
-/// error.
-pub(crate) type ForwardPtrs = (Option<u64>, Option<u64>, u64, Option<u64>);
-
-pub(crate) fn forward_outputs((lse, per_token_loss, scalars, status): ForwardPtrs) -> DeviceForwardOutputs {
-    // (a null lse or status: flce_cuda's "none given", which only such a plan accepts)
-    let (lse, status) = (lse.unwrap_or(0), status.unwrap_or(0));
-    DeviceForwardOutputs { lse, per_token_loss, scalars, status }
-}
-
-/// Device pointers of the gradients: (dE, dC, db), None where not wanted.
-pub(crate) type GradPtrs = (Option<u64>, Option<u64>, Option<u64>);
-
-pub(crate) fn device_grads((de, dc, dbias): GradPtrs) -> DeviceGrads {
-    DeviceGrads { de, dc, dbias }
-}
-
-/// A workspace as Python passes it: (pointer, bytes).
-pub(crate) fn to_workspace((ptr, bytes): (u64, usize)) -> Workspace {
-    Workspace { ptr, bytes }
-}
-
-/// Host pointers of the inputs (CPU tensors' data_ptr()).
-pub(crate) struct HostPtrs {
-    e: usize,
-    c: usize,
-    bias: Option<usize>,
-    targets: usize,
-    class_weights: Option<usize>,
-}
-
-impl From<DevicePtrs> for HostPtrs {
-    fn from((e, c, bias, targets, class_weights): DevicePtrs) -> Self {
-        let host = |p: u64| p as usize;
-        HostPtrs {
-            e: host(e),
-            c: host(c),
-            bias: bias.map(host),
-            targets: host(targets),
-            class_weights: class_weights.map(host),
-        }
-    }
 }
 
 impl Problem {
