@@ -80,10 +80,13 @@ impl CudaLoss {
         let input = Elem::Input(x.dtype);
         let (logits, g) = (ws.at(plan.logits), ws.at(plan.g));
         let (partials, target_logit) = (state(plan.partials), state(plan.target_logit));
-        // dE's f32 K-chunk accumulator: in dC's buffer beside the state, or the workspace
-        let de_acc = plan.de_acc.map(|(place, r)| match place {
-            StatePlace::DcBuffer => state(r),
-            StatePlace::Workspace => ws.at(r),
+        // dE's K-chunks and their f32 accumulator: in dC's buffer beside the state, or the workspace
+        let de_k_chunks = plan.de_k_chunks.map(|k| {
+            let acc = match k.place {
+                StatePlace::DcBuffer => state(k.acc),
+                StatePlace::Workspace => ws.at(k.acc),
+            };
+            (k.columns, acc)
         });
         // the products' α from the scalars G's token scales came with: on the device for those
         // written once into dE / dC, 1 for dC's f32 accumulator, whose rounding applies it
@@ -165,8 +168,8 @@ impl CudaLoss {
             }
             if let Some(de) = grads.de {
                 let rows = de + n0 * d as u64 * s;
-                match (plan.de_k_chunk, de_acc) {
-                    (Some(k_chunk), Some(acc)) => {
+                match de_k_chunks {
+                    Some((k_chunk, acc)) => {
                         // dE[chunk] = G·C over K-chunks of V summed in f32 (host β: 0, then 1),
                         // then α and one rounding (plan::with_de_k_chunks says why)
                         for (i, k0) in (0..v).step_by(k_chunk).enumerate() {
@@ -180,7 +183,7 @@ impl CudaLoss {
                         let alpha = scalar_word(scalars, SCALAR_ALPHA);
                         self.round_scaled_into(x.dtype, acc, rows, nlen * d, alpha, stream)?;
                     }
-                    _ => {
+                    None => {
                         // dE[chunk] = G·C, one product over V, rounded once; column-major (D × nlen) = C(D × V) · G
                         let b = Mat::new(g, input, plan.ldg);
                         let out = Mat::new(rows, input, d);

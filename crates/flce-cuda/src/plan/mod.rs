@@ -47,8 +47,8 @@ pub use sm90::{
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,
 };
 pub use step::{
-    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, MrefPlace,
-    StatePlace, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
+    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, DeKChunks,
+    MrefPlace, StatePlace, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
 pub use step_de_chunks::{with_de_k_chunks, DE_K_CHUNK_ALIGN};
 pub use token_chunks::{large_n_seconds, token_chunked_plan, with_token_chunks, MAX_TOKEN_CHUNKS};

@@ -150,13 +150,21 @@ pub struct StepPlan {
     /// f32 accumulator of db \[V\] and the chunk's column sums [row tiles, ldg] (db wanted).
     pub db_acc: Option<Region>,
     pub db_partial: Option<Region>,
-    /// dE of a token chunk in K-chunks of this many vocabulary columns summed in f32, rounded
-    /// once ([`super::with_de_k_chunks`]); None: one product over V (the default).
-    pub de_k_chunk: Option<usize>,
-    /// Their f32 accumulator [token_chunk, D]: in dC's buffer (offset from the state's boundary)
-    /// or the workspace.
-    pub de_acc: Option<(StatePlace, Region)>,
+    /// dE of a token chunk in K-chunks of V summed in f32, rounded once
+    /// ([`super::with_de_k_chunks`]); None: one product over V (the default).
+    pub de_k_chunks: Option<DeKChunks>,
     pub workspace_bytes: usize,
+}
+
+/// dE in K-chunks ([`StepPlan::de_k_chunks`]): the chunks' width and their f32 accumulator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeKChunks {
+    /// Vocabulary columns a chunk (a multiple of [`super::DE_K_CHUNK_ALIGN`]).
+    pub columns: usize,
+    /// Where the accumulator [token_chunk, D] lives: dC's buffer (offsets from the state's
+    /// boundary, as the state's) or the workspace.
+    pub place: StatePlace,
+    pub acc: Region,
 }
 
 /// Where a plan keeps the per-token state of the pass: prepared targets, token scales, the
@@ -332,8 +340,7 @@ fn layout(shape: Shape, dtype: DType, wanted: Wanted, token_chunk: usize, storag
         dc_head_rows,
         db_acc,
         db_partial,
-        de_k_chunk: None,
-        de_acc: None,
+        de_k_chunks: None,
         workspace_bytes: l.bytes(),
     }
 }

@@ -22,7 +22,7 @@
 
 use flce_core::{DType, Shape};
 
-use super::{align, Region, StatePlace, StepPlan};
+use super::{align, DeKChunks, Region, StatePlace, StepPlan};
 
 /// K-chunks are multiples of this many columns: each chunk's G then starts on a 256-byte
 /// boundary of its row (16-bit elements), as the dC tail's rows do (plan/step.rs).
@@ -35,7 +35,7 @@ pub const DE_K_CHUNK_ALIGN: usize = 128;
 pub fn with_de_k_chunks(mut plan: StepPlan, k_chunk: usize) -> StepPlan {
     let Shape { d, v, .. } = plan.shape;
     let k_chunk = k_chunk.max(1).div_ceil(DE_K_CHUNK_ALIGN) * DE_K_CHUNK_ALIGN;
-    if !plan.wanted.de || plan.dtype == DType::F32 || k_chunk >= v || plan.de_k_chunk.is_some() {
+    if !plan.wanted.de || plan.dtype == DType::F32 || k_chunk >= v || plan.de_k_chunks.is_some() {
         return plan;
     }
     let bytes = plan.token_chunk * d * 4;
@@ -49,15 +49,15 @@ pub fn with_de_k_chunks(mut plan: StepPlan, k_chunk: usize) -> StepPlan {
         }
         _ => None,
     };
-    plan.de_acc = Some(match in_dc {
+    let (place, acc) = match in_dc {
         Some(r) => (StatePlace::DcBuffer, r),
         None => {
             let r = Region { offset: plan.workspace_bytes, bytes };
             plan.workspace_bytes = align(plan.workspace_bytes + bytes);
             (StatePlace::Workspace, r)
         }
-    });
-    plan.de_k_chunk = Some(k_chunk);
+    };
+    plan.de_k_chunks = Some(DeKChunks { columns: k_chunk, place, acc });
     plan
 }
 
@@ -75,8 +75,8 @@ mod tests {
             let p = step_plan(shape, DType::BF16, BOTH, usize::MAX, StepLogits::F32).unwrap();
             assert_eq!(p.token_state, StatePlace::DcBuffer);
             let k = with_de_k_chunks(p.clone(), 32_768);
-            assert_eq!(k.de_k_chunk, Some(32_768));
-            let (place, r) = k.de_acc.expect("an accumulator");
+            let DeKChunks { columns, place, acc: r } = k.de_k_chunks.expect("an accumulator");
+            assert_eq!(columns, 32_768);
             assert_eq!(place, StatePlace::DcBuffer, "{shape:?}");
             assert_eq!(r.bytes, shape.n * shape.d * 4);
             let status = p.status.unwrap();
@@ -91,15 +91,15 @@ mod tests {
         let p = step_plan_with_chunk(LLAMA, DType::BF16, BOTH, 2048, StepLogits::F32);
         assert_eq!(p.token_state, StatePlace::Workspace);
         let k = with_de_k_chunks(p.clone(), 1000);
-        assert_eq!(k.de_k_chunk, Some(1024), "rounded up to 128 columns");
-        let (place, r) = k.de_acc.unwrap();
+        let DeKChunks { columns, place, acc: r } = k.de_k_chunks.unwrap();
+        assert_eq!(columns, 1024, "rounded up to 128 columns");
         assert_eq!((place, r.offset, r.bytes), (StatePlace::Workspace, p.workspace_bytes, 2048 * 4096 * 4));
         assert_eq!(k.workspace_bytes, p.workspace_bytes + 2048 * 4096 * 4);
         // dC smaller than the state and an N × D f32 buffer: the workspace too
         let narrow = Shape::new(4096, 256, 2048);
         let p = step_plan(narrow, DType::BF16, BOTH, usize::MAX, StepLogits::F32).unwrap();
         let k = with_de_k_chunks(p, 256);
-        assert_eq!(k.de_acc.unwrap().0, StatePlace::Workspace);
+        assert_eq!(k.de_k_chunks.unwrap().place, StatePlace::Workspace);
     }
 
     #[test]

@@ -223,7 +223,7 @@ pub(crate) fn check_step<T: Element>(
         // bitwise, against the oracle
         for plan in [&one_chunk, &small] {
             let k = with_de_k_chunks(plan.clone(), 128);
-            let Some((place, _)) = k.de_acc else { continue };
+            let Some(place) = k.de_k_chunks.map(|k| k.place) else { continue };
             let (a, b) = (step_run::<T>(be, up, c, &k)?, step_run::<T>(be, up, c, &k)?);
             let chunks = k.token_chunks();
             if bits(&a) != bits(&b) {
