@@ -26,9 +26,6 @@ pub(crate) fn parse_costs(table: &str) -> HashMap<&str, u64> {
         .collect()
 }
 
-/// The shard (0-based, below `shards`) of each of `names`, in order: the longest case first
-/// (ties by position), each to the least-loaded shard (ties to the lowest); a name without a cost
-/// counts as the median cost. Depends only on its arguments: every process computes the same.
 /// A case's cost: its measured time, or the table's median for a case it does not list.
 fn cost_of<'a>(costs: &'a HashMap<&str, u64>) -> impl Fn(&str) -> u64 + 'a {
     let mut known: Vec<u64> = costs.values().copied().collect();
@@ -37,6 +34,9 @@ fn cost_of<'a>(costs: &'a HashMap<&str, u64>) -> impl Fn(&str) -> u64 + 'a {
     move |name| costs.get(name).copied().unwrap_or(median)
 }
 
+/// The shard (0-based, below `shards`) of each of `names`, in order: the longest case first
+/// (ties by position), each to the least-loaded shard (ties to the lowest); a name without a cost
+/// counts as the median cost. Depends only on its arguments: every process computes the same.
 pub(crate) fn assign(names: &[&str], costs: &HashMap<&str, u64>, shards: usize) -> Vec<usize> {
     let shards = shards.max(1);
     let cost = cost_of(costs);
