@@ -181,19 +181,27 @@ pub(crate) fn check_step<T: Element>(
         if (small.token_chunks() > 1) != small.dc_acc.is_some() && T::DTYPE != flce_core::DType::F32 {
             return Err(format!("{name}: {} chunks with accumulator {:?}", small.token_chunks(), small.dc_acc));
         }
-        for plan in [&one_chunk, &small] {
-            let a = step_run::<T>(be, up, c, plan)?;
-            let b = step_run::<T>(be, up, c, plan)?;
+        // one chunk and 128-token chunks, each also with dE in K-chunks of 128 columns summed in f32
+        // (plan::with_de_k_chunks: the accumulator in dC's buffer beside the state, or the
+        // workspace); each twice bitwise, against the oracle
+        let k_chunked = [&one_chunk, &small].map(|plan| with_de_k_chunks(plan.clone(), 128));
+        let plans = [one_chunk.clone(), small.clone()]
+            .into_iter()
+            .chain(k_chunked.into_iter().filter(|k| k.de_k_chunks.is_some()));
+        for plan in plans {
+            let a = step_run::<T>(be, up, c, &plan)?;
+            let b = step_run::<T>(be, up, c, &plan)?;
             let chunks = plan.token_chunks();
-            if bits(&a) != bits(&b) {
-                return Err(format!("{name}, {chunks} token chunks: results differ between two identical runs"));
-            }
             // (one chunk keeps its per-token state in dC's buffer where it fits: StatePlace)
             let state = if plan.token_state == StatePlace::DcBuffer { ", state in dC" } else { "" };
+            let de = plan.de_k_chunks.map_or(String::new(), |k| format!(", dE in K-chunks of 128 ({:?})", k.place));
+            if bits(&a) != bits(&b) {
+                return Err(format!("{name}, {chunks} token chunks{de}: results differ between two identical runs"));
+            }
             let m = compare(c, p, oracle, go, &a)
-                .map_err(|e| format!("three-product {name}, {chunks} chunks{state}: {e}"))?;
+                .map_err(|e| format!("three-product {name}, {chunks} chunks{state}{de}: {e}"))?;
             let sep = if report.is_empty() { "" } else { "; " };
-            report.push_str(&format!("{sep}{name} {chunks} chunk(s){state}: {m}"));
+            report.push_str(&format!("{sep}{name} {chunks} chunk(s){state}{de}: {m}"));
         }
         if one_chunk.token_state == StatePlace::DcBuffer {
             // dC one element off its allocation's 256-byte boundary: the state then starts at the
@@ -203,11 +211,8 @@ pub(crate) fn check_step<T: Element>(
             let a = trade_run_with::<T>(be, up, c, &plan, None, es, Given::BOTH)?;
             let m = compare(c, p, oracle, go, &a).map_err(|e| format!("{name}, dC {es} bytes off: {e}"))?;
             report.push_str(&format!("; dC {es} bytes off: {m}"));
-        }
-        if one_chunk.token_state == StatePlace::DcBuffer {
             // no lse buffer, no status word, neither: the pass keeps them in dC's state, every
             // output bitwise as with both (the buffers not given stay poisoned: trade_run_with)
-            let plan = TradePlan::Step(one_chunk.clone());
             let with = trade_run_with::<T>(be, up, c, &plan, None, 0, Given::BOTH)?;
             for given in [(false, true), (true, false), (false, false)].map(|(lse, status)| Given { lse, status }) {
                 let mut without = trade_run_with::<T>(be, up, c, &plan, None, 0, given)?;
@@ -217,23 +222,6 @@ pub(crate) fn check_step<T: Element>(
                 }
             }
             report.push_str("; without lse / status: bitwise");
-        }
-        // dE in K-chunks of 128 columns summed in f32 (plan::with_de_k_chunks): the accumulator in
-        // dC's buffer beside the state (one chunk) or in the workspace (128-token chunks); twice
-        // bitwise, against the oracle
-        for plan in [&one_chunk, &small] {
-            let k = with_de_k_chunks(plan.clone(), 128);
-            let Some(place) = k.de_k_chunks.map(|k| k.place) else { continue };
-            let (a, b) = (step_run::<T>(be, up, c, &k)?, step_run::<T>(be, up, c, &k)?);
-            let chunks = k.token_chunks();
-            if bits(&a) != bits(&b) {
-                return Err(format!(
-                    "{name}, {chunks} chunks, dE in K-chunks: results differ between two identical runs"
-                ));
-            }
-            let m = compare(c, p, oracle, go, &a)
-                .map_err(|e| format!("three-product {name}, {chunks} chunks, dE in K-chunks ({place:?}): {e}"))?;
-            report.push_str(&format!("; {chunks} chunk(s), dE in K-chunks of 128 ({place:?}): {m}"));
         }
         // several chunks keep no lse or status of their own: a null one is refused before any kernel
         if small.token_chunks() > 1 {
