@@ -142,8 +142,7 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
         per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
         g = grad_output if grad_output is not None else torch.ones(1, dtype=torch.float32, device=e.device)
         de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, *wants, *regular.astuple())
-        return per_token, lse if want_lse else lse.new_empty(0), scalars, \
-            status if want_status else status.new_empty(0), de, dc, db
+        return _unwanted_emptied((per_token, lse, scalars, status, de, dc, db), want_lse, want_status)
     n = e.shape[0]
     f32 = dict(dtype=torch.float32, device=e.device)
     own_lse = not want_lse and plan.keeps_lse
@@ -161,8 +160,15 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     expected = None if grad_output is None else grad_output.data_ptr()
     _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan, expected)
-    return per_token, lse if want_lse else lse.new_empty(0), scalars, status if want_status else status.new_empty(0), \
-        de, dc, db
+    return _unwanted_emptied((per_token, lse, scalars, status, de, dc, db), want_lse, want_status)
+
+
+def _unwanted_emptied(outputs, want_lse: bool, want_status: bool):
+    """The op's seven outputs with lse and the status word empty where not wanted (the fake's
+    shapes)."""
+    per_token, lse, scalars, status, de, dc, db = outputs
+    return (per_token, lse if want_lse else lse.new_empty(0), scalars, status if want_status else status.new_empty(0),
+            de, dc, db)
 
 
 @_forward_backward.register_fake
