@@ -6,8 +6,9 @@ is given as ``loss_scale`` (without it f16 keeps the recomputing plans).
     python3 benchmarks/fast_precision.py LABEL [--shapes gemma2,llama3] [--rep-ms 600]
 
 One line a (dtype, shape, method), LABEL first: run it once per build or knob setting (e.g.
-``FLCE_STEP_DE_K_CHUNK=32768``, dE in K-chunks summed in f32: plan::with_de_k_chunks) and compare
-the lines. (s48: benchmarks/h200-2026-12-04-s48/math-mode/ ran its first form.)"""
+``FLCE_STEP_DE_K_CHUNK=0`` / ``32768``: fast's dE in one product over V / in K-chunks summed in
+f32, plan::with_de_k_chunks; f16's default is the latter) and compare the lines. (s48:
+benchmarks/h200-2026-12-04-s48/math-mode/ ran its first form; s49: de-k-chunks/.)"""
 import argparse
 import os
 import sys
@@ -39,11 +40,14 @@ def main():
             n, d, v = shape_of(name)
             e, c, t = make_data(n, d, v, "peaky", 0, dtype, "cuda")
             ref = reference(e, c, t, grad_scale=scale)
+            plan = flce.three_product_plan(e, c, workspace_budget="fast", loss_scale=loss_scale)
             for mname, fn in methods.items():
                 res, (loss, de, dc) = measure(fn, e, c, t, bench, "cuda", grad_scale=scale)
+                # (fast's dE K-chunk: Plan.de_k_chunk, None for one product over V)
+                k_chunk = f"  dE K-chunk {plan.de_k_chunk}" if mname == "fast" and plan is not None else ""
                 print(f"{a.label} {str(dtype)[6:]:9s} {name:7s} {mname:8s} fwd {res['fwd_ms']:7.2f}  "
                       f"fwd+bwd {res['fb_ms']:7.2f} ms  loss {rel(loss, ref[0]):.2e}  dE {rel(de, ref[1]):.3e}  "
-                      f"dC {rel(dc, ref[2]):.3e}", flush=True)
+                      f"dC {rel(dc, ref[2]):.3e}{k_chunk}", flush=True)
             del e, c, t, ref
             torch.cuda.empty_cache()
 

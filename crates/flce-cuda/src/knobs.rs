@@ -171,11 +171,16 @@ pub fn step_max_tokens(n: usize) -> usize {
 
 /// The three-product pass's dE in K-chunks of this many vocabulary columns summed in f32
 /// ([`crate::plan::with_de_k_chunks`]: one long product loses precision in cuBLAS's sum, perf-notes
-/// v57): `FLCE_STEP_DE_K_CHUNK=<columns>` (read once; a measurement knob until the GPU tests and
-/// the suite have run it), unset: one product over V.
-pub fn step_de_k_chunk() -> Option<usize> {
+/// v57–v58) for `dtype`: [`crate::plan::default_de_k_chunk`] (f16 only), unless
+/// `FLCE_STEP_DE_K_CHUNK` (read once; a measurement knob) names a number of columns for every
+/// dtype, `0` for one product over V.
+pub fn step_de_k_chunk(dtype: flce_core::DType) -> Option<usize> {
     static KNOB: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *KNOB.get_or_init(|| count_from_env("FLCE_STEP_DE_K_CHUNK", "columns"))
+    match *KNOB.get_or_init(|| count_from_env("FLCE_STEP_DE_K_CHUNK", "columns")) {
+        Some(0) => None,
+        Some(columns) => Some(columns),
+        None => crate::plan::default_de_k_chunk(dtype),
+    }
 }
 
 /// Whether the three-product pass keeps its chunks' logits in f32 even where the compact form

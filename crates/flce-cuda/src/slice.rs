@@ -273,9 +273,10 @@ impl CudaLoss {
         let storage = self.step_logits(shape, dtype, opts);
         let max_tokens = crate::geometry::step_max_tokens(shape.n);
         if let Some(p) = plan::step_plan_if_faster(shape, dtype, wanted, budget, storage, max_tokens) {
-            // (dE in K-chunks summed in f32 where the measurement knob asks and the budget holds
-            // its accumulator: plan::with_de_k_chunks)
-            let p = match crate::knobs::step_de_k_chunk().map(|k| plan::with_de_k_chunks(p.clone(), k)) {
+            // (dE in K-chunks summed in f32 where the dtype's default or the knob asks and the
+            // budget holds its accumulator: plan::with_de_k_chunks; without it f16's dE is
+            // 1.15–1.5× the recomputing plans' error)
+            let p = match crate::knobs::step_de_k_chunk(dtype).map(|k| plan::with_de_k_chunks(p.clone(), k)) {
                 Some(k) if k.workspace_bytes <= budget => k,
                 _ => p,
             };

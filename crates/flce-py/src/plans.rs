@@ -103,6 +103,16 @@ impl Plan {
     fn keeps_status(&self) -> bool {
         matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.status.is_some())
     }
+    /// Vocabulary columns per K-chunk of the three-product pass's dE, summed in f32 before one
+    /// rounding (`flce::cuda::plan::with_de_k_chunks`: f16's default where V is longer), or None
+    /// for one product over V and for every other plan.
+    #[getter]
+    fn de_k_chunk(&self) -> Option<usize> {
+        match &self.plan {
+            PlanKind::Trade(TradePlan::Step(p)) => p.de_k_chunks.map(|k| k.columns),
+            _ => None,
+        }
+    }
     /// The kernel family that runs it ("cublas", "sm80" or "sm90").
     #[getter]
     fn family(&self) -> &'static str {

@@ -93,6 +93,29 @@ def test_fast_trades_f16_with_its_loss_scale(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype,k_chunk", [(torch.float16, 32768), (torch.bfloat16, None)])
+def test_fast_sums_f16_de_over_a_long_vocabulary_in_f32(device, dtype, k_chunk):
+    """float16's three-product pass forms dE over a vocabulary longer than 32,768 in K-chunks of
+    that many columns summed in float32, then rounds once (``Plan.de_k_chunk``: one product over
+    so long a K lost precision in cuBLAS's own sum, docs/perf-notes.md v57–v58); bfloat16's in one
+    product (there G's rounding hides it). Either as exact as the recomputing path."""
+    e, c, t, _, _ = make(512, 64, 40000, dtype, device, seed=12)
+    c = (c.float() * 0.05).to(dtype)
+    scale = 65536.0
+    budget = 1 << 30
+    if device == "cuda":
+        plan = flce.three_product_plan(e, c, workspace_budget=budget, loss_scale=scale)
+        assert plan is not None and plan.kind == "step" and plan.de_k_chunk == k_chunk, plan
+    _, grads_f = run(e, c, t, scale=scale, workspace_budget=budget, loss_scale=scale, out_dtype=torch.float32)
+    _, grads_d = run(e, c, t, scale=scale, out_dtype=torch.float32)
+    xs = [x.double().requires_grad_(True) for x in (e, c)]
+    (reference(xs[0], xs[1], t) * scale).backward()
+    for got, default, x in zip(grads_f, grads_d, xs):
+        assert rel(default, x.grad) <= GRAD_TOL[dtype]
+        assert rel(got, x.grad) <= rel(default, x.grad) * 1.05 + 1e-7, (rel(got, x.grad), rel(default, x.grad))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fast_rounds_once_for_the_expected_grad_output(device):
     # Hugging Face's sum / num_items_in_batch (flce.patch): the backward brings grad_output 1/3000,
     # not a power of two. Expected, the forward forms the gradients for it and rounds them once, as

@@ -50,7 +50,7 @@ pub use step::{
     default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, DeKChunks,
     MrefPlace, StatePlace, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
 };
-pub use step_de_chunks::{with_de_k_chunks, DE_K_CHUNK_ALIGN};
+pub use step_de_chunks::{default_de_k_chunk, with_de_k_chunks, DE_K_CHUNK_ALIGN};
 pub use token_chunks::{large_n_seconds, token_chunked_plan, with_token_chunks, MAX_TOKEN_CHUNKS};
 
 use std::ops::Range;

@@ -17,8 +17,14 @@
 //! state there (one chunk: dC's product, which writes the buffer, runs after dE's rounding in
 //! stream order), else at the workspace's end. Cost measured with torch's elementwise ops for the
 //! rounding: +2.3% / +2.0% of the dE product at Gemma 2 / Llama 3 (8 / 4 chunks of ≤ 32,768).
-//! Off by default until the GPU tests and the suite have run it (`FLCE_STEP_DE_K_CHUNK`,
-//! crate::knobs); 16-bit inputs only (f32 inputs' products do not run on the tensor cores).
+//! On the H200 (benchmarks/h200-2026-12-04-s49/de-k-chunks/, K-chunks of 32,768, two rounds)
+//! f16 at AMP's 2¹⁶: dE 3.965e-4 → 2.626e-4 at Gemma 2, 2.999e-4 → 2.641e-4 at Llama 3 (the
+//! recomputing path's 2.631e-4 / 2.623e-4), the step's time within the rounds' spread (means
+//! 48.72 / 41.45 ms with them against 48.50 / 41.49 without); bf16: 2.101e-3 → 2.087e-3 at
+//! Gemma 2 (46.76 against 46.41 ms), unchanged at Llama 3 (40.16 against 40.21 ms).
+//! So [`default_de_k_chunk`]: on for f16, where it is 1.15–1.5× the error; off for bf16, where
+//! G's own rounding hides it (`FLCE_STEP_DE_K_CHUNK` sets either, crate::knobs). 16-bit inputs
+//! only (f32 inputs' products do not run on the tensor cores).
 
 use flce_core::{DType, Shape};
 
@@ -27,6 +33,12 @@ use super::{align, DeKChunks, Region, StatePlace, StepPlan};
 /// K-chunks are multiples of this many columns: each chunk's G then starts on a 256-byte
 /// boundary of its row (16-bit elements), as the dC tail's rows do (plan/step.rs).
 pub const DE_K_CHUNK_ALIGN: usize = 128;
+
+/// The K-chunk width the three-product plans use by default for `dtype` (module docs): 32,768
+/// columns for f16, none (one product over V) for bf16 and f32.
+pub fn default_de_k_chunk(dtype: DType) -> Option<usize> {
+    (dtype == DType::F16).then_some(32_768)
+}
 
 /// `plan` with dE in K-chunks of `k_chunk` columns (rounded up to [`DE_K_CHUNK_ALIGN`]) summed in
 /// an f32 accumulator (module docs): its place and bytes set, the workspace grown by them where
@@ -112,5 +124,16 @@ mod tests {
         assert_eq!(with_de_k_chunks(f32.clone(), 4096), f32);
         let once = with_de_k_chunks(p, 4096);
         assert_eq!(with_de_k_chunks(once.clone(), 1024), once);
+    }
+
+    #[test]
+    fn f16_alone_takes_k_chunks_by_default() {
+        assert_eq!(default_de_k_chunk(DType::F16), Some(32_768));
+        assert_eq!(default_de_k_chunk(DType::BF16), None);
+        assert_eq!(default_de_k_chunk(DType::F32), None);
+        // the width is a multiple of the alignment: with_de_k_chunks keeps it as given
+        let p = step_plan(LLAMA, DType::F16, BOTH, usize::MAX, StepLogits::F32).unwrap();
+        let k = with_de_k_chunks(p, default_de_k_chunk(DType::F16).unwrap());
+        assert_eq!(k.de_k_chunks.unwrap().columns, 32_768);
     }
 }
