@@ -7,7 +7,7 @@
 //! family's kernels fold them into the tokens' statistics and finish their lse; G is formed for
 //! grad_output = 1; dE for the chunk is one product over V (f32 accumulation, rounded once: final
 //! after the chunk; or K-chunks of V summed in an f32 buffer, [`super::with_de_k_chunks`], where
-//! cuBLAS's own sum over so long a K loses precision); dC accumulates across chunks in an f32 [V, D] accumulator (or in place for
+//! cuBLAS's own sum over so long a K loses precision: f16's default); dC accumulates across chunks in an f32 [V, D] accumulator (or in place for
 //! f32 inputs) and is rounded once at the end. The backward then only scales the gradients by
 //! grad_output.
 //!
@@ -151,7 +151,8 @@ pub struct StepPlan {
     pub db_acc: Option<Region>,
     pub db_partial: Option<Region>,
     /// dE of a token chunk in K-chunks of V summed in f32, rounded once
-    /// ([`super::with_de_k_chunks`]); None: one product over V (the default).
+    /// ([`super::with_de_k_chunks`]; f16's default where V is longer than a chunk:
+    /// [`super::default_de_k_chunk`]); None: one product over V (bf16's and f32's).
     pub de_k_chunks: Option<DeKChunks>,
     pub workspace_bytes: usize,
 }
