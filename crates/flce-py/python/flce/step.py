@@ -93,9 +93,10 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     """The plan that computes the forward and the gradients at once which a call with these
     tensors (2-D input [N, D]) and options takes when gradients are wanted: ``kind`` "step" (the
     three-product pass; ``chunks`` = (token chunk, V)) or "slice" (the vocabulary-slice pass:
-    ``chunks`` = (N, the rows of C that take three products)), with ``workspace_bytes`` and
-    ``family``; or None where it runs the recomputing plans instead (``flce.kernel_plans``): on
-    the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
+    ``chunks`` = (N, the rows of C that take three products)), with ``workspace_bytes``,
+    ``family`` and ``de_k_chunk`` (float16's dE over K-chunks of that many vocabulary columns
+    summed in float32, None for one product over V); or None where it runs the recomputing plans
+    instead (``flce.kernel_plans``): on the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
     neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast"
     and "peak" read the device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
     accepted and changes nothing: the plan is the same with one. float16 inputs trade only with
