@@ -336,9 +336,11 @@ def spied_backward():
     """The three-product op's autograd backward, spied on while the block runs: yields a list
     that gets (the gradients it was handed, the data pointers of those it returned) for each
     call. Pointers, not the tensors: a reference held here would keep autograd from stealing the
-    returned gradients into .grad (it copies a tensor someone else still holds)."""
+    returned gradients into .grad (it copies a tensor someone else still holds). Both paths: the
+    op's registered autograd and the eager path's autograd.Function (flce/_eager.py)."""
+    import flce._eager as eager
     import flce.step as step
-    calls, original = [], step._autograd_backward
+    calls, original, original_eager = [], step._autograd_backward, step._ForwardBackwardEager
 
     def spy(ctx, *grads):
         out = original(ctx, *grads)
@@ -346,10 +348,12 @@ def spied_backward():
         return out
 
     step._forward_backward.register_autograd(spy, setup_context=step._setup_context)
+    step._ForwardBackwardEager = eager.autograd_function("_Spied", step._forward_backward_impl, step._setup_context, spy)
     try:
         yield calls
     finally:
         step._forward_backward.register_autograd(original, setup_context=step._setup_context)
+        step._ForwardBackwardEager = original_eager
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -1,5 +1,6 @@
-"""The torch op: ``flce::forward`` / ``flce::backward`` custom ops, their autograd, and the
-user-facing ``linear_cross_entropy`` / ``LinearCrossEntropyLoss``.
+"""The torch op: ``flce::forward`` / ``flce::backward`` custom ops, their autograd (in eager mode
+on plain tensors run without torch.library's dispatch: flce/_eager.py), and the user-facing
+``linear_cross_entropy`` / ``LinearCrossEntropyLoss``.
 
 Every output and workspace is allocated here with torch (so the caching allocator and
 ``torch.cuda.max_memory_allocated`` see them); Rust receives data pointers, shapes and
@@ -16,16 +17,14 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import distributed
+from . import _eager, distributed
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
                       _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
                       raise_bad_input, target_status)
 
 
-@torch.library.custom_op("flce::forward", mutates_args=(),
-                         schema=f"({_TENSORS_FWD}, {LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor)")
-def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-             *options) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+def _forward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+                  *options) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Returns (per-token loss [N] (reduction none) or [0], lse [N], scalars [4]: loss, accuracy,
     Σ w_t, W — f32, or f64 for float64 inputs — and status [1] int32: the first bad target index
     or 2**31-1)."""
@@ -51,6 +50,11 @@ def _forward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weigh
     return per_token, lse, scalars, status
 
 
+_forward = torch.library.custom_op(
+    "flce::forward", mutates_args=(),
+    schema=f"({_TENSORS_FWD}, {LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor)")(_forward_impl)
+
+
 @_forward.register_fake
 def _forward_fake(e, c, target, bias, weight, *options):
     o = LossOptions(*options)
@@ -60,13 +64,9 @@ def _forward_fake(e, c, target, bias, weight, *options):
     return (per_token, e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc), e.new_empty(1, dtype=torch.int32))
 
 
-@torch.library.custom_op(
-    "flce::backward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, Tensor lse, Tensor grad_output, bool want_de, bool want_dc, bool want_db, "
-           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor)")
-def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor], lse: Tensor,
-              grad_output: Tensor, want_de: bool, want_dc: bool, want_db: bool,
-              *options) -> Tuple[Tensor, Tensor, Tensor]:
+def _backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor], lse: Tensor,
+                   grad_output: Tensor, want_de: bool, want_dc: bool, want_db: bool,
+                   *options) -> Tuple[Tensor, Tensor, Tensor]:
     """Returns (dE, dC, db) in the input dtype; a gradient not wanted is an empty tensor."""
     o = LossOptions(*options)
     p = _problem_of(e, c, o)
@@ -89,6 +89,20 @@ def _backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weig
     else:
         p.cpu_backward(_inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads)
     return de, dc, db
+
+
+_backward = torch.library.custom_op(
+    "flce::backward", mutates_args=(),
+    schema=f"({_TENSORS_FWD}, Tensor lse, Tensor grad_output, bool want_de, bool want_dc, bool want_db, "
+           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor)")(_backward_impl)
+
+
+def _backward_op(*args):
+    """flce::backward on these inputs: the implementation itself in eager mode on plain tensors
+    (no autograd to wire: only torch.library's dispatch skipped, flce/_eager.py), else the op."""
+    if _eager.takes_eager_path(*args[:7]):
+        return _backward_impl(*args)
+    return torch.ops.flce.backward(*args)
 
 
 @_backward.register_fake
@@ -118,8 +132,7 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
     else:
         go = g_scalars[:1] if g_scalars is not None else lse.new_zeros(1)
     want_de, want_dc, want_db = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
-    de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, go, want_de, want_dc, want_db,
-                                         *o.astuple())
+    de, dc, db = _backward_op(e, c, target, bias, weight, lse, go, want_de, want_dc, want_db, *o.astuple())
     if check is not None:
         check.finish(target, c.shape[0], o.ignore_index)
     grads = (de if want_de else None, dc if want_dc else None, None,
@@ -128,6 +141,15 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
 
 
 _forward.register_autograd(_autograd_backward, setup_context=_setup_context)
+_ForwardEager = _eager.autograd_function("_ForwardEager", _forward_impl, _setup_context, _autograd_backward)
+
+
+def _forward_op(*args):
+    """flce::forward on these inputs: in eager mode on plain tensors without torch.library's
+    dispatch (flce/_eager.py says why and when), else through the op."""
+    if _eager.takes_eager_path(*args[:_N_TENSORS]):
+        return _ForwardEager.apply(*args)
+    return torch.ops.flce.forward(*args)
 
 
 def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, linear_bias: Optional[Tensor] = None,
@@ -300,10 +322,10 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         # (lse only where it is returned, the status word only where the host reads it after the
         # call — the CPU's eager check —: the pass may then keep them in its own state)
         want_status = check_targets and eager and early is None
-        per_token, lse, scalars, status, _, _, _ = torch.ops.flce.forward_backward(
+        per_token, lse, scalars, status, _, _, _ = step.forward_backward_op(
             e, c, t, b, w, *wants, return_lse, want_status, expected, *o_step.astuple())
     else:
-        per_token, lse, scalars, status = torch.ops.flce.forward(e, c, t, b, w, *o.astuple())
+        per_token, lse, scalars, status = _forward_op(e, c, t, b, w, *o.astuple())
     if early is not None:
         early.finish(t, v, ignore_index, "")
     elif check_targets and eager and not defer_check:  # the CPU's word: the call has finished

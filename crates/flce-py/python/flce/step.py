@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _flce
+from . import _eager, _flce
 from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck, _cuda_of,
                       _device_index, _inputs, _problem_of, budget_option)
 
@@ -114,12 +114,7 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
                          known_grad_output=loss_scale is not None)
 
 
-@torch.library.custom_op(
-    "flce::forward_backward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, bool want_lse, bool want_status, "
-           f"Tensor? grad_output, "
-           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")
-def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+def _forward_backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
                       want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, want_status: bool,
                       grad_output: Optional[Tensor], *options):
     """(per-token loss or [0], lse, scalars, status) as flce::forward, then (dE, dC, db) for
@@ -162,6 +157,13 @@ def _forward_backward(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tenso
     _problem_of(e, c, o).cuda_forward_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), outputs, grads,
                                                (ws.data_ptr(), ws.numel()), plan, expected)
     return _unwanted_emptied((per_token, lse, scalars, status, de, dc, db), want_lse, want_status)
+
+
+_forward_backward = torch.library.custom_op(
+    "flce::forward_backward", mutates_args=(),
+    schema=f"({_TENSORS_FWD}, bool want_de, bool want_dc, bool want_db, bool want_lse, bool want_status, "
+           f"Tensor? grad_output, "
+           f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)")(_forward_backward_impl)
 
 
 def _unwanted_emptied(outputs, want_lse: bool, want_status: bool):
@@ -237,5 +239,15 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status, g_de, g_dc,
 
 
 _forward_backward.register_autograd(_autograd_backward, setup_context=_setup_context)
+_ForwardBackwardEager = _eager.autograd_function("_ForwardBackwardEager", _forward_backward_impl, _setup_context,
+                                                 _autograd_backward)
+
+
+def forward_backward_op(*args):
+    """flce::forward_backward on these inputs: in eager mode on plain tensors without
+    torch.library's dispatch (flce/_eager.py says why and when), else through the op."""
+    if _eager.takes_eager_path(*args[:5], args[10]):
+        return _ForwardBackwardEager.apply(*args)
+    return torch.ops.flce.forward_backward(*args)
 
 
