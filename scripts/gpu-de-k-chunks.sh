@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The three-product pass's dE in K-chunks summed in f32 (plan::with_de_k_chunks, behind
-# FLCE_STEP_DE_K_CHUNK; perf-notes v57) checked and measured in one device call (carry gpu-bundle,
+# The three-product pass's dE in K-chunks summed in f32 (plan::with_de_k_chunks; f16's default since
+# 66e1d9a, FLCE_STEP_DE_K_CHUNK=0 for one product over V; perf-notes v57–v58; s49 ran it on
+# 26475a7, before the default) checked and measured in one device call (carry gpu-bundle,
 # built by scripts/gpu-prepare.sh; ~9 min of the 10 a call may take): the GPU cases of four shapes (every dtype and option
 # set; check_step runs each three-product plan also with dE in K-chunks of 128 columns, its
 # accumulator in dC's buffer and in the workspace) in 4 shards, memcheck on two of them, then
-# benchmarks/fast_precision.py without and with FLCE_STEP_DE_K_CHUNK=32768, two alternating rounds,
+# benchmarks/fast_precision.py with FLCE_STEP_DE_K_CHUNK=0 and =32768, two alternating rounds,
 # and benchmarks/long_k.py's dC over K = N = 65,536 (f16 and bf16: does every plan's dC at large N
 # lose what dE over K = V loses?).
 set -uo pipefail
@@ -21,7 +22,7 @@ tail -n 6 "$OUT/gpu-tests.log"; grep -E "ERROR SUMMARY|^gpu:" "$OUT/memcheck.log
 python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site gpu-bundle/wheels/flce-*.whl
 export PYTHONPATH=/tmp/site
 for round in 1 2; do
-  timeout 100 python3 benchmarks/fast_precision.py one 2>&1 | grep -v Warn | tee -a "$OUT/de_k_chunks.log"
+  FLCE_STEP_DE_K_CHUNK=0 timeout 100 python3 benchmarks/fast_precision.py one 2>&1 | grep -v Warn | tee -a "$OUT/de_k_chunks.log"
   FLCE_STEP_DE_K_CHUNK=32768 timeout 100 python3 benchmarks/fast_precision.py k32k 2>&1 | grep -v Warn \
     | tee -a "$OUT/de_k_chunks.log"
 done

@@ -65,8 +65,4 @@ def autograd_function(name: str, impl: Callable, setup_context: Callable, backwa
         setup_context(ctx, inputs, output)
         return output
 
-    def backward_(ctx, *grads):
-        return backward(ctx, *grads)
-
-    return type(name, (torch.autograd.Function,),
-                {"forward": staticmethod(forward), "backward": staticmethod(backward_)})
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)})

@@ -96,10 +96,11 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
     ``chunks`` = (N, the rows of C that take three products)), with ``workspace_bytes``,
     ``family`` and ``de_k_chunk`` (float16's dE over K-chunks of that many vocabulary columns
     summed in float32, None for one product over V); or None where it runs the recomputing plans
-    instead (``flce.kernel_plans``): on the CPU, with the default budget ("min"), with reduction "none", or where the budget holds
-    neither a token chunk nor a slice that pays. ``workspace_budget`` as the loss takes it; "fast"
-    and "peak" read the device's memory now, as the call does. ``bias`` (whether the call carries a linear bias) is
-    accepted and changes nothing: the plan is the same with one. float16 inputs trade only with
+    instead (``flce.kernel_plans``): on the CPU, with the default budget ("min"), with reduction
+    "none", or where the budget holds neither a token chunk nor a slice that pays.
+    ``workspace_budget`` as the loss takes it; "fast" and "peak" read the device's memory now, as
+    the call does. ``bias`` (whether the call carries a linear bias) is accepted and changes
+    nothing: the plan is the same with one. float16 inputs trade only with
     ``loss_scale`` (as the loss takes it; its value changes no plan)."""
     budget = budget_option(options.pop("workspace_budget", None))
     if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
@@ -115,8 +116,8 @@ def three_product_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[boo
 
 
 def _forward_backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-                      want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, want_status: bool,
-                      grad_output: Optional[Tensor], *options):
+                           want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, want_status: bool,
+                           grad_output: Optional[Tensor], *options):
     """(per-token loss or [0], lse, scalars, status) as flce::forward, then (dE, dC, db) for
     grad_output 1, or for ``grad_output`` (float32 [1] on e's device: the one the backward will
     bring, which then rescales nothing) — empty where not wanted, lse too (``want_lse`` False: a
