@@ -73,8 +73,9 @@ impl CudaLoss {
         self.check_pointers(x.pointers().into_iter().chain(given))?;
         let k = call.lp.k;
         self.prep_targets(x, k, targets, out.status, stream)?;
+        let scalars = ws.at(plan.scalars);
         let unit = (grad_output, ws.at(plan.unit_grad));
-        self.unit_token_scales(&call, opts, targets, unit, (state(plan.token_scale), ws.at(plan.scalars)))?;
+        self.unit_token_scales(&call, opts, targets, unit, (state(plan.token_scale), scalars))?;
 
         let (d, v, s) = (x.shape.d, x.shape.v, x.dtype.size_in_bytes() as u64);
         let input = Elem::Input(x.dtype);
@@ -90,7 +91,6 @@ impl CudaLoss {
         });
         // the products' α from the scalars G's token scales came with: on the device for those
         // written once into dE / dC, 1 for dC's f32 accumulator, whose rounding applies it
-        let scalars = ws.at(plan.scalars);
         let alpha = Alpha::Scalars(scalars);
         let blas = self.blas.bind(stream)?;
         for chunk in 0..plan.token_chunks() {
