@@ -1,8 +1,9 @@
 """flce.distributed on two CPU processes (gloo) and, where there are GPUs, on CUDA (NCCL: one
-process per GPU; one rank on one GPU, two on two): the vocabulary split unevenly between the
-ranks, the loss and gradients equal the single-process result within one reordering of f32 sums,
-the same bits on every rank and run to run, and ranks that disagree on the problem fail
-together."""
+process per GPU; one rank on one GPU, two on two; and "cuda-shared": two processes on GPU 0 over
+gloo, which gathers CUDA tensors too — the CUDA phases with two ranks where only one GPU is lent):
+the vocabulary split unevenly between the ranks, the loss and gradients equal the single-process
+result within one reordering of f32 sums, the same bits on every rank and run to run, and ranks
+that disagree on the problem fail together."""
 
 import os
 import tempfile
@@ -59,10 +60,14 @@ def worker(rank, size, init, results, cases, mismatch, device="cpu"):
     # NVLink multicast stays off (the GPU machines require it)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    backend = "gloo"
     if device == "cuda":
         torch.cuda.set_device(rank)
-        device = f"cuda:{rank}"
-    dist.init_process_group("nccl" if device != "cpu" else "gloo", init_method=init, rank=rank, world_size=size)
+        device, backend = f"cuda:{rank}", "nccl"
+    elif device == "cuda-shared":  # every rank on GPU 0, the collectives through gloo
+        torch.cuda.set_device(0)
+        device = "cuda:0"
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=size)
     try:
         # every case in one process group: spawning a group per case cost seconds each
         for dtype, index in cases:
@@ -115,6 +120,7 @@ def ranks_results(device, ranks):
 
 PLACES = [("cpu", 2),
           pytest.param("cuda", 1, marks=pytest.mark.skipif(GPUS < 1, reason="no CUDA device")),
+          pytest.param("cuda-shared", 2, marks=pytest.mark.skipif(GPUS < 1, reason="no CUDA device")),
           pytest.param("cuda", 2, marks=pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs"))]
 
 
@@ -126,7 +132,7 @@ def test_ranks_equal_one(opts, dtype, device, ranks):
     res = ranks_results(device, ranks)
     bias, _, inputs = case_inputs(dtype, opts)
     # the reference: the single-process call on the same kind of device
-    ref_device = "cuda:0" if device == "cuda" else "cpu"
+    ref_device = "cuda:0" if device.startswith("cuda") else "cpu"
     e, c, t, b, w = on(ref_device, *inputs)
     want, grads_w = grads(lambda e, c, b: flce.linear_cross_entropy(e, c, t, b, weight=w, **opts), e, c, b)
     want, (de_w, dc_w, db_w) = want.cpu(), [None if g is None else g.cpu() for g in grads_w]
@@ -154,7 +160,8 @@ def test_ranks_equal_one(opts, dtype, device, ranks):
 TWO_GPUS = pytest.mark.skipif(GPUS < 2, reason="fewer than two GPUs")
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS)])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=TWO_GPUS),
+                                    pytest.param("cuda-shared", marks=pytest.mark.skipif(GPUS < 1, reason="no CUDA device"))])
 @pytest.mark.parametrize("fault,message", [("shape", "disagree"), ("weight_nan", "rank 1: weight_shard[3]"),
                                            ("weight_len", "rank 1: the bias shard")])
 def test_ranks_that_disagree_fail_together(device, fault, message):
