@@ -97,10 +97,13 @@ _backward = torch.library.custom_op(
            f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor)")(_backward_impl)
 
 
+_N_TENSORS = 5  # e, c, target, bias, weight
+
+
 def _backward_op(*args):
     """flce::backward on these inputs: the implementation itself in eager mode on plain tensors
     (no autograd to wire: only torch.library's dispatch skipped, flce/_eager.py), else the op."""
-    if _eager.takes_eager_path(*args[:7]):
+    if _eager.takes_eager_path(*args[:_N_TENSORS + 2]):  # the inputs, lse and grad_output
         return _backward_impl(*args)
     return torch.ops.flce.backward(*args)
 
@@ -110,9 +113,6 @@ def _backward_fake(e, c, target, bias, weight, lse, grad_output, want_de, want_d
     want_db = want_db and bias is not None
     return (torch.empty_like(e) if want_de else e.new_empty(0), torch.empty_like(c) if want_dc else c.new_empty(0),
             e.new_empty(c.shape[0]) if want_db else e.new_empty(0))
-
-
-_N_TENSORS = 5  # e, c, target, bias, weight
 
 
 def _setup_context(ctx, inputs, output):

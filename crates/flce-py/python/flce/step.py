@@ -247,7 +247,7 @@ _ForwardBackwardEager = _eager.autograd_function("_ForwardBackwardEager", _forwa
 def forward_backward_op(*args):
     """flce::forward_backward on these inputs: in eager mode on plain tensors without
     torch.library's dispatch (flce/_eager.py says why and when), else through the op."""
-    if _eager.takes_eager_path(*args[:5], args[10]):
+    if _eager.takes_eager_path(*args[:5], args[_N_INPUTS - 1]):  # the tensors: the inputs and grad_output
         return _ForwardBackwardEager.apply(*args)
     return torch.ops.flce.forward_backward(*args)
 
