@@ -11,7 +11,7 @@
 # (the tree — 19.9 MB on 2026-12-04 — and a 46 MB half were over the 64 MiB a call carries)
 # The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory
 # (250–500 MB beyond the gradients at the model shapes, s45), then the slice and three-product plans.
-# SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 3;
+# SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 5;
 # REP_MS (default 600: ~12 timed calls of a 50 ms forward+backward; the 2026-12-02 run took 200,
 # ~4 calls, and equal plans came out up to 9% apart) sets the timer.
 # ROUNDS (default 1) times each shape's methods that many times in turn and reports the medians
