@@ -1,1 +1,0 @@
-pip install flce wheel; pytest test_fast.py test_bad_input.py (deadline 150 s)
