@@ -15,7 +15,7 @@
 #     python3 benchmarks/suite.py --methods flce,cublas,liger_sm90,liger,cce ...
 # (2026-12-01: benchmarks/h200-2026-12-01/peers/ was made this way.)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 grep -qx '/.whl' .git/info/exclude || echo '/.whl' >> .git/info/exclude
 mkdir -p .whl/small
 pip_get() {

@@ -7,4 +7,4 @@
 # Carry both bundle folders. Logs under $OUT (or ./gpu-logs), one file per bundle and round.
 set -uo pipefail
 A=${1:?bundle A}; B=${2:?bundle B}; rounds=${3:-3}
-BENCH_ARGS=${BENCH_ARGS-} exec bash "$(dirname "$0")/gpu-variants.sh" "$rounds" "A=$A/flce" "B=$B/flce"
+BENCH_ARGS=${BENCH_ARGS-} exec bash "$(dirname "$0")/variants.sh" "$rounds" "A=$A/flce" "B=$B/flce"

@@ -12,7 +12,7 @@
 #   python3 -m pip install --target /tmp/cuobj nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
 #   export PATH=/tmp/cuobj/nvidia/cu13/bin:$PATH
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 rev=${1:-HEAD}
 targets=${TARGETS:-"sm_90a:bf16 sm_90a:f16 sm_86:f32 sm_80:bf16"}
 command -v cuobjdump >/dev/null || { echo "cuobjdump not on PATH (see the header of $0)" >&2; exit 2; }
