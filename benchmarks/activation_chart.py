@@ -1,9 +1,9 @@
-"""Issue 13's 10 GB card as one chart: Gemma-2-2B LoRA r 16 under a 10 GiB cap on the H200, peak
+"""A 10 GB card as one chart: Gemma-2-2B LoRA r 16 under a 10 GiB cap on the H200, peak
 memory against tokens for each flce.patch memory option, the steps measured
 (benchmarks/activation_memory.py's JSON) beside the planner's curve for the same setup
 (activation_memory.plan_row: flce.plan with the mode's flce.patch options), and the card's size.
 
-    python3 benchmarks/activation_chart.py --out benchmarks/h200-2026-12-02-s15/gemma2-10gib.png
+    python3 benchmarks/activation_chart.py --out benchmarks/results/2026-12-01-h200-planner-calibration/gemma2-10gib.png
 
 Measured points are allocated peaks (torch.cuda.max_memory_allocated), compared with the plan's
 peak less its CUDA context and allocator slack (the same quantity flce-memory's tests check); a
@@ -25,8 +25,9 @@ MODES = {
     "offload_tiled_norms": "offload + MLP and norm tiles",
     "offload_streamed": "offload + tiles + streamed weights",
 }
-DEFAULT_RUNS = ["h200-2026-12-01-s9/longest*/*.json", "h200-2026-12-01-s14/norm-tiles/*.json",
-                "h200-2026-12-01-s14/memory-pending/act-gemma-29120.json", "h200-2026-12-02-s15/memory-*/*.json"]
+C = "results/2026-12-01-h200-planner-calibration/"
+DEFAULT_RUNS = [C + "gemma2-lora-10gib-longest/*.json", C + "norm-tiles/*.json", C + "norm-tiles-off/*.json",
+                C + "streamed-weights/*.json"]
 
 
 def measured_runs(patterns):

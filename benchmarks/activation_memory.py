@@ -1,11 +1,10 @@
-"""Issue 13's measurements: what checkpointing with offload (flce.offload) and tiled MLPs
+"""What checkpointing with offload (flce.offload) and tiled MLPs
 (flce.tiled_mlp) save in one training step of a real-shaped model, against checkpointing alone,
 and what flce's planner predicted.
 
 Per mode and context length: the activation memory held between forward and backward (allocated
 after the forward minus before it; "of it, blocks": what the decoder blocks hold, allocated when
-the final norm starts less the last block's output — issue 13's measure, the loss's saved tensors
-aside), the step's peak (torch.cuda.max_memory_allocated), the step
+the final norm starts less the last block's output: the loss's saved tensors aside), the step's peak (torch.cuda.max_memory_allocated), the step
 time (CUDA events, median of --repeats after a warm-up step), the loss and the gradient norm of the
 warm-up step (before any update: the same weights in every mode; the loss must equal
 checkpointing-alone's bitwise, the gradients within the GPU's nondeterministic attention
@@ -74,7 +73,7 @@ def build(args, device, tokens):
             cfg, cls = transformers.Qwen2Config(tie_word_embeddings=True, **common), transformers.Qwen2ForCausalLM
         else:
             # Llama 3.2 1B ties its embeddings (its config.json; LlamaConfig's default does not:
-            # the runs before 2026-12-01's eleventh session measured an untied model)
+            # the calibration's llama1b-untied runs measured an untied model)
             cfg, cls = transformers.LlamaConfig(tie_word_embeddings=True, **common), transformers.LlamaForCausalLM
     cfg._attn_implementation = args.attn
     torch.manual_seed(0)

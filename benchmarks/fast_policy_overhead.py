@@ -1,4 +1,4 @@
-"""Does workspace_budget="fast" cost time beyond its plan? The s18 suite (H200, 2026-12-02) timed
+"""Does workspace_budget="fast" cost time beyond its plan? One run of the suite (H200, journal v24) timed
 flce_fast's forward+backward 3–4.5 ms slower than flce@<bytes> at the same peak memory (Gemma 2
 52.79 against 48.34 ms at 4 GB, Llama 3 42.86 against 39.92 at 2 GB). "fast" differs from a byte
 budget only in what the call does on the host: torch.cuda.mem_get_info (half the free memory,
@@ -77,7 +77,7 @@ def main():
             for k, budget in variants.items():
                 times[k].append(time_ms(lambda: run(budget), args.iters))
         for k, budget in variants.items():
-            p = flce.three_product_plan(eg, cg, workspace_budget=budget)
+            p = flce.forward_backward_plan(eg, cg, workspace_budget=budget)
             plan = "none" if p is None else f"{p.chunks[0]}, {p.workspace_bytes / 2**20:.0f}"
             mb = (resolved if budget == "fast" else budget) / 2**20
             ts = " / ".join(f"{x:.2f}" for x in times[k])

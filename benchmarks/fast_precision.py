@@ -6,9 +6,9 @@ is given as ``loss_scale`` (without it f16 keeps the recomputing plans).
     python3 benchmarks/fast_precision.py LABEL [--shapes gemma2,llama3] [--rep-ms 600]
 
 One line a (dtype, shape, method), LABEL first: run it once per build or knob setting (e.g.
-``FLCE_STEP_DE_K_CHUNK=0`` / ``32768``: fast's dE in one product over V / in K-chunks summed in
-f32, plan::with_de_k_chunks; f16's default is the latter) and compare the lines. (s48:
-benchmarks/h200-2026-12-04-s48/math-mode/ ran its first form; s49: de-k-chunks/.)"""
+``FLCE_THREE_PRODUCT_DE_K_CHUNK=0`` / ``32768``: fast's dE in one product over V / in K-chunks summed in
+f32, plan::with_de_k_chunks; f16's default is the latter) and compare the lines
+(benchmarks/results/2026-12-04-h200-f16-precision/)."""
 import argparse
 import os
 import sys
@@ -40,7 +40,7 @@ def main():
             n, d, v = shape_of(name)
             e, c, t = make_data(n, d, v, "peaky", 0, dtype, "cuda")
             ref = reference(e, c, t, grad_scale=scale)
-            plan = flce.three_product_plan(e, c, workspace_budget="fast", loss_scale=loss_scale)
+            plan = flce.forward_backward_plan(e, c, workspace_budget="fast", loss_scale=loss_scale)
             for mname, fn in methods.items():
                 res, (loss, de, dc) = measure(fn, e, c, t, bench, "cuda", grad_scale=scale)
                 # (fast's dE K-chunk: Plan.de_k_chunk, None for one product over V)

@@ -1,5 +1,5 @@
 """How much of an f32 sum cuBLAS's product keeps over a long K, against the f64 product of the same
-16-bit operands — the question behind plan::with_de_k_chunks (docs/perf-notes.md v57).
+16-bit operands — the question behind plan::with_de_k_chunks (docs/journal.md v57).
 
 G = softmax − one-hot of the suite's peaky data (f16 or bf16, unscaled, as flce's passes form
 it), α = 2^16/Σw for f16 (AMP's scale) or 1/Σw for bf16; each product through cublasGemmEx on
@@ -12,8 +12,7 @@ then α and one rounding — against the f64 product rounded once (the format's 
 
     python3 benchmarks/long_k.py --shapes gemma2,llama3 --dtype f16
     python3 benchmarks/long_k.py --shapes llama3_n65536 --dtype f16 --skip-de   # dC over K = 65,536
-
-(s48's first form: benchmarks/h200-2026-12-04-s48/long-k/long_k.py.)"""
+"""
 import argparse
 import ctypes
 import os

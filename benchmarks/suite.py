@@ -3,7 +3,7 @@ torch.compile, Liger and CCE — tables, JSON and plots.
 
 Grown from ../shared/peers/bench_peers.py (which produced DESIGN.md's peer table): same data
 generator, reference and measurement method, plus flce, the cuBLAS floor, a token sweep, dtypes,
-backward times and plots. Run on the GPU machine (see scripts/gpu-check.sh, step "suite"):
+backward times and plots. Run on the GPU machine (scripts/gpu/suite.sh):
 
     python3 benchmarks/suite.py --out benchmarks/results            # the default set
     python3 benchmarks/suite.py --device cpu --shapes tiny --methods torch,flce --sweep none   # smoke test
@@ -18,10 +18,10 @@ Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   over them. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer); with
   --rounds R each shape's methods are timed R times in turn (A B C A B C …) and the rows carry the
   median of the rounds (fwd_ms_rounds / fb_ms_rounds keep each round's): one pass moved equal
-  plans ±4% between runs (benchmarks/h200-2026-12-04-s46/), more than some targets' margins.
+  plans ±4% between runs (journal v56), more than some targets' margins.
   Memory: peak allocation over the inputs (fb_mem_mb includes the gradients; fb_extra_mb is what
   remains after subtracting them).
-Results of the H200 runs: BENCHMARKS.md and benchmarks/suite-h200-2026-11-30/. Reports (tables, plots,
+Results: BENCHMARKS.md and benchmarks/results/2026-12-04-h200-suite/. Reports (tables, plots,
 rows from a printed log): benchmarks/suite_report.py; the timer and the measurements:
 benchmarks/suite_measure.py.
 """
@@ -40,24 +40,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-# the measurements live in suite_measure.py (re-exported: scripts import them from suite)
-from suite_measure import (floors, measure, measure_cublas, peak_mb,  # noqa: F401
-                           take_median_of_rounds, time_again, timer)
+# the shapes and the measurements live in suite_measure.py (re-exported: scripts import them from suite)
+from suite_measure import (DTYPES, SHAPES, SWEEP, floors, inputs_mb, measure, measure_cublas,  # noqa: F401
+                           peak_mb, shape_of, take_median_of_rounds, time_again, timer)
 
-SHAPES = {
-    "gemma2": (8192, 2304, 256000),
-    "llama3": (8192, 4096, 128256),
-    "qwen25": (8192, 3584, 152064),
-    "tiny": (300, 64, 1000),
-}
-SWEEP = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
-DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
-
-
-def shape_of(name):
-    if name.startswith("llama3_n"):
-        return int(name[len("llama3_n"):]), 4096, 128256
-    return SHAPES[name]
 
 
 def make_data(n, d, v, mode, seed, dtype, device):
@@ -173,7 +159,7 @@ def method_fn(name):
 
 
 def flce_plan(method, e, c):
-    """The plan an flce method's call with gradients takes on CUDA (flce.three_product_plan):
+    """The plan an flce method's call with gradients takes on CUDA (flce.forward_backward_plan):
     "step <family> chunk <tokens> <MB> MB" (the three-product pass, its token chunk and
     workspace), "slice <family> head <rows> <MB> MB" (the vocabulary-slice pass, the rows of C that
     take three products) or "recomputing"; None for other methods and on the CPU. Planned at the
@@ -183,21 +169,16 @@ def flce_plan(method, e, c):
     import flce
 
     budget = "fast" if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else None
-    p = flce.three_product_plan(e, c, workspace_budget=budget)
+    p = flce.forward_backward_plan(e, c, workspace_budget=budget)
     if p is None:
         return "recomputing"
-    what = f"head {p.chunks[1]}" if p.kind == "slice" else f"chunk {p.chunks[0]}"
+    what = f"head {p.chunks[1]}" if p.kind == "vocab_slice" else f"chunk {p.chunks[0]}"
     return f"{p.kind} {p.family} {what} {p.workspace_bytes / 2**20:.0f} MB"
 
 
 def rel(a, b):
     a, b = a.float(), b.float()
     return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
-
-
-def inputs_mb(n, d, v, dtype):
-    """MB of E and C, and so of their gradients."""
-    return (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
 
 
 def flce_rust_rows(flce_bin, n, d, v, dtype):
@@ -255,7 +236,7 @@ def main():
     ap.add_argument("--grad-scale", type=float, default=1.0,
                     help="the gradient errors' backward takes grad_scale × the loss, as AMP's loss scale does "
                          "(f16: a mean's dE over thousands of tokens is mostly f16 subnormals at 1, where the "
-                         "output's rounding alone costs ~1e-2: scripts/sim_f16_floor.py); timings use 1")
+                         "output's rounding alone costs ~1e-2: journal v54); timings use 1")
     ap.add_argument("--flce-bin", default="gpu-bundle/flce")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--rep-ms", type=float, default=200.0,

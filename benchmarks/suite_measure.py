@@ -1,4 +1,4 @@
-"""The suite's measurements (benchmarks/suite.py): the timer (CUDA events, L2 flushed before
+"""The suite's shapes and measurements (benchmarks/suite.py): the timer (CUDA events, L2 flushed before
 each call), peak memory, a method's forward and forward + backward with its gradients, cuBLAS's
 products (the floors), and further rounds of times reduced to their medians (suite.py --rounds).
 """
@@ -9,6 +9,26 @@ import statistics
 import time
 
 import torch
+
+SHAPES = {
+    "gemma2": (8192, 2304, 256000),
+    "llama3": (8192, 4096, 128256),
+    "qwen25": (8192, 3584, 152064),
+    "tiny": (300, 64, 1000),
+}
+SWEEP = [1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072]
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def shape_of(name):
+    if name.startswith("llama3_n"):
+        return int(name[len("llama3_n"):]), 4096, 128256
+    return SHAPES[name]
+
+
+def inputs_mb(n, d, v, dtype):
+    """MB of E and C, and so of their gradients."""
+    return (n + v) * d * torch.empty((), dtype=DTYPES[dtype]).element_size() / 2**20
 
 
 def timer(device, rep_ms=200.0, min_reps=3, max_reps=100):
@@ -100,7 +120,7 @@ def measure_cublas(e, c, bench):
     logits E·Cᵀ [N, V] in the input dtype, dE = G·C [N, D] (K = V) and dC = Gᵀ·E [V, D] (K = N),
     with a G of the logits' shape and dtype (the logits themselves: on an H200 cuBLAS runs dE and
     dC on the loss's real gradient at 0.98-1.02x of that time; values do matter to a power-bound
-    GEMM — on zeros it runs 14-17% faster, benchmarks/h200-2026-12-04-s40/g-values/). fwd_ms is
+    GEMM — on zeros it runs 14-17% faster, journal v49). fwd_ms is
     the logits; bwd_ms floor3 = logits + dE + dC (what a recomputing backward, or a pass that keeps
     the logits, must multiply); fb_ms floor4 = 2·logits + dE + dC."""
     logits_ms = bench(lambda: e @ c.T)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import os
 
-from suite import SHAPES, floors, inputs_mb, shape_of
+from suite_measure import SHAPES, floors, inputs_mb, shape_of
 
 
 def flce_curve(rows, shape):

@@ -1,6 +1,6 @@
 """The call a user makes by default — ``flce.linear_cross_entropy`` forward and forward+backward
 — timed as suite.py times it (same data, CUDA events, L2 flushed), without peers or references:
-one JSON line per shape, for A/B runs of two wheels in one device call (scripts/gpu-ab-python.sh).
+one JSON line per shape, for A/B runs of two wheels in one device call (scripts/tools/ab-python.sh).
 
     PYTHONPATH=/tmp/site python3 benchmarks/time_call.py --shapes gemma2,llama3,qwen25
     PYTHONPATH=/tmp/site python3 benchmarks/time_call.py --method flce_fast --shapes llama3_n1024,llama3

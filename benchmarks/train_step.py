@@ -53,7 +53,7 @@ def apply(method, model):
     import flce
 
     if method == "flce":
-        return flce.patch(model)  # workspace_budget="peak" since 2026-12-03 (s34)
+        return flce.patch(model)  # workspace_budget="peak", flce.patch's default
     if method == "flce@min":
         # the loss's own default budget (flce.patch's until 2026-12-03)
         return flce.patch(model, workspace_budget="min")
@@ -103,7 +103,7 @@ def step_times(step, device, repeats):
 
 def profile_step(step, label, top):
     """One more step under torch.profiler (CUDA activity): the step's kernel time against its wall
-    time and its `top` kernels by GPU time, summed over launches (scripts/profile_kernels.py's names)."""
+    time and its `top` kernels by GPU time, summed over launches (scripts/tools/profile_kernels.py's names)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
     from profile_kernels import kernel_times, timeline
 

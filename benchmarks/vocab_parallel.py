@@ -1,4 +1,4 @@
-"""Issue 14's scaling measurement: flce.distributed.linear_cross_entropy across P GPUs (NCCL, one
+"""The vocabulary-parallel scaling measurement: flce.vocab_parallel.linear_cross_entropy across P GPUs (NCCL, one
 process a GPU, NVLink multicast off), the classifier split by vocabulary rows.
 
 Per P: forward+backward time per call (CUDA events, median, the same on every rank), the
@@ -63,7 +63,7 @@ def worker(rank, ranks, init, results, tokens_list, reps):
 
             def step():
                 x.grad = w.grad = None
-                flce.distributed.linear_cross_entropy(x, w, t).backward()
+                flce.vocab_parallel.linear_cross_entropy(x, w, t).backward()
 
             ms = timed(step, reps)
             part, de = torch.empty(n, 6, dtype=torch.float64, device=dev), torch.empty(n, D, device=dev)

@@ -2,6 +2,7 @@
 (the standard library's documentation, rendered by pydoc: no download), with a progress bar and a
 loss-curve PNG.
 
+    pip install ".[examples]"                                    # flce, transformers, tqdm, matplotlib
     python3 examples/train_tiny_llama.py                         # GPU if present: ~300 steps
     python3 examples/train_tiny_llama.py --device cpu --steps 20 --hidden 64 --vocab 4000
 
@@ -56,8 +57,12 @@ def main():
     args = ap.parse_args()
 
     import flce
-    from tqdm import tqdm
-    from transformers import LlamaConfig, LlamaForCausalLM
+
+    try:
+        from tqdm import tqdm
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError as e:
+        raise SystemExit(f"{e.name} is missing: this example needs flce's examples extra, pip install \".[examples]\"")
 
     words = corpus()
     common = [w for w, _ in collections.Counter(words).most_common(args.vocab - 1)]

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Build everything the GPU machine needs (it has no Rust) into gpu-bundle/ (git-ignored):
-#   gpu-tests   the GPU test binary (crates/flce-cuda/tests/gpu.rs)
-#   flce        the CLI (demo, bench)
-#   wheels/     the flce Python wheel (abi3), python-tests/ its pytest suite
-#   scripts     the run-side scripts (pytest itself travels as wheels in .whl, see gpu-check.sh)
-# Then run on the GPU machine:  bash gpu-bundle/scripts/gpu-check.sh
+# Build what the GPU machine runs into gpu-bundle/ (git-ignored); the machine has no Rust, the
+# scripts and tests run there from the repository's own tree.
+#   gpu-bundle/gpu-tests      the GPU test binary (crates/flce-cuda/tests/gpu/)
+#   gpu-bundle/flce           the CLI (demo, bench, plan)
+#   gpu-bundle/wheels/        the flce Python wheel (abi3)
+#   gpu-bundle/bench_peers.py the peers' harness, where ../shared/peers has it
+# Then, on the GPU machine (carry gpu-bundle):  bash scripts/gpu/verify.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rm -rf gpu-bundle && mkdir -p gpu-bundle/scripts
+rm -rf gpu-bundle && mkdir -p gpu-bundle
 test_bin=$(cargo test --release -p flce-cuda --test gpu --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import json,sys
 for l in sys.stdin:
@@ -18,10 +19,7 @@ cp "$test_bin" gpu-bundle/gpu-tests
 cargo build --release -p flce-cli
 cp target/release/flce gpu-bundle/flce
 python3 -m pip install --quiet maturin==1.16.0
-maturin build --release --quiet -m crates/flce-py/Cargo.toml -o gpu-bundle/wheels
-cp -r crates/flce-py/tests gpu-bundle/python-tests
-cp scripts/gpu/*.sh scripts/tools/profile_kernels.py gpu-bundle/scripts/
-# the peers harness from the shared folder (not part of the repository)
-[ -f ../shared/peers/bench_peers.py ] && cp ../shared/peers/bench_peers.py gpu-bundle/scripts/
+maturin build --release --quiet -o gpu-bundle/wheels
+[ -f ../shared/peers/bench_peers.py ] && cp ../shared/peers/bench_peers.py gpu-bundle/
 strip gpu-bundle/gpu-tests gpu-bundle/flce
 du -sh gpu-bundle

@@ -1,22 +1,18 @@
 #!/usr/bin/env bash
-# Issue 11's targets in one run of the suite: flce (default), flce_fast and the budget curve
-# beside cuBLAS, torch.compile, Liger (Triton and its Hopper kernel) and CCE, at Gemma 2 / Llama 3 /
+# The benchmark suite with every peer: flce (default), flce_fast and the budget curve beside
+# cuBLAS, torch.compile, Liger (Triton and its Hopper kernel) and CCE, at Gemma 2 / Llama 3 /
 # Qwen 2.5 (bf16, peaky) and over the Llama 3 token sweep. Liger's Hopper kernel needs the 92 MB
-# nvidia-cutlass-dsl-libs-cu13 wheel, which travels in three parts of 31 MB (scripts/peer-wheels.sh
-# writes .whl/c-aa, c-ab, c-ac), so back-to-back device calls from the repository root after
-# scripts/gpu-prepare.sh (the machine keeps /tmp while warm; it idles out 30 s after a call):
-#   calls 1–3 (carry .whl/c-aa, then c-ab, then c-ac):            PART=cut bash scripts/gpu-suite-fast.sh
-#   call 4 (carry gpu-bundle/wheels, .whl/small):                 PART=wheel bash scripts/gpu-suite-fast.sh
-#   call 5 (carry gpu-bundle):                                    OUT=$OUT PART=2 bash scripts/gpu-suite-fast.sh
-# (the tree — 19.9 MB on 2026-12-04 — and a 46 MB half were over the 64 MiB a call carries)
-# The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory
-# (250–500 MB beyond the gradients at the model shapes, s45), then the slice and three-product plans.
-# SWEEP (default "1024,4096,16384,65536,131072") and SUITE_MINUTES (default 8.5) bound call 5;
-# REP_MS (default 600: ~12 timed calls of a 50 ms forward+backward; the 2026-12-02 run took 200,
-# ~4 calls, and equal plans came out up to 9% apart) sets the timer.
-# ROUNDS (default 1) times each shape's methods that many times in turn and reports the medians
-# (suite.py --rounds): the s46 run's single pass put fast at Llama 3 4% above s45's, where an
-# interleaved A/B of the two builds said 1.003.
+# nvidia-cutlass-dsl-libs-cu13 wheel, more than one call carries (64 MiB with the tree), so it
+# travels in three parts of 31 MB (scripts/gpu/peer-wheels.sh writes .whl/c-aa, c-ab, c-ac) in
+# back-to-back device calls from the repository root (the machine keeps /tmp while warm):
+#   calls 1–3 (carry .whl/c-aa, then c-ab, then c-ac):   PART=cut bash scripts/gpu/suite.sh
+#   call 4 (carry gpu-bundle/wheels, .whl/small):        PART=wheel bash scripts/gpu/suite.sh
+#   call 5 (carry gpu-bundle):                           OUT=$OUT ROUNDS=2 bash scripts/gpu/suite.sh
+# The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory,
+# then the vocabulary-slice and three-product plans. SWEEP (default "1024,4096,16384,65536,131072")
+# and SUITE_MINUTES (default 8.5) bound call 5; REP_MS (default 600: ~12 timed calls of a 50 ms
+# forward+backward) sets the timer; ROUNDS (default 1) times each shape's methods that many times
+# in turn and reports the medians (suite.py --rounds).
 set -uo pipefail
 if [ "${PART:-2}" = cut ]; then
   # whichever part this call carried (.whl/c-*: the others are not on the device)

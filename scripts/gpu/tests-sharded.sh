@@ -1,17 +1,12 @@
 #!/usr/bin/env bash
 # Every GPU test case in one device call: gpu-tests in SHARDS processes at once (--shard=I/N; the
-# f64 oracle is CPU work, 16 cores on the H200 machine), each with its log, then one summary line a
-# shard and every failure. From the repository root after scripts/gpu-prepare.sh:
-#   device call (carry gpu-bundle): OUT=$OUT bash scripts/gpu-tests-sharded.sh [filters...]
+# f64 oracle is CPU work, 16 cores on the GPU machine), each with its log, then one summary line a
+# shard and every failure. From the repository root, gpu-bundle carried:
+#   OUT=$OUT bash scripts/gpu/tests-sharded.sh [filters...]
 # SHARDS (default 3), LIMIT (seconds a shard, default 420). The shards are balanced by the cases'
 # measured times (crates/flce-cuda/tests/gpu/case_ms.txt, refreshed from a full run's logs with
-# scripts/case-costs.sh): s46's full run in 4 interleaved processes ended them after 206 / 450 /
-# 404 / 262 s of cases (benchmarks/h200-2026-12-04-s46/verify-s45/), balanced ~331 s each, ~269 s
-# since s47's sampled cases compute their f64 reference rows from whole rows of C — alone:
-# beside pytest and memcheck (gpu-verify.sh's CONCURRENT=1) the cases took 1.29–1.54× as long and
-# 4 shards reached 180 of 199 cases in 420 s (benchmarks/h200-2026-12-04-s47/verify/). A shard cut
-# short names the cases it did not reach (not-reached.txt, as exact-name filters "=NAME": the
-# rerun's arguments, printed last).
+# scripts/tools/case-costs.sh). A shard cut short names the cases it did not reach (not-reached.txt,
+# as exact-name filters "=NAME": the rerun's arguments, printed last).
 set -uo pipefail
 OUT=${OUT:-gpu-logs}; mkdir -p "$OUT"
 SHARDS=${SHARDS:-3} LIMIT=${LIMIT:-420}
@@ -43,6 +38,6 @@ for i in $(seq 1 "$SHARDS"); do
 done
 if [ -s "$OUT/not-reached.txt" ]; then
   echo "not reached ($(grep -o '"=' "$OUT/not-reached.txt" | wc -l) cases; in $OUT/not-reached.txt); rerun them with:"
-  echo "  OUT=\$OUT bash scripts/gpu-tests-sharded.sh $(cat "$OUT/not-reached.txt")"
+  echo "  OUT=\$OUT bash scripts/gpu/tests-sharded.sh $(cat "$OUT/not-reached.txt")"
 fi
 exit $status

@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
-# The verification of a change in one device call: every check with its own time cap, most
-# important first, each log written straight into $OUT (the device returns at most 8 files; what
-# is there comes back even if the call is cut short). Run from the repository root after
-# scripts/gpu-prepare.sh; carry gpu-bundle (and old-bundle for the A/B step).
-#   bash scripts/gpu-verify.sh            # tests, pytest, bench, memcheck, A/B, racecheck
-#   TEST_ARGS="--small" BENCH_ARGS="--loss-options all" STEPS="tests bench" BENCH_MODES="cublas/cublas fused/fused sm80/sm80" bash scripts/gpu-verify.sh
-#   STEPS="profile activation" bash scripts/gpu-verify.sh   # per-kernel times; issue 13's offload measurement
-#   SHARDS=4 CONCURRENT=1 T_TESTS=460 T_PYTEST=400 T_MEMCHECK=300 STEPS="tests pytest memcheck" bash scripts/gpu-verify.sh
-#       # every GPU case in 4 processes balanced by their measured times (scripts/gpu-tests-sharded.sh;
-#       # ~269 s of cases a shard by the committed times), pytest in PYTEST_WORKERS processes (pytest-xdist)
-#       # and memcheck at once. Beside pytest and memcheck the cases take 1.29–1.54× as long (s47:
-#       # pytest 165 s, memcheck's 118 cases in its 300 s, and the shards' 180 of 199 cases in 420 s):
-#       # ~510 s of cases then, ~400 s with s47's faster sampled reference — s48: all 199 cases, pytest
-#       # (149 s) and memcheck in one 415 s call; the cases a cut-short run did not reach are printed
-#       # last in gpu-tests.log as a rerun's arguments
-# Caps (seconds), the steps, the bench's forward/backward modes and the racecheck cases can be
-# changed with the variables below.
+# The verification of a change in one device call, from the repository root with gpu-bundle
+# carried (scripts/gpu/prepare.sh; and old-bundle, an older build's, for the A/B step): every
+# check with its own time cap, most important first, each log written straight into $OUT (the
+# device returns at most 8 files; what is there comes back even if the call is cut short), a
+# summary last.
+#   bash scripts/gpu/verify.sh                 # tests, pytest, bench, memcheck, A/B, racecheck
+#   STEPS="tests bench" TEST_ARGS="--small" BENCH_ARGS="--loss-options all" bash scripts/gpu/verify.sh
+#   STEPS="demo peers train profile activation" bash scripts/gpu/verify.sh
+#   SHARDS=4 CONCURRENT=1 T_TESTS=460 T_PYTEST=400 T_MEMCHECK=300 STEPS="tests pytest memcheck" bash scripts/gpu/verify.sh
+#       # every GPU case in 4 processes balanced by their measured times (scripts/gpu/tests-sharded.sh),
+#       # pytest in PYTEST_WORKERS processes (pytest-xdist) and memcheck at once: about 400 s; the
+#       # cases a cut-short run did not reach are printed last in gpu-tests.log as a rerun's arguments
+# Steps: tests, pytest, bench (flce bench at the three model shapes, BENCH_MODES' forward/backward
+# pairs), memcheck, ab (old-bundle against gpu-bundle, interleaved), racecheck, demo, peers
+# (bench_peers.py, its wheels in .whl), train (benchmarks/train_step.py), profile
+# (scripts/tools/profile_kernels.py), activation (benchmarks/activation_memory.py). Caps
+# (seconds), the bench's modes and the racecheck cases can be changed with the variables below.
 set -uo pipefail
 B=gpu-bundle
 OUT=${OUT:-gpu-logs}
@@ -29,6 +29,7 @@ if [ -z "${FLCE_NCCL_LIBRARY:-}" ]; then
 fi
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-200} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60} T_PROFILE=${T_PROFILE:-60} T_ACTIVATION=${T_ACTIVATION:-240}
+T_DEMO=${T_DEMO:-60} T_PEERS=${T_PEERS:-240} T_TRAIN=${T_TRAIN:-240}
 STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}
 BENCH_MODES=${BENCH_MODES:-cublas/cublas fused/fused}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -40,14 +41,14 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 step() { echo "== $1 ($(date -u +%T))"; }
 
 # CONCURRENT=1: the tests, pytest and memcheck steps at once (GPU work is small beside the f64
-# oracle's CPU time and the compiles; 16 cores on the H200 machine), the rest after them
+# oracle's CPU time and the compiles; 16 cores on the GPU machine), the rest after them
 bg() { if [ "${CONCURRENT:-0}" = 1 ]; then "$@" & else "$@"; fi; }
 run_tests() {
   if [ "${SHARDS:-1}" -gt 1 ]; then
     # per-shard logs in one archive (the device returns at most 8 files); their summary lines and
     # failures in gpu-tests.log
     mkdir -p /tmp/shards
-    OUT=/tmp/shards LIMIT="$T_TESTS" bash $B/scripts/gpu-tests-sharded.sh ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1
+    OUT=/tmp/shards LIMIT="$T_TESTS" bash scripts/gpu/tests-sharded.sh ${TEST_ARGS:-} > "$OUT/gpu-tests.log" 2>&1
     echo "exit $?" >> "$OUT/gpu-tests.log"
     tar czf "$OUT/gpu-tests-shards.tgz" -C /tmp shards
   else
@@ -56,11 +57,11 @@ run_tests() {
 }
 run_pytest() {
   # (in PYTEST_WORKERS processes where pytest-xdist is there: gpu-pytest.sh)
-  timeout "$T_PYTEST" bash $B/scripts/gpu-pytest.sh > "$OUT/pytest.log" 2>&1
+  timeout "$T_PYTEST" bash scripts/gpu/pytest.sh > "$OUT/pytest.log" 2>&1
 }
 run_memcheck() {
   timeout "$T_MEMCHECK" compute-sanitizer --tool memcheck --error-exitcode 9 $B/gpu-tests --small \
-    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked "2 SMs" bad-target bad-weights bad-pointers "phases bf16 all" > "$OUT/memcheck.log" 2>&1
+    "(255,507,123)" "(1,64,1000)" "(129,200,5003)" "(257,520,300)" chunked "2 SMs" bad-target bad-weights bad-pointers "vocab-parallel bf16 all" > "$OUT/memcheck.log" 2>&1
   echo "exit $?" >> "$OUT/memcheck.log"
 }
 if want tests; then
@@ -81,20 +82,35 @@ if want bench; then
     step "flce bench --forward ${modes%/*} --backward ${modes#*/}"
     echo "## forward ${modes%/*}, backward ${modes#*/}" >> "$OUT/bench.log"
     timeout "$T_BENCH" $B/flce bench --shapes gemma2,llama3,qwen25 --forward "${modes%/*}" --backward "${modes#*/}" \
-      --step-budget-mb "${STEP_BUDGET_MB:-4096}" ${BENCH_ARGS:-} --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
+      --workspace-budget-mb "${BUDGET_MB:-4096}" ${BENCH_ARGS:-} --json /tmp/bench.jsonl >> "$OUT/bench.log" 2>&1
   done
   cat /tmp/bench.jsonl >> "$OUT/bench.log" 2>/dev/null
 fi
 if want ab && [ -d old-bundle ]; then
   step "A/B bench (old-bundle vs gpu-bundle, one round)"
-  OUT=/tmp/ab timeout "$T_AB" bash scripts/gpu-ab.sh old-bundle gpu-bundle 1 > "$OUT/ab.txt" 2>&1
+  OUT=/tmp/ab timeout "$T_AB" bash scripts/tools/ab.sh old-bundle gpu-bundle 1 > "$OUT/ab.txt" 2>&1
 fi
 if want profile; then
-  step "profile (scripts/profile_kernels.py)"
+  step "profile (scripts/tools/profile_kernels.py)"
   for s in gemma2 llama3; do
-    timeout "$T_PROFILE" python3 scripts/profile_kernels.py --shape $s --configs "${PROFILE_CONFIGS:-auto/auto/min,auto/cublas/min,auto/cublas/fast}" \
+    timeout "$T_PROFILE" python3 scripts/tools/profile_kernels.py --shape $s --configs "${PROFILE_CONFIGS:-auto/auto/min,auto/cublas/min,auto/cublas/fast}" \
       > "$OUT/profile-$s.md" 2>&1
   done
+fi
+if want demo; then
+  step "flce demo"
+  timeout "$T_DEMO" $B/flce demo > "$OUT/demo.log" 2>&1
+fi
+if want peers && [ -f $B/bench_peers.py ]; then
+  step "peers (bench_peers.py, wheels from .whl)"
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .whl/*.whl 2>/dev/null
+  PYTHONPATH=/tmp/site:/tmp/peers timeout "$T_PEERS" python3 $B/bench_peers.py --shapes gemma2,llama3 --data peaky \
+    --methods ${PEERS:-flce,cce,liger} --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
+fi
+if want train; then
+  step "training step (benchmarks/train_step.py)"
+  PYTHONUNBUFFERED=1 timeout "$T_TRAIN" python3 benchmarks/train_step.py ${TRAIN_ARGS:-} --out "$OUT/train_step.json" \
+    > "$OUT/train_step.log" 2>&1
 fi
 if want activation; then
   step "activation memory (benchmarks/activation_memory.py)"
@@ -117,4 +133,7 @@ echo; echo "== summary"
 [ -f "$OUT/bench.log" ] && grep -E '^(## |\| [a-z])' "$OUT/bench.log"
 [ -f "$OUT/ab.txt" ] && tail -n 5 "$OUT/ab.txt"
 [ -f "$OUT/activation.log" ] && grep -E '^\| [0-9]' "$OUT/activation.log"
+[ -f "$OUT/demo.log" ] && tail -n 4 "$OUT/demo.log"
+[ -f "$OUT/peers.log" ] && tail -n 12 "$OUT/peers.log"
+[ -f "$OUT/train_step.log" ] && grep -E '^\| [0-9]' "$OUT/train_step.log"
 ls "$OUT"/profile-*.md >/dev/null 2>&1 && grep -h -E '^## ' "$OUT"/profile-*.md

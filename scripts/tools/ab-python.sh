@@ -2,8 +2,8 @@
 # A/B timing of two flce wheels through the Python call a user makes (benchmarks/time_call.py),
 # interleaved (A B A B ...) in one device call; prints each shape's median forward and
 # forward+backward per wheel and B/A last.
-#   bash scripts/gpu-ab-python.sh OLD_BUNDLE NEW_BUNDLE [rounds]   (bundles from gpu-prepare.sh)
-#   AB_SHAPES=llama3_n1024,llama3 AB_METHOD=flce_fast bash scripts/gpu-ab-python.sh …   (time_call.py options)
+#   bash scripts/tools/ab-python.sh OLD_BUNDLE NEW_BUNDLE [rounds]   (bundles from scripts/gpu/prepare.sh)
+#   AB_SHAPES=llama3_n1024,llama3 AB_METHOD=flce_fast bash scripts/tools/ab-python.sh …   (time_call.py options)
 set -uo pipefail
 A=${1:?bundle A}; B=${2:?bundle B}; rounds=${3:-3}
 OUT=${OUT:-gpu-logs}

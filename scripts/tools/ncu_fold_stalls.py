@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where an sm90 forward's consumer warps wait, from ncu's source page as CSV (warp-stall samples
 by SASS instruction: `ncu --section WarpStateStats --section SourceCounters --page source --csv
---print-source sass`, as benchmarks/h200-2026-12-03-s26/*/call.sh take it).
+--print-source sass`, as scripts/tools/ncu-sm90.sh with SOURCE=1 takes it).
 
 Splits the samples between the main loop (instructions executed once per k-step: at least 10×
 the tile count) and the tile epilogue's fast path (executed once per tile: as often as the
@@ -15,7 +15,7 @@ loops execute as often as a main loop and land in its share above, so
     --split I,J,…    the samples between those instruction indices (index ranges from --hot:
                      a loop's instructions share one execution count), each range's share and
                      its largest execution count — a region's samples divided by the warps that
-                     run it says how busy they are (perf-notes v42: the fold warps' loop had as
+                     run it says how busy they are (docs/journal.md v42: the fold warps' loop had as
                      many samples per warp as a consumer warp's main loop).
 """
 import argparse

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """One markdown row per kernel launch from ncu's `--csv --metrics` output (the files
-scripts/ncu-launch-metrics.sh writes, one per variant and shape): time, SM clock, the longest
+scripts/tools/ncu-launch-metrics.sh writes, one per variant and shape): time, SM clock, the longest
 SM's cycles, DRAM bytes read and written, and the L2 hit rate — what told the forward's DRAM
-bytes and clock from its cycles in perf-notes v49 (benchmarks/h200-2026-12-04-s40/).
+bytes and clock from its cycles in docs/journal.md v49.
 
-    python3 scripts/ncu_launch_table.py gpu-logs/ncu-*.csv
+    python3 scripts/tools/ncu_launch_table.py gpu-logs/ncu-*.csv
 """
 import csv
 import sys

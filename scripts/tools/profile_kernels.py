@@ -5,17 +5,17 @@ two warm-up steps, then one profiled step; prints per-kernel GPU time (sum over 
 launch count, and the step's total kernel time against its wall time (the gap is launch and
 host overhead).
 
-    python3 scripts/profile_kernels.py --shape gemma2 --configs "auto/cublas/min,auto/fused/min,auto/cublas/fast"
+    python3 scripts/tools/profile_kernels.py --shape gemma2 --configs "auto/cublas/min,auto/fused/min,auto/cublas/fast"
 
 A config is forward_mode/backward_mode/workspace_budget ("min", "fast" or bytes). `--steps K`
 profiles K steps queued back to back, as a training loop runs them (the host free to run ahead;
 one sync at the end): the GPU idle between kernels then counts only what the host could not hide.
 `--host` also records the host's side and lists the ops that took its time (self CPU ms), to
-say where a gap before a kernel goes (perf-notes v46: 0.62 ms before the slice and three-product
+say where a gap before a kernel goes (docs/journal.md v46: 0.62 ms before the slice and three-product
 passes' first kernel in a one-step profile). `--by-product` splits the step's kernel time into the
 four products of an exact loss — the forward, G (the recomputed logits), dE = G·C and dC = Gᵀ·E —
 each against cuBLAS's product of the same shape timed here as the suite times its floors
-(benchmarks/suite.py `measure_cublas`: L2 flushed, medians), as perf-notes v48 did by hand at
+(benchmarks/suite.py `measure_cublas`: L2 flushed, medians), as docs/journal.md v48 did by hand at
 Llama 3 65k. It names cuBLAS's launches by their layout (`…_NTN`:
 the middle letter T is dC's Gᵀ, N is dE's), which holds for the fused families' backward plans
 (no cuBLAS logits): use it with the auto/auto configs.

@@ -6,7 +6,7 @@ The inputs are closed-form (no RNG), so the Rust test rebuilds them exactly:
     w[j]    = 0.5 + 0.25 * (j % 3)
     targets = [0, 4, IGNORE, 2]
 computed in float64 with F.cross_entropy on the logits e @ c.T. Run with any torch >= 2.0:
-    python3 scripts/pytorch_expected.py
+    python3 scripts/tools/pytorch_expected.py
 """
 import math
 import torch

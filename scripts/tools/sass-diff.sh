@@ -4,9 +4,9 @@
 # each cubin's instructions (encodings and addresses stripped) are compared. A refactor of
 # kernels/ that reports "same" everywhere cannot change what runs on the device.
 #
-#   bash scripts/sass-diff.sh [REV (default HEAD)]
-#   TARGETS="sm_90a:bf16 sm_80:f16" bash scripts/sass-diff.sh HEAD~1
-#   REV_TARGET_DIR=/tmp/rev-target bash scripts/sass-diff.sh   # keep the revision's build between runs
+#   bash scripts/tools/sass-diff.sh [REV (default HEAD)]
+#   TARGETS="sm_90a:bf16 sm_80:f16" bash scripts/tools/sass-diff.sh HEAD~1
+#   REV_TARGET_DIR=/tmp/rev-target bash scripts/tools/sass-diff.sh   # keep the revision's build between runs
 #
 # Needs NVRTC (CI's nvidia-cuda-nvrtc wheel) and cuobjdump on PATH, e.g.
 #   python3 -m pip install --target /tmp/cuobj nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm

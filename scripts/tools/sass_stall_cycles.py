@@ -5,7 +5,7 @@ Each sm_90 instruction's upper 64 bits carry the scheduler's control word; bits 
 cycles the warp waits before its next instruction (ptxas's fixed-latency schedule). Summed over
 the fold of a plain whole tile — from the row max's first FMNMX (`FMNMX Rx, R24, -INF`: acc[0]
 of the first row) to the second row's state store (the second `STS` after it) — and split by
-opcode, they show where a warp's own schedule waits (perf-notes v35: the FMNMX and FADD chains,
+opcode, they show where a warp's own schedule waits (docs/journal.md v35: the FMNMX and FADD chains,
 4 cycles a link). The region holds the rarely taken argmax branch too, so read the totals as
 an upper bound and compare builds, not cycles.
 
@@ -13,7 +13,7 @@ an upper bound and compare builds, not cycles.
     python3 scripts/sass-stall-cycles.py /tmp/ru/sm90_forward.cu.sm_90a.bf16.cubin [other.cubin …]
 
 (FLCE_SM90_MAINLOOP in the environment of the first command picks a main-loop variant, as at
-run time; cuobjdump on PATH: see scripts/sass-diff.sh.)
+run time; cuobjdump on PATH: see scripts/tools/sass-diff.sh.)
 """
 import collections
 import re

@@ -4,7 +4,7 @@
 # shape's median forward and forward+backward per variant and its ratio to the first, last.
 # A variant is LABEL=BINARY[:ENV=VALUE[,ENV=VALUE…]] — a bundle's flce and the environment it runs
 # under (e.g. the profiling knob FLCE_SM90_MAINLOOP, src/geometry.rs):
-#   bash scripts/gpu-variants.sh 2 "old=old-bundle/flce" "new=gpu-bundle/flce" \
+#   bash scripts/tools/variants.sh 2 "old=old-bundle/flce" "new=gpu-bundle/flce" \
 #     "skew2=gpu-bundle/flce:FLCE_SM90_MAINLOOP=skew=2"
 # BENCH_ARGS: flce bench options (unset: no three-product runs; set empty: flce bench's defaults).
 # SHAPES: flce bench's --shapes (names, comma-separated), or several of them separated by spaces
@@ -28,7 +28,7 @@ for r in $(seq 1 "$rounds"); do
     : > "$OUT/var-$label-$r.jsonl"; : > "$OUT/var-$label-$r.log"
     for shapes in ${SHAPES:-gemma2,llama3,qwen25}; do
       rm -f "$OUT/part.jsonl"
-      env "${pairs[@]}" "$bin" bench --shapes "$shapes" ${BENCH_ARGS---step-budget-mb 0} \
+      env "${pairs[@]}" "$bin" bench --shapes "$shapes" ${BENCH_ARGS---workspace-budget-mb 0} \
         --json "$OUT/part.jsonl" >> "$OUT/var-$label-$r.log" 2>&1 \
         || { echo "bench $label round $r ($shapes) failed"; tail -n 5 "$OUT/var-$label-$r.log"; }
       [ -f "$OUT/part.jsonl" ] && cat "$OUT/part.jsonl" >> "$OUT/var-$label-$r.jsonl"
@@ -50,13 +50,13 @@ for label in labels:
             j = json.loads(line)
             # the three-product pass's time, where BENCH_ARGS asked for one (nan: none)
             rows.setdefault(j["shape"], {}).setdefault(label, []).append(
-                (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("step_ms", float("nan"))))
+                (j["fwd_ms"], j["fb_ms"], j["cublas_ms"], j.get("forward_backward_ms", float("nan"))))
             # the trading plan's token chunk (the vocabulary-slice pass: "head" and its rows) and
             # workspace (the same every round)
-            chunk = j.get("step_token_chunk")
-            if j.get("step_kind") == "slice":
-                chunk = f"head {j.get('step_head_rows')}"
-            plans.setdefault(j["shape"], {})[label] = (chunk, j.get("step_ws_mb"))
+            chunk = j.get("forward_backward_token_chunk")
+            if j.get("forward_backward_kind") == "vocab_slice":
+                chunk = f"head {j.get('forward_backward_head_rows')}"
+            plans.setdefault(j["shape"], {})[label] = (chunk, j.get("forward_backward_ws_mb"))
 # spread: (max - min) / median of the rounds, in %, of the forward and of the three-product time
 # where there is one, else of fwd+bwd — a ratio to the first variant inside the spreads is no result
 print("| shape | variant | fwd ms | /first | fwd+bwd ms | /first | three-product ms | /first | cuBLAS ms | runs | spread fwd / last "

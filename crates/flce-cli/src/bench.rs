@@ -3,7 +3,7 @@
 //! each call uses. Times are medians of CUDA-event-timed calls on resident data.
 
 use clap::Args;
-use flce::cuda::{BackwardConfig, DeviceBuffer, ForwardConfig, TradePlan};
+use flce::cuda::{BackwardConfig, DeviceBuffer, ForwardBackwardPlan, ForwardConfig};
 use flce::testing::{DataKind, RandomProblem};
 use flce::{bf16, f16, DType, Element, Options, Shape};
 
@@ -23,10 +23,10 @@ pub struct BenchArgs {
     /// Backward workspace budget in MB (default: flce's default plan).
     #[arg(long)]
     budget_mb: Option<usize>,
-    /// Also time the three-product pass (forward and gradients at once) with this workspace
-    /// budget in MB; 0 skips it.
+    /// Also time the pass that computes the forward and the gradients at once (the three-product
+    /// or the vocabulary-slice pass) with this workspace budget in MB; 0 skips it.
     #[arg(long, default_value_t = 4096)]
-    step_budget_mb: usize,
+    workspace_budget_mb: usize,
     /// Forward: auto (the GPU's fastest: fused on Hopper, cublas elsewhere), cublas (cuBLAS chunks
     /// + reduction kernel), fused (the GPU's fastest fused tile kernel) or sm80 (the portable one).
     #[arg(long, default_value = "auto")]
@@ -134,8 +134,8 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
         let config =
             BackwardConfig { budget: args.budget_mb.map(|m| m << 20), mode: args.backward.parse().map_err(err)? };
         let mut call = GpuCall::new::<T>(&be, &up, &opts, fconfig, config, want_dc)?;
-        if args.step_budget_mb > 0 {
-            call = call.with_step::<T>(args.step_budget_mb << 20)?;
+        if args.workspace_budget_mb > 0 {
+            call = call.with_forward_backward::<T>(args.workspace_budget_mb << 20)?;
         }
         let (fplan, bplan, fws, bws) = (&call.fplan, &call.bplan, &call.fws, &call.bws);
         let x = up.inputs;
@@ -148,32 +148,36 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
             call.backward()
         })?;
         // (the three-product pass: its token chunk; the vocabulary-slice pass: N and its head's rows)
-        let step = match &call.step {
+        let forward_backward = match &call.forward_backward {
             Some((plan, ws)) => {
                 let ms = time_ms(2, args.iters, || call.forward_backward())?;
                 let (chunk, storage, head) = match plan {
-                    TradePlan::Step(p) => (p.token_chunk, p.storage.name(), 0),
-                    TradePlan::Slice(p) => (p.shape.n, "compact", p.head_rows),
+                    ForwardBackwardPlan::ThreeProduct(p) => (p.token_chunk, p.storage.name(), 0),
+                    ForwardBackwardPlan::VocabSlice(p) => (p.shape.n, "compact", p.head_rows),
                 };
                 Some((ms, ws.bytes(), chunk, storage, plan.kind(), head))
             }
             None => None,
         };
-        let step_col = step.map_or("-".into(), |(ms, bytes, chunk, storage, _, head)| {
+        let fb_plan_col = forward_backward.map_or("-".into(), |(ms, bytes, chunk, storage, _, head)| {
             let ratio = ms / (3.0 * gemm_ms);
-            let what = if head > 0 { format!("slice: head of {head} rows") } else { format!("{chunk}-token chunks") };
+            let what = if head > 0 {
+                format!("vocabulary slice: head of {head} rows")
+            } else {
+                format!("{chunk}-token chunks")
+            };
             format!("{ms:.2} ({ratio:.2}x of 3; {:.0} MB, {what}, {storage} logits)", mb(bytes))
         });
-        let step_json = step.map_or(String::new(), |(ms, bytes, chunk, storage, kind, head)| {
+        let fb_plan_json = forward_backward.map_or(String::new(), |(ms, bytes, chunk, storage, kind, head)| {
             format!(
-                ", \"step_ms\": {ms:.3}, \"step_ws_mb\": {:.3}, \"step_token_chunk\": {chunk}, \"step_logits\": \"{storage}\", \"step_kind\": \"{kind}\", \"step_head_rows\": {head}",
+                ", \"forward_backward_ms\": {ms:.3}, \"forward_backward_ws_mb\": {:.3}, \"forward_backward_token_chunk\": {chunk}, \"forward_backward_logits\": \"{storage}\", \"forward_backward_kind\": \"{kind}\", \"forward_backward_head_rows\": {head}",
                 mb(bytes)
             )
         });
         let fwd_extra = fws.bytes() + 4 * n + 16 + 4;
         let grad_bytes = (n + want_dc as usize * v) * d * es;
         rows.push(format!(
-            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of {products}) | {step_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}{}, chunk {}), bwd {:?} chunk {}x{}{}{} |",
+            "| {name} ({n}, {d}, {v}) | {gemm_ms:.2} | {fwd_ms:.2} ({:.2}x) | {fb_ms:.2} ({:.2}x of {products}) | {fb_plan_col} | {:.2} | {:.1} ({:.1}% of grads) | fwd {:?} (splits {}, slots {}{}, chunk {}), bwd {:?} chunk {}x{}{}{} |",
             fwd_ms / gemm_ms,
             fb_ms / (products * gemm_ms),
             mb(fwd_extra),
@@ -207,7 +211,7 @@ fn run_typed<T: Element>(args: &BenchArgs, shapes: &[(String, Shape)]) -> flce::
                 }),
         ));
         json.push_str(&format!(
-            "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"grads\": \"{}\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{step_json}}}\n",
+            "{{\"shape\": \"{name}\", \"loss_options\": \"{}\", \"n\": {n}, \"d\": {d}, \"v\": {v}, \"dtype\": \"{}\", \"method\": \"flce_rust\", \"grads\": \"{}\", \"cublas_ms\": {gemm_ms:.3}, \"fwd_ms\": {fwd_ms:.3}, \"fb_ms\": {fb_ms:.3}, \"fwd_mem_mb\": {:.3}, \"fb_mem_mb\": {:.3}, \"device\": \"{}\"{fb_plan_json}}}\n",
             args.loss_options,
             args.grads,
             T::DTYPE,

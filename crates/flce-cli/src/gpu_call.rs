@@ -5,7 +5,7 @@
 
 use flce::cuda::{
     BackwardConfig, BackwardPlan, CudaLoss, DeviceBuffer, DeviceForwardOutputs, DeviceGradOutput, DeviceGrads,
-    ForwardConfig, ForwardPlan, Stream, TradePlan, UploadedInputs,
+    ForwardBackwardPlan, ForwardConfig, ForwardPlan, Stream, UploadedInputs,
 };
 use flce::{Element, Options, Result};
 
@@ -23,7 +23,7 @@ pub struct GpuCall<'a> {
     pub bws: DeviceBuffer,
     /// The plan that computes forward and gradients at once (three-product or vocabulary-slice)
     /// and its workspace, when asked for.
-    pub step: Option<(TradePlan, DeviceBuffer)>,
+    pub forward_backward: Option<(ForwardBackwardPlan, DeviceBuffer)>,
     // owned buffers behind `out` and `grads`
     _outputs: Vec<DeviceBuffer>,
 }
@@ -64,24 +64,24 @@ impl<'a> GpuCall<'a> {
             bplan,
             fws,
             bws,
-            step: None,
+            forward_backward: None,
             _outputs: vec![scalars, status, de, dc],
         })
     }
 
     /// Also set up the pass that computes forward and gradients at once within `budget` bytes of
-    /// workspace: the plan a trading call takes (`CudaLoss::trade_plan`: the three-product pass
+    /// workspace: the plan a trading call takes (`CudaLoss::forward_backward_plan`: the three-product pass
     /// where a chunk that pays fits, else the vocabulary-slice pass), or where neither does (and
-    /// for f16, which trade_plan leaves to the recomputing plans), the three-product pass with the
+    /// for f16, which forward_backward_plan leaves to the recomputing plans), the three-product pass with the
     /// largest chunk that fits.
-    pub fn with_step<T: Element>(mut self, budget: usize) -> Result<Self> {
+    pub fn with_forward_backward<T: Element>(mut self, budget: usize) -> Result<Self> {
         let (shape, wanted) = (self.up.inputs.shape, self.grads.wanted());
-        let plan = match self.be.trade_plan(shape, T::DTYPE, self.opts, wanted, budget)? {
+        let plan = match self.be.forward_backward_plan(shape, T::DTYPE, self.opts, wanted, budget)? {
             Some(p) => p,
             None => {
-                let storage = self.be.step_logits(shape, T::DTYPE, self.opts);
-                let max_tokens = flce::cuda::geometry::step_max_tokens(shape.n);
-                TradePlan::Step(flce::cuda::plan::step_plan_capped(
+                let storage = self.be.three_product_logits(shape, T::DTYPE, self.opts);
+                let max_tokens = self.be.three_product_max_tokens(shape.n);
+                ForwardBackwardPlan::ThreeProduct(flce::cuda::plan::three_product_plan_capped(
                     shape,
                     T::DTYPE,
                     wanted,
@@ -92,18 +92,18 @@ impl<'a> GpuCall<'a> {
             }
         };
         let ws = DeviceBuffer::new(plan.workspace_bytes())?;
-        self.step = Some((plan, ws));
+        self.forward_backward = Some((plan, ws));
         Ok(self)
     }
 
-    /// The forward and the gradients at once (the `with_step` plan) on the default stream.
+    /// The forward and the gradients at once (the `with_forward_backward` plan) on the default stream.
     pub fn forward_backward(&self) -> Result<()> {
         let none = || flce::Error::Unsupported("no forward-and-gradients plan set up".into());
-        let (plan, ws) = self.step.as_ref().ok_or_else(none)?;
+        let (plan, ws) = self.forward_backward.as_ref().ok_or_else(none)?;
         let stream: Stream = std::ptr::null_mut();
         // SAFETY: as in forward.
         unsafe {
-            self.be.forward_backward_trade(
+            self.be.forward_backward(
                 &self.up.inputs,
                 self.opts,
                 &self.out,

@@ -48,7 +48,7 @@ fn step_forward_backward(b: Bencher, shape: Shape) {
         let (mut de, mut dc) = (vec![bf16::ZERO; s.n * s.d], vec![bf16::ZERO; s.v * s.d]);
         let out = flce_core::ForwardBuffers { lse: &mut lse, per_token_loss: None };
         let grads = flce_core::GradBuffers { de: Some(&mut de), dc: Some(&mut dc), dbias: None };
-        cpu::step::forward_backward_into(&p.inputs(), &opts, s.n, out, grads).unwrap()
+        cpu::three_product::forward_backward_into(&p.inputs(), &opts, s.n, out, grads).unwrap()
     });
 }
 

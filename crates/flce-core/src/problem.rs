@@ -44,7 +44,7 @@ impl Shape {
         self.validate()?;
         opts.validate()?;
         if let Some(t) = opts.shift {
-            if self.n % t != 0 {
+            if !self.n.is_multiple_of(t) {
                 return Err(Error::InvalidOption {
                     name: "shift",
                     value: t.to_string(),

@@ -21,7 +21,7 @@ struct Case {
 
 fn shape() -> impl Strategy<Value = Shape> {
     // cpu::fused's token block (128) and vocabulary block (512): cross both boundaries, and hit
-    // N = 1. (Its 4096-row segments are crossed by cpu::phases' tests.)
+    // N = 1. (Its 4096-row segments are crossed by cpu::vocab_parallel' tests.)
     (prop_oneof![Just(1usize), 1usize..140], 1usize..72, prop_oneof![Just(1usize), 1usize..600])
         .prop_map(|(n, d, v)| Shape::new(n, d, v))
 }
@@ -301,7 +301,7 @@ fn near_tied_rows<T: Real>(inputs: &flce_core::HostInputs<'_, T>, opts: &Options
         .count()
 }
 
-/// A proptest case CI drew (2026-12-01): f16, V = 1, z-loss alone (the cross-entropy gradient
+/// A proptest case CI drew: f16, V = 1, z-loss alone (the cross-entropy gradient
 /// of one class is 0), a small grad_output — dE's entries near 1e-6, in f16's subnormals, where
 /// one rounding moves an entry by up to 3e-8 (2.9e-3 relative in all): within the subnormal
 /// floor, not within the relative tolerance alone.

@@ -2,7 +2,7 @@
 //! CPU tensors) where PyTorch defines the behaviour: class weights with and without label
 //! smoothing, mean with class weights, a custom ignore_index, every token ignored.
 //!
-//! Made by `python3 scripts/pytorch_expected.py` (the inputs are closed-form, rebuilt below);
+//! Made by `python3 scripts/tools/pytorch_expected.py` (the inputs are closed-form, rebuilt below);
 //! for reduction none the gradient is taken of Σ_i (i+1)·loss_i, so grad_output = [1, 2, 3, 4].
 
 use flce_core::cpu::{self, reference};

@@ -18,7 +18,7 @@ fn main() {
     let files = KernelFile::ALL.into_iter().filter(|f| {
         f.builds_for(&arch, dtype)
             && (logit_opts.is_none() || f.has_logit_variants())
-            && only.as_deref().map_or(true, |o| o == f.name())
+            && only.as_deref().is_none_or(|o| o == f.name())
     });
     for file in files {
         let mut opts = options(&arch);

@@ -114,7 +114,7 @@ abi_structs! {
         block_sums: DevPtr = "double*",
         /// The splits from `offset_split` on hold a vocabulary slice's partials whose argmax
         /// counts from the slice's first row, `argmax_offset` (the vocabulary-slice pass:
-        /// src/slice.rs); 0 and 0 elsewhere.
+        /// src/pass/vocab_slice.rs); 0 and 0 elsewhere.
         offset_split: i32 = "int",
         argmax_offset: i32 = "int",
     }
@@ -193,7 +193,7 @@ abi_structs! {
     }
 
     /// sm90 family: flce_sm90_forward_compact, the three-product pass's forward over one token
-    /// chunk (plan::StepLogits::Compact): the forward's partials and target logits, and each logit
+    /// chunk (plan::ThreeProductLogits::Compact): the forward's partials and target logits, and each logit
     /// z as q = exp(z − m) in f16, m the row's running max after its tile (`m_ref`).
     struct Sm90CompactForwardParams {
         fwd: Sm90ForwardParams = "Sm90ForwardParams",
@@ -210,7 +210,7 @@ abi_structs! {
         ld_mref: i32 = "int",
     }
 
-    /// flce_grad_from_compact (kernels/sm90/step_grad.cu): G of one token chunk from the compact
+    /// flce_grad_from_compact (kernels/sm90/three_product_grad.cu): G of one token chunk from the compact
     /// forward's q (overwritten by G in place: `chunk.g_out` is the same buffer as `q`).
     struct CompactGradParams {
         lp: LogitParams = "LogitParams",
@@ -343,7 +343,7 @@ abi_structs! {
         scalars: DevPtr = "float*",
     }
 
-    /// flce_slice_targets (shared/phases.cu): a vocabulary slice's effective targets.
+    /// flce_slice_targets (shared/vocab_parallel.cu): a vocabulary slice's effective targets.
     struct SliceTargetsParams {
         /// The slice's constants: v = its rows.
         k: LossConstants = "LossConstants",

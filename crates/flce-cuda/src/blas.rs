@@ -43,9 +43,9 @@ impl Blas {
             let raw = cudarc::cublas::result::create_handle().check("cublasCreate")?;
             // Reductions in f32: cuBLAS's default math lets a split-K product of 16-bit output
             // sum its partial products in the output type — a rounding per split where flce's
-            // policy is f32 sums rounded once. No product measured so far took that path (H200
-            // 2026-12-04: errors and times unchanged with this mode, docs/perf-notes.md v57); the
-            // mode keeps it so for shapes and cuBLAS versions not measured.
+            // policy is f32 sums rounded once. No measured product takes that path (H200:
+            // errors and times unchanged with this mode, docs/journal.md v57); the mode keeps it
+            // so for shapes and cuBLAS versions not measured.
             let mode = cublas::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
             // SAFETY: the live handle just created.
             let set = unsafe { cublas::cublasSetMathMode(raw, mode) }.result().check("cublasSetMathMode");
@@ -123,7 +123,7 @@ pub(crate) enum Alpha {
     /// its beta read from the region's 0 or 1 (words [`SCALAR_ZERO`], [`SCALAR_ONE`]): no host
     /// ever reads α, so nothing synchronises. Only for products written once into a gradient:
     /// with a device beta cuBLAS runs its generic epilogue, and on the f32 accumulators' beta = 1
-    /// products that cost 43% (perf-notes v53) — those run with [`Alpha::One`] and the kernel that
+    /// products that cost 43% (journal v53) — those run with [`Alpha::One`] and the kernel that
     /// rounds the accumulator applies α (`CudaLoss::round_scaled_into`).
     Scalars(DevPtr),
 }

@@ -39,7 +39,7 @@ pub enum CacheError {
 
 /// The default cache directory (see the module doc), if the environment names one.
 pub fn default_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os("FLCE_CACHE_DIR") {
+    if let Some(d) = crate::tuning::cache_dir_override() {
         return Some(PathBuf::from(d));
     }
     let base = std::env::var_os("XDG_CACHE_HOME")

@@ -35,14 +35,14 @@ pub enum KernelFile {
     Sm80Grad,
     /// sm90/forward.cu: the fused TMA + wgmma forward (sm_90a, 16-bit inputs).
     Sm90Forward,
-    /// sm90/step_grad.cu: the three-product pass's G from the compact forward's f16 q (sm_90a, 16-bit inputs).
-    Sm90StepGrad,
+    /// sm90/three_product_grad.cu: the three-product pass's G from the compact forward's f16 q (sm_90a, 16-bit inputs).
+    Sm90ThreeProductGrad,
     /// sm90/grad.cu: G from TMA + wgmma tiles (sm_90a, 16-bit inputs).
     Sm90Grad,
     /// sm90/product.cu: the backward's dE and dC products through TMA + wgmma (sm_90a, 16-bit inputs).
     Sm90Product,
-    /// shared/phases.cu: the vocabulary-parallel loss phases.
-    Phases,
+    /// shared/vocab_parallel.cu: the vocabulary-parallel loss phases.
+    VocabParallel,
 }
 
 impl KernelFile {
@@ -55,10 +55,10 @@ impl KernelFile {
         KernelFile::Sm80Forward,
         KernelFile::Sm80Grad,
         KernelFile::Sm90Forward,
-        KernelFile::Sm90StepGrad,
+        KernelFile::Sm90ThreeProductGrad,
         KernelFile::Sm90Grad,
         KernelFile::Sm90Product,
-        KernelFile::Phases,
+        KernelFile::VocabParallel,
     ];
 
     /// Path below kernels/.
@@ -72,10 +72,10 @@ impl KernelFile {
             KernelFile::Sm80Forward => "sm80/forward_tiles.cu",
             KernelFile::Sm80Grad => "sm80/grad_tiles.cu",
             KernelFile::Sm90Forward => "sm90/forward.cu",
-            KernelFile::Sm90StepGrad => "sm90/step_grad.cu",
+            KernelFile::Sm90ThreeProductGrad => "sm90/three_product_grad.cu",
             KernelFile::Sm90Grad => "sm90/grad.cu",
             KernelFile::Sm90Product => "sm90/product.cu",
-            KernelFile::Phases => "shared/phases.cu",
+            KernelFile::VocabParallel => "shared/vocab_parallel.cu",
         }
     }
 
@@ -89,16 +89,16 @@ impl KernelFile {
             KernelFile::Sm80Forward => include_str!("../kernels/sm80/forward_tiles.cu"),
             KernelFile::Sm80Grad => include_str!("../kernels/sm80/grad_tiles.cu"),
             KernelFile::Sm90Forward => include_str!("../kernels/sm90/forward.cu"),
-            KernelFile::Sm90StepGrad => include_str!("../kernels/sm90/step_grad.cu"),
+            KernelFile::Sm90ThreeProductGrad => include_str!("../kernels/sm90/three_product_grad.cu"),
             KernelFile::Sm90Grad => include_str!("../kernels/sm90/grad.cu"),
             KernelFile::Sm90Product => include_str!("../kernels/sm90/product.cu"),
-            KernelFile::Phases => include_str!("../kernels/shared/phases.cu"),
+            KernelFile::VocabParallel => include_str!("../kernels/shared/vocab_parallel.cu"),
         }
     }
 
     /// Whether the file's kernels touch no input-dtype data (then one module serves every dtype).
     pub fn dtype_independent(self) -> bool {
-        matches!(self, KernelFile::Prep | KernelFile::Finish | KernelFile::Phases)
+        matches!(self, KernelFile::Prep | KernelFile::Finish | KernelFile::VocabParallel)
     }
 
     /// Whether the file's source reads `FLCE_LOGIT_OPTS`, so that a module compiled for a set of
@@ -107,7 +107,7 @@ impl KernelFile {
     pub fn has_logit_variants(self) -> bool {
         matches!(
             self,
-            KernelFile::CublasGrad | KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90StepGrad
+            KernelFile::CublasGrad | KernelFile::Sm90Forward | KernelFile::Sm90Grad | KernelFile::Sm90ThreeProductGrad
         )
     }
 
@@ -116,9 +116,10 @@ impl KernelFile {
     /// everywhere.
     pub fn builds_for(self, arch: &Arch, dtype: DType) -> bool {
         match self {
-            KernelFile::Sm90Forward | KernelFile::Sm90StepGrad | KernelFile::Sm90Grad | KernelFile::Sm90Product => {
-                arch.0 == "sm_90a" && dtype != DType::F32
-            }
+            KernelFile::Sm90Forward
+            | KernelFile::Sm90ThreeProductGrad
+            | KernelFile::Sm90Grad
+            | KernelFile::Sm90Product => arch.0 == "sm_90a" && dtype != DType::F32,
             _ => true,
         }
     }

@@ -64,7 +64,9 @@ impl DeviceInputs {
 
     /// Whether every row of E and C starts on a 16-byte boundary (the tile kernels' fast copies).
     pub fn rows_aligned(&self) -> bool {
-        (self.shape.d * self.dtype.size_in_bytes()) % 16 == 0 && self.e % 16 == 0 && self.c % 16 == 0
+        (self.shape.d * self.dtype.size_in_bytes()).is_multiple_of(16)
+            && self.e.is_multiple_of(16)
+            && self.c.is_multiple_of(16)
     }
 }
 
@@ -72,7 +74,7 @@ impl DeviceInputs {
 #[derive(Clone, Copy, Debug)]
 pub struct DeviceForwardOutputs {
     /// lse \[N\], f32. Null (0) only for the three-product pass of a plan that keeps lse in its
-    /// own state ([`crate::plan::StepPlan::lse`]), for a caller that will not read it; every other
+    /// own state ([`crate::plan::ThreeProductPlan::lse`]), for a caller that will not read it; every other
     /// entry point and plan refuses it before any kernel.
     pub lse: DevPtr,
     /// per-token loss \[N\], f32; required for reduction none.

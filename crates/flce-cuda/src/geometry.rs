@@ -33,7 +33,7 @@ pub const SCALAR_ALPHA: usize = 2;
 pub const SCALAR_ZERO: usize = 3;
 pub const SCALAR_ONE: usize = 4;
 /// A spare word (no kernel writes words 5–7): the three-product pass's 1.0 — the grad_output
-/// it forms the gradients for when the caller names none (`plan::StepPlan::unit_grad`).
+/// it forms the gradients for when the caller names none (`plan::ThreeProductPlan::unit_grad`).
 pub const SCALAR_UNIT: usize = 7;
 /// Bytes of the backward's scalars region.
 pub const BACKWARD_SCALARS_BYTES: usize = 32;
@@ -86,7 +86,7 @@ pub const SM90_STAGED_FORWARD_SMEM_BYTES: usize =
     SM90_FORWARD_SMEM_BYTES + SM90_TILE_M * 8 + 16 + 1024 + SM90_TILE_M * SM90_TILE_N * 2;
 /// flce_sm90_grad's store staging: per consumer warp, 16 rows × 64 columns of G in the 16-bit
 /// input dtype, rows padded from 128 to 144 bytes (bank-conflict free both ways). (TMA stores
-/// instead, as the compact forward's q, measured no faster: docs/perf-notes.md v38.)
+/// instead, as the compact forward's q, measured no faster: docs/journal.md v38.)
 pub const SM90_GRAD_STAGE_ROW_BYTES: usize = 144;
 /// flce_sm90_grad: the main loop's, then the column sums of 8 warps (db), then each of the 8
 /// consumer warps' store staging.
@@ -113,7 +113,7 @@ const _: () = assert!(
         && SM90_STAGED_GRAD_SMEM_BYTES - (SM90_A_STAGE_BYTES + SM90_B_STAGE_BYTES + 16) <= 227 * 1024
         && 8 * SM90_TILE_N * 4 + 8 * 16 * SM90_GRAD_STAGE_ROW_BYTES <= SM90_TILE_M * SM90_TILE_N * 2
 );
-const _: () = assert!(SM90_A_STAGE_BYTES % 1024 == 0 && SM90_B_STAGE_BYTES % 1024 == 0);
+const _: () = assert!(SM90_A_STAGE_BYTES.is_multiple_of(1024) && SM90_B_STAGE_BYTES.is_multiple_of(1024));
 
 /// Elements per 16-byte copy.
 pub fn chunk_elems(dtype: DType) -> usize {
@@ -142,34 +142,33 @@ pub fn grad_smem_bytes(dtype: DType) -> usize {
 }
 
 /// Main-loop variants of the sm90 consumers, measured against each other on the device before one
-/// becomes the default (a profiling knob, not a user setting; docs/perf-notes.md v12):
+/// becomes the default (a profiling knob, not a user setting; docs/journal.md v12):
 /// `FLCE_SM90_MAINLOOP="skew=S,inflight=I"`. `skew` S (0..=SM90_STAGES): consumer 1 starts only
 /// after consumer 0 has issued S k-steps, so one consumer's epilogue can run under the other's
 /// wgmma; `inflight` 1: a consumer keeps its last k-step's wgmma group in flight while it waits
-/// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200,
-/// 2026-12-01: forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain; the skew
-/// re-set at every tile, 2026-12-03, no gain either: perf-notes v37). `l2a` / `l2b` P: the L2
+/// for the next stage (the stage is released one step later). Default: skew 0, inflight 1 (H200:
+/// forward 0.977–0.981× of inflight 0 at the three model shapes, skew no gain, journal v12; the
+/// skew re-set at every tile, no gain either: journal v37). `l2a` / `l2b` P: the L2
 /// policy of the TMA loads of the A boxes (E; G in the product kernel) / the B boxes (C; C or E):
 /// 0 none (default), 1 evict_normal, 2 evict_first, 3 evict_last (kernels/sm90/mainloop.cuh; the
-/// compact forward read 8–9 GB from DRAM where the plain one reads 6: perf-notes v38).
+/// compact forward read 8–9 GB from DRAM where the plain one reads 6: journal v38).
 /// `stages` 3 or 4 (default [`SM90_STAGES`]): the ring's stages, every sm90 kernel's shared
-/// memory one stage (48 KB) smaller at 3 (perf-notes v38). `fold` 0: both forwards fold in their
-/// MMA warpgroups (the default until 2026-12-03); 1 (the default since the fold warps fold a row
-/// a thread: the three-product pass 0.974× of 2 at the 16k loss, 0.985–0.995× at the model
-/// shapes, H200, perf-notes v42): both off them (kernels/sm90/forward_staged.cuh,
-/// SM90_STAGED_FOLD); 2: the plain forward only — its forward 0.952–0.983× of 0 (perf-notes v39;
-/// the compact one staged was then 7–10% slower a launch at D 2048, its fold warps a warp a row
-/// too slow); with either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
-/// G's and the product kernel's `stages`. `gfold` 1 (the default since 2026-12-03, with G's grid
+/// memory one stage (48 KB) smaller at 3 (journal v38). `fold` 0: both forwards fold in their
+/// MMA warpgroups; 1 (the default, with the fold warps folding a row a thread: the three-product
+/// pass 0.974× of 2 at the 16k loss, 0.985–0.995× at the model shapes, H200, journal v42): both
+/// off them (kernels/sm90/forward_staged.cuh,
+/// SM90_STAGED_FOLD); 2: the plain forward only — its forward 0.952–0.983× of 0 (journal v39;
+/// the compact one staged with a warp a row ran 7–10% slower a launch at D 2048); with either, the forwards' ring is 3 stages so that the 64 KB staging fits (SM90_FORWARD_STAGES),
+/// G's and the product kernel's `stages`. `gfold` 1 (the default, with G's grid
 /// within an L2 budget: fwd+bwd 0.969 / 0.978 / 0.981× of gfold 0 on the every-token-tile grid at
-/// Gemma 2 / Llama 3 / Qwen 2.5, H200, perf-notes v44): the backward's G kernel (flce_sm90_grad)
+/// Gemma 2 / Llama 3 / Qwen 2.5, H200, journal v44): the backward's G kernel (flce_sm90_grad)
 /// the same way — its consumers stage u = f16(z·log2e − lse·log2e) of every tile (the default
 /// module), the producer warpgroup's idle warps form G and TMA-store it
 /// (kernels/sm90/grad_staged.cuh; its ring then 3 stages, SM90_GRAD_STAGES); 0: in the
-/// consumers' registers. `gorder` 1 (the default since 2026-12-03, plain calls of the
+/// consumers' registers. `gorder` 1 (the default, plain calls of the
 /// vocabulary-outer plans): G's tiles in a raster order, block b of a one-wave grid taking every
 /// gridDim.x-th (kernels/sm90/grad.cu SM90_GRAD_ORDER; fwd+bwd 0.979–0.982× of gorder 0 at Llama 3
-/// with 32k tokens, 0.998–1.006× at the model shapes, H200, perf-notes v45); 0 the (slots, splits)
+/// with 32k tokens, 0.998–1.006× at the model shapes, H200, journal v45); 0 the (slots, splits)
 /// grid of `plan::grad_grid`, which the token-outer plan (no dC) keeps either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sm90Mainloop {
@@ -188,21 +187,24 @@ pub struct Sm90Mainloop {
 
 impl Default for Sm90Mainloop {
     fn default() -> Self {
-        Sm90Mainloop {
-            skew: 0,
-            inflight: 1,
-            l2_a: 0,
-            l2_b: 0,
-            stages: SM90_STAGES,
-            fold: 1,
-            grad_fold: 1,
-            grad_order: 1,
-            product_rs: 0,
-        }
+        Self::DEFAULT
     }
 }
 
 impl Sm90Mainloop {
+    /// The measured default variant.
+    pub const DEFAULT: Sm90Mainloop = Sm90Mainloop {
+        skew: 0,
+        inflight: 1,
+        l2_a: 0,
+        l2_b: 0,
+        stages: SM90_STAGES,
+        fold: 1,
+        grad_fold: 1,
+        grad_order: 1,
+        product_rs: 0,
+    };
+
     /// Parses `skew=S,inflight=I,l2a=P,l2b=P,stages=R,fold=F,gfold=G,gorder=O,prs=P` over the default (a part left out
     /// keeps its default; unknown parts are an error).
     pub fn parse(s: &str) -> Result<Self, String> {
@@ -294,23 +296,19 @@ impl Sm90Mainloop {
         Self { stages: self.grad_stages(), ..*self }.ring_saving()
     }
 
-    /// The variant this process compiles (FLCE_SM90_MAINLOOP, read once; unset or unparsable:
-    /// the default, with a warning for the latter).
+    /// The variant this process compiles: `FLCE_SM90_MAINLOOP` ([`crate::tuning::sm90_mainloop`]),
+    /// parsed once; unset or unparsable, the default (with a warning for the latter).
     pub fn current() -> Self {
         static CURRENT: std::sync::OnceLock<Sm90Mainloop> = std::sync::OnceLock::new();
-        *CURRENT.get_or_init(|| match std::env::var("FLCE_SM90_MAINLOOP") {
-            Ok(v) => Self::parse(&v).unwrap_or_else(|e| {
+        *CURRENT.get_or_init(|| match crate::tuning::sm90_mainloop() {
+            Some(v) => Self::parse(v).unwrap_or_else(|e| {
                 eprintln!("flce: ignoring FLCE_SM90_MAINLOOP: {e}");
                 Self::default()
             }),
-            Err(_) => Self::default(),
+            None => Self::default(),
         })
     }
 }
-
-/// The measurement knobs (environment variables read once) live in [`crate::knobs`]; re-exported
-/// here, where the kernels' geometry and main-loop variants are.
-pub use crate::knobs::*;
 
 /// The defines the kernels compile with.
 pub fn defines(dtype: DType) -> Vec<(&'static str, usize)> {
@@ -438,11 +436,11 @@ mod tests {
         let unstaged = defines("fold=0");
         assert_eq!((get(&unstaged, "SM90_STAGES"), get(&unstaged, "SM90_FORWARD_STAGES")), (Some(4), Some(4)));
         assert!(Sm90Mainloop::parse("l2b=4").is_err(), "policies 0..=3");
-        assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (perf-notes v34, v35)");
-        assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (perf-notes v35)");
-        assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (perf-notes v13)");
+        assert!(Sm90Mainloop::parse("chains=4").is_err(), "measured and removed (journal v34, v35)");
+        assert!(Sm90Mainloop::parse("expf=8").is_err(), "measured and removed (journal v35)");
+        assert!(Sm90Mainloop::parse("lanes=1").is_err(), "measured and removed (journal v13)");
         assert!(Sm90Mainloop::parse("skew=5").is_err(), "more than the ring's stages would deadlock");
-        assert!(Sm90Mainloop::parse("skew=3,resync=1").is_err(), "measured and removed (perf-notes v37)");
+        assert!(Sm90Mainloop::parse("skew=3,resync=1").is_err(), "measured and removed (journal v37)");
         assert!(Sm90Mainloop::parse("inflight=2").is_err());
         assert!(Sm90Mainloop::parse("fast").is_err());
     }

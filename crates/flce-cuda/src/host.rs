@@ -9,7 +9,8 @@ use flce_core::{check_grad_output, Element, ForwardOutput, GradOutput, Gradients
 use crate::abi::DevPtr;
 use crate::device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Workspace};
 use crate::error::{Check, CudaError, CudaResult};
-use crate::loss::{BackwardConfig, CudaLoss, ForwardConfig};
+use crate::loss::CudaLoss;
+use crate::planning::{BackwardConfig, ForwardConfig};
 
 /// A device allocation freed on drop.
 pub struct DeviceBuffer {

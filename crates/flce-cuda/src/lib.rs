@@ -23,8 +23,6 @@
 //! failure its call and context), safe types ([`DeviceInputs`], [`DeviceBuffer`], [`CudaLoss`]).
 
 pub mod abi;
-mod backward;
-mod backward_steps;
 pub mod bench;
 mod blas;
 pub mod cache;
@@ -33,25 +31,26 @@ mod context;
 mod device;
 pub mod error;
 pub mod family;
-mod forward;
 pub mod geometry;
 mod host;
-pub mod knobs;
+mod launch;
 pub mod library;
 mod loss;
+pub mod modes;
 pub mod nccl;
-pub mod phases;
+mod pass;
 pub mod plan;
+mod planning;
 mod runtime;
-mod slice;
-mod step;
+pub mod tuning;
 pub mod vocab_parallel;
 
 pub use abi::DevPtr;
 pub use device::{DeviceForwardOutputs, DeviceGradOutput, DeviceGrads, DeviceInputs, Stream, Workspace};
 pub use error::{CudaError, STATUS_BAD_CLASS_WEIGHT, STATUS_OK};
-pub use family::{BackwardMode, Family, ForwardMode};
 pub use host::{DeviceBuffer, UploadedInputs};
-pub use loss::{BackwardConfig, CudaLoss, ForwardConfig};
-pub use plan::{BackwardPlan, ForwardPlan, SlicePlan, StepPlan, TailReach, TradePlan, Wanted};
+pub use loss::CudaLoss;
+pub use modes::{BackwardMode, Family, ForwardMode};
+pub use plan::{BackwardPlan, ForwardBackwardPlan, ForwardPlan, TailReach, ThreeProductPlan, VocabSlicePlan, Wanted};
+pub use planning::{BackwardConfig, ForwardConfig};
 pub use runtime::Kernel;

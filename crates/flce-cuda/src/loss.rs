@@ -1,6 +1,7 @@
-//! [`CudaLoss`]: the CUDA backend on one device — its context, compiled kernels and cuBLAS
-//! handle — and the planning calls. The passes themselves are in [`crate::forward`] and
-//! [`crate::backward`]; each family's launchers in [`crate::family`].
+//! [`CudaLoss`]: the CUDA backend on one device — its context, compiled kernels, cuBLAS handle and
+//! tuning — and what every pass shares: the launch context ([`crate::launch::Call`]), target
+//! preparation and the one rounding of an f32 accumulator. The planning calls are in
+//! `planning.rs`, the passes in `pass/`, each family's launchers in [`crate::family`].
 
 use std::sync::Arc;
 
@@ -15,66 +16,24 @@ use crate::context::BoundContext;
 use crate::device::{DeviceInputs, Stream, Workspace};
 use crate::error::Check;
 use crate::error::STATUS_OK;
-use crate::family::{self, BackwardMode, Family, ForwardMode};
+use crate::launch::Call;
 use crate::library::{require, Library};
-use crate::plan::{self, BackwardPlan, ForwardPlan, Wanted};
+use crate::modes::Family;
+use crate::plan;
 use crate::runtime::Kernels;
-
-/// What the caller asks of a forward plan: the mode and, for the cuBLAS family, its workspace
-/// budget (None: 10% of the gradient bytes).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct ForwardConfig {
-    pub budget: Option<usize>,
-    pub mode: ForwardMode,
-}
-
-/// Whether compact logits (the three-product pass's f16 q) can serve a call with these options:
-/// all but a softcap with label smoothing. A bias is in q, smoothing is a column term of G, a
-/// softcap's derivative at z = m + ln q multiplies G (where q has underflowed G is 0 anyway);
-/// with both, smoothing's term needs the derivative where q has underflowed and z is lost.
-pub(crate) fn compact_logits_hold(opts: &Options) -> bool {
-    opts.softcap.is_none() || opts.label_smoothing == 0.0
-}
-
-/// What the caller asks of a backward plan: the workspace budget (None: 10% of the gradient
-/// bytes, or the smallest exact unchunked plan if larger) and how logits are recomputed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct BackwardConfig {
-    pub budget: Option<usize>,
-    pub mode: BackwardMode,
-}
+use crate::tuning::Tuning;
 
 /// The CUDA backend on one device: compiled kernels, a cuBLAS handle, the planner and the passes.
 pub struct CudaLoss {
     ctx: Arc<CudaContext>,
     arch: Arch,
     sm_count: usize,
-    /// The sm90 grids' L2 budget and cluster size ([`crate::geometry::sm90_tuning`]'s knobs, or
-    /// what a test asked for: [`CudaLoss::with_sm90_tuning`]).
-    sm90_tuning: plan::Sm90Tuning,
-    /// Backward plans run dE in a pass of its own ([`plan::with_de_pass`]) always (`Some(true)`),
-    /// never, or where it pays (`None`: [`plan::de_pass_pays`]): [`crate::geometry::de_pass_knob`],
-    /// or what a test asked for ([`CudaLoss::with_de_pass`]).
-    de_pass: Option<bool>,
-    /// One-token-chunk backward plans cut into token chunks with larger vocabulary chunks
-    /// ([`plan::with_token_chunks`]) wherever one exists (`Some(true)`), never, or where the model
-    /// has it faster (`None`): [`crate::geometry::token_chunks_knob`], or what a test asked for
-    /// ([`CudaLoss::with_token_chunks`]).
-    token_chunks: Option<bool>,
+    /// What the plans and launches are tuned with: [`Tuning::from_env`], or what a test asked for
+    /// ([`CudaLoss::with_tuning`] and the narrower setters).
+    pub(crate) tuning: Tuning,
     name: String,
     pub(crate) kernels: Kernels,
     pub(crate) blas: Blas,
-}
-
-/// One launch's context, handed to a family's launchers.
-pub(crate) struct Call<'a> {
-    pub be: &'a CudaLoss,
-    pub x: &'a DeviceInputs,
-    pub lp: LogitParams,
-    pub ws: Workspace,
-    pub stream: Stream,
-    /// This device's context, current while the call lives; the caller's again after.
-    _bound: BoundContext,
 }
 
 impl CudaLoss {
@@ -98,10 +57,8 @@ impl CudaLoss {
             .check("cuDeviceGetAttribute(multiprocessor count)")? as usize;
         let name = ctx.name().check("cuDeviceGetName")?;
         let kernels = Kernels::new(ctx.clone(), arch.clone());
-        let sm90_tuning = crate::geometry::sm90_tuning();
-        let de_pass = crate::geometry::de_pass_knob();
-        let token_chunks = crate::geometry::token_chunks_knob();
-        Ok(CudaLoss { ctx, arch, sm_count, sm90_tuning, de_pass, token_chunks, name, kernels, blas: Blas::default() })
+        let tuning = Tuning::from_env();
+        Ok(CudaLoss { ctx, arch, sm_count, tuning, name, kernels, blas: Blas::default() })
     }
 
     /// Number of CUDA devices (0 when the driver is missing).
@@ -130,16 +87,28 @@ impl CudaLoss {
         self
     }
 
+    /// The tuning this backend plans and launches with.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// This backend, planning and launching with `tuning` instead of the knobs'.
+    #[doc(hidden)]
+    pub fn with_tuning(mut self, tuning: Tuning) -> Self {
+        self.tuning = tuning;
+        self
+    }
+
     /// The sm90 grids' tuning this backend plans with.
     pub fn sm90_tuning(&self) -> plan::Sm90Tuning {
-        self.sm90_tuning
+        self.tuning.sm90
     }
 
     /// This backend, planning its sm90 grids with `tuning` instead of the knobs' (the GPU tests
     /// run cases with pairs of token tiles in clusters of 2 this way, whatever the default).
     #[doc(hidden)]
     pub fn with_sm90_tuning(mut self, tuning: plan::Sm90Tuning) -> Self {
-        self.sm90_tuning = tuning;
+        self.tuning.sm90 = tuning;
         self
     }
 
@@ -149,7 +118,7 @@ impl CudaLoss {
     /// "de-head" cases, which test the one pass's tails).
     #[doc(hidden)]
     pub fn with_de_pass(mut self, on: Option<bool>) -> Self {
-        self.de_pass = on;
+        self.tuning.de_pass = on;
         self
     }
 
@@ -159,7 +128,7 @@ impl CudaLoss {
     /// "token-chunks" cases).
     #[doc(hidden)]
     pub fn with_token_chunks(mut self, on: Option<bool>) -> Self {
-        self.token_chunks = on;
+        self.tuning.token_chunks = on;
         self
     }
 
@@ -184,71 +153,6 @@ impl CudaLoss {
             cached += self.kernels.load(file, dtype)?.1 as usize;
         }
         Ok(cached)
-    }
-
-    /// The forward plan for a call shape: its family, work and workspace. Make it once per shape
-    /// and pass it to every [`CudaLoss::forward`] of that shape.
-    pub fn forward_plan(&self, shape: Shape, dtype: DType, config: ForwardConfig) -> ForwardPlan {
-        let fused = family::fused_family(&self.arch, shape, dtype);
-        let tuning = self.sm90_tuning;
-        plan::forward_plan_tuned(shape, dtype, self.sm_count, config.mode, config.budget, fused, tuning)
-    }
-
-    /// How the three-product pass should hold a chunk's logits for calls of this shape and dtype
-    /// with these options: compact (sm90 forward, f16 q) where the sm90 family runs the call and
-    /// compact logits hold its options (`compact_logits_hold`: all but a softcap with
-    /// smoothing), f32 (cuBLAS) elsewhere; f32 inputs always get f32 ([`plan::step_plan`]).
-    /// `FLCE_STEP_LOGITS=f32` forces f32 (a knob for A/B measurements).
-    pub fn step_logits(&self, shape: Shape, dtype: DType, opts: &Options) -> plan::StepLogits {
-        let sm90 = family::fused_family(&self.arch, shape, dtype) == Family::Sm90;
-        if sm90 && compact_logits_hold(opts) && !crate::geometry::step_logits_f32_knob() {
-            plan::StepLogits::Compact { sm_count: self.sm_count, tuning: self.sm90_tuning }
-        } else {
-            plan::StepLogits::F32
-        }
-    }
-
-    /// The backward plan for a call shape and the gradients wanted: one pass, or dE in a pass of
-    /// its own after dC's ([`plan::with_de_pass`]; each pass planned within the call's budget, by
-    /// default a tenth of its gradient bytes) where this backend's setting asks for it or, by
-    /// default, where it pays ([`plan::de_pass_pays`]).
-    pub fn backward_plan(
-        &self,
-        shape: Shape,
-        dtype: DType,
-        wanted: Wanted,
-        config: BackwardConfig,
-    ) -> Result<BackwardPlan> {
-        let one_pass = || self.one_pass_plan(shape, dtype, wanted, config);
-        if !plan::de_pass_applies(dtype, wanted) || self.de_pass == Some(false) {
-            return one_pass();
-        }
-        let plan_pass = |w, budget| self.one_pass_plan(shape, dtype, w, BackwardConfig { budget, ..config });
-        let two_passes = || plan::de_pass_plan(shape, dtype, wanted, config.budget, plan_pass);
-        match self.de_pass {
-            Some(_) => two_passes(),
-            None => Ok(plan::one_or_two_passes(one_pass()?, two_passes)),
-        }
-    }
-
-    /// The one-pass backward plan (vocabulary chunks outer, or token chunks outer without dC).
-    fn one_pass_plan(
-        &self,
-        shape: Shape,
-        dtype: DType,
-        wanted: Wanted,
-        config: BackwardConfig,
-    ) -> Result<BackwardPlan> {
-        let fused = family::fused_family(&self.arch, shape, dtype);
-        let mode = config.mode.resolve(fused);
-        let budget = config.budget.unwrap_or_else(|| plan::default_backward_budget(shape, dtype, wanted, mode));
-        let plan = plan::backward_plan(shape, dtype, wanted, Some(budget), mode, fused, self.sm_count)?;
-        let plan = if crate::geometry::de_head_enabled() { plan } else { plan::without_de_head(plan) };
-        let plan = match self.token_chunks {
-            Some(false) => plan,
-            force => plan::with_token_chunks(plan, budget, mode, force == Some(true)),
-        };
-        Ok(if crate::geometry::dc_scratch_enabled() { plan::with_dc_scratch(plan) } else { plan })
     }
 
     /// The plan was made for this call: same shape and dtype, a family this device runs.
@@ -365,20 +269,16 @@ impl CudaLoss {
     ) -> Result<Call<'a>> {
         let bound = BoundContext::bind(&self.ctx)?;
         let k = LossConstants::new(x.shape, opts);
-        Ok(Call { be: self, x, lp: Self::logit_params(x, k, targets), ws, stream, _bound: bound })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compact_logits_hold_every_option_but_a_softcap_with_smoothing() {
-        let plain = Options::default();
-        assert!(compact_logits_hold(&plain));
-        assert!(compact_logits_hold(&Options { label_smoothing: 0.1, z_loss: 1e-4, ..plain.clone() }));
-        assert!(compact_logits_hold(&Options { softcap: Some(30.0), z_loss: 1e-4, ..plain.clone() }));
-        assert!(!compact_logits_hold(&Options { softcap: Some(30.0), label_smoothing: 0.1, ..plain }));
+        Ok(Call {
+            kernels: &self.kernels,
+            blas: &self.blas,
+            tuning: &self.tuning,
+            sm_count: self.sm_count,
+            x,
+            lp: Self::logit_params(x, k, targets),
+            ws,
+            stream,
+            _bound: bound,
+        })
     }
 }

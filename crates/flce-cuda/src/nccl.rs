@@ -1,4 +1,4 @@
-//! NCCL for the vocabulary-parallel loss (issue 14), in cudarc's layering: the raw entry points
+//! NCCL for the vocabulary-parallel loss, in cudarc's layering: the raw entry points
 //! (loaded at run time, like every other CUDA library here), checked calls that name the call and
 //! NCCL's own message, and [`NcclComm`], a caller's communicator.
 //!
@@ -63,8 +63,7 @@ struct Api {
 }
 
 fn candidates() -> Vec<String> {
-    let mut names: Vec<String> =
-        std::env::var("FLCE_NCCL_LIBRARY").ok().filter(|p| !p.is_empty()).into_iter().collect();
+    let mut names: Vec<String> = crate::tuning::nccl_library().into_iter().collect();
     names.extend(["libnccl.so.2".to_string(), "libnccl.so".to_string()]);
     names
 }

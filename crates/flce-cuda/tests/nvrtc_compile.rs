@@ -110,7 +110,7 @@ fn compile_probe(source: &str, name: &str, arch: &str) -> flce_cuda::error::Cuda
 /// compile for sm_90a with every wgmma asynchronous: ptxas reports, as an info line and not an
 /// error, when it serialises a kernel's wgmma or waits for all of them before other work
 /// (C7515, C7517, C7518: a consumer loop that writes, or cannot prove retired, an accumulator a
-/// wgmma may still use — docs/perf-notes.md v31, v32), which costs a kernel its overlap of the
+/// wgmma may still use — docs/journal.md v31, v32), which costs a kernel its overlap of the
 /// tensor cores with everything else. ptxas's report (spills per module) is printed.
 #[test]
 fn the_sm90_kernels_compile_for_every_set_of_logit_options_with_async_wgmma() {
@@ -122,7 +122,9 @@ fn the_sm90_kernels_compile_for_every_set_of_logit_options_with_async_wgmma() {
         let sets = if file.has_logit_variants() { 7u8 } else { 0 };
         std::iter::once(None).chain((1..=sets).map(Some)).collect()
     };
-    for file in [KernelFile::Sm90Forward, KernelFile::Sm90Grad, KernelFile::Sm90StepGrad, KernelFile::Sm90Product] {
+    for file in
+        [KernelFile::Sm90Forward, KernelFile::Sm90Grad, KernelFile::Sm90ThreeProductGrad, KernelFile::Sm90Product]
+    {
         for m in variants(file) {
             let mut opts = options(&arch);
             opts.push("--ptxas-options=-v".into());

@@ -1,5 +1,5 @@
 //! The backward's G kernel with its epilogue off the MMA warpgroups (`FLCE_SM90_MAINLOOP`
-//! gfold=1, kernels/sm90/grad_staged.cuh; the default since 2026-12-03) compiles with NVRTC for
+//! gfold=1, kernels/sm90/grad_staged.cuh; the default) compiles with NVRTC for
 //! sm_90a, every dtype the sm90 family takes and every set of logit options, with its wgmma
 //! asynchronous and nothing spilled in the default module. A test binary of its own: the
 //! main-loop variant is read once per process, from the environment. Without NVRTC it is

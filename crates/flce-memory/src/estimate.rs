@@ -16,8 +16,8 @@
 //! linear layer's input only for its weight's gradient: the MLP's input and act(gate)·up are not
 //! kept (2h + 2i less).
 //!
-//! What autograd really saves in one layer's forward (`benchmarks/saved_bytes.py`, CPU, 2026-12-01:
-//! benchmarks/cpu-2026-12-01-saved-bytes.txt) is 13–30% less than these per-token counts under
+//! What autograd really saves in one layer's forward (`benchmarks/saved_bytes.py`, CPU:
+//! benchmarks/results/2026-12-01-h200-planner-calibration/saved-bytes-cpu.txt) is 13–30% less than these per-token counts under
 //! LoRA and 2–13% less in full fine-tunes: RoPE saves only cos / sin (not q, k and their rotated
 //! copies), a norm with a frozen weight only its f32 input copy (4h, not 6h). The measured GPU
 //! peaks the tests hold the plan to (±5%) include the backward's own transients (gradient buffers,
@@ -38,7 +38,7 @@
 //! backward, 4 bytes per pair more — the additive bf16 bias sdpa's memory-efficient kernel takes,
 //! and a second copy of it — next to the attention's input gradients (dq, dk, dv, d·out). A layer's
 //! backward peaks at the larger of its MLP phase (first) and its attention phase (the MLP's
-//! intermediates freed). The 4 bytes are fitted (H200, 2026-12-01: Gemma-2-2B LoRA at 8k and 16k
+//! intermediates freed). The 4 bytes are fitted (H200: Gemma-2-2B LoRA at 8k and 16k
 //! tokens, where the tiled MLP's phase is the smaller one and the attention phase sets the peak);
 //! the mechanism is inferred from the allocations, not traced. The loss adds its own transient:
 //! plain PyTorch ~11 bytes per logit (bf16 logits, their f32 copy, log-softmax,
@@ -51,11 +51,15 @@
 //! what of the held layer inputs the backward has freed by the time the layers' gradients exist)
 //! and the optimizer step (weights, gradients, states and the step's temporaries: torch's foreach AdamW
 //! makes one moment-sized temporary list, `_foreach_sqrt` of the second moments; measured on the
-//! H200, 2026-12-01: Llama-3.2-1B as built then, with untied embeddings (1.50 B parameters),
+//! H200: Llama-3.2-1B as built then, with untied embeddings (1.50 B parameters),
 //! a 14,364 MB peak in every activation mode at 16k tokens, for 11,431 MB of weights, gradients
 //! and bf16 moments and 2,858 MB of one list; Qwen2.5-1.5B, tied, 14,801 MB for 11,780 + 2,945).
 //! Checked against the H200's measured peaks in the tests
 //! (`the_plan_matches_the_h200_measurements`).
+
+use flce_core::{DType, Shape};
+use flce_cuda::plan::{default_backward_budget, Wanted};
+use flce_cuda::BackwardMode;
 
 use crate::model::Model;
 
@@ -67,8 +71,8 @@ const WINDOW_MASK_BYTES_PER_PAIR: u64 = 1;
 const WINDOW_BIAS_BYTES_PER_PAIR: u64 = 4;
 /// Bytes a token and norm that a norm in token tiles does not keep (6h → 2h, in units of h): the
 /// H200's Gemma-2-2B LoRA runs at 25,856 tokens (offload, 4 MLP tiles, flex attention) peaked at
-/// 8,991 MB allocated without norm tiles and 8,104 with 4 (h200-2026-12-01-s13/memory-pending,
-/// h200-2026-12-01-s14/norm-tiles): 887 MB, 97.6% of 4 norms × 4h × 25,856 tokens. (One tile's
+/// 8,991 MB allocated without norm tiles and 8,104 with 4 (results/2026-12-01-h200-planner-calibration/
+/// final-norm, norm-tiles): 887 MB, 97.6% of 4 norms × 4h × 25,856 tokens. (One tile's
 /// f32 copy exists while that norm runs backward, apart from the MLP's tiles: not modeled.)
 pub const NORM_TILED_SAVES: u64 = 4;
 /// Loss transient per logit (T·V) for the plain PyTorch loss and for torch.compile.
@@ -76,11 +80,11 @@ const PLAIN_LOSS_BYTES_PER_LOGIT: f64 = 11.0;
 const COMPILE_LOSS_BYTES_PER_LOGIT: f64 = 2.0;
 /// What the CUDA context and the caching allocator's slack cost: a fixed context and a fraction
 /// of everything allocated. The fraction is what PyTorch's caching allocator reserved beyond its
-/// allocated peak in the capped H200 runs (Gemma-2-2B LoRA at 16k tokens, 2026-12-01: 10,114 /
+/// allocated peak in the capped H200 runs (Gemma-2-2B LoRA at 16k tokens: 10,114 /
 /// 9,199 and 9,274 / 8,408 MB with sdpa, 9,818 / 8,369 and 8,450 / 7,577 with flex attention:
 /// 1.10–1.17); a cap counts reserved bytes, and at 5% the planner named 29,184 tokens as the
 /// longest that fits with offload and 4 MLP tiles on 10 GiB, where a step ran out of memory
-/// (benchmarks/h200-2026-12-01-s9/longest/).
+/// (benchmarks/results/2026-12-01-h200-planner-calibration/gemma2-lora-10gib-longest/).
 pub const CUDA_CONTEXT_BYTES: u64 = 600 << 20;
 pub const ALLOCATOR_SLACK: f64 = 0.15;
 
@@ -228,11 +232,21 @@ pub struct Setup {
     /// fine-tune (no frozen weights).
     pub stream_weights: bool,
     pub attention: Attention,
-    /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` since
-    /// 2026-12-01's twelfth session): it keeps its bf16 input (offloaded with the layers') instead
-    /// of its f32 input copy and output: the loss's phase is lower, the layers' backward is not
-    /// (the H200 runs of the tests: most without it, the thirteenth session's with it).
+    /// The decoder's final norm checkpointed with the layers (`flce.patch(checkpoint=True)` does):
+    /// it keeps its bf16 input (offloaded with the layers') instead of its f32 input copy and
+    /// output: the loss's phase is lower, the layers' backward is not (the H200 runs of the tests:
+    /// the first ones without it, those in planner-calibration/final-norm and after with it).
     pub final_norm_checkpointed: bool,
+}
+
+/// What flce's loss holds beyond its gradients at `tokens` tokens: the default backward
+/// workspace flce-cuda's planner gives the call (a tenth of the gradient bytes, or the smallest
+/// good plan's where that is more: [`default_backward_budget`]), planned for the Hopper family's
+/// tiles, and the lse, per-token loss and grad_output the call holds beside it (16 bytes a token).
+fn flce_loss_bytes(model: &Model, tokens: u64, dc: bool) -> u64 {
+    let shape = Shape { n: tokens as usize, d: model.hidden as usize, v: model.vocab as usize };
+    let wanted = Wanted { de: true, dc, dbias: false };
+    (default_backward_budget(shape, DType::BF16, wanted, BackwardMode::FusedTiles) + 16 * shape.n) as u64
 }
 
 /// The memory of one training step, in bytes, term by term.
@@ -287,7 +301,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let tiles = setup.mlp_tiles.max(1);
     // LoRA on the attention projections leaves the MLP's weights frozen, and autograd saves a
     // linear layer's input only for its weight's gradient: neither the MLP's input (gate and up)
-    // nor act(gate)·up (down) is kept, 2h + 2i bytes a token fewer (H200, 2026-12-01, Gemma-2-2B
+    // nor act(gate)·up (down) is kept, 2h + 2i bytes a token fewer (H200, Gemma-2-2B
     // LoRA at 16k tokens with flex attention, where the MLP phase sets the peak: the plan without
     // this was 7% over). A tiled MLP keeps its input all the same (its checkpoint's).
     let lora = setup.lora_rank.is_some();
@@ -329,7 +343,7 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     // A trainable down projection keeps act(gate)·up for its weight's gradient and frees it with
     // its backward, before act(gate)·up's own backward makes the other two gradient buffers: not
     // beside them (of one tile, when tiled). Llama-3.2-1B full fine-tunes at 16k–64k tokens
-    // (h200-2026-12-01-s13/memory-pending) were over-predicted by 2.1–2.3 bytes a token and
+    // (results/2026-12-01-h200-planner-calibration/final-norm) were over-predicted by 2.1–2.3 bytes a token and
     // intermediate unit without this; this is one of them.
     let product_freed = if lora { 0 } else { (BF16 * model.intermediate * tokens).div_ceil(tiles) };
     let rebuilt_layer =
@@ -345,22 +359,16 @@ pub fn estimate(model: &Model, setup: &Setup) -> Breakdown {
     let loss = match setup.loss {
         Loss::Plain => (PLAIN_LOSS_BYTES_PER_LOGIT * logits) as u64,
         Loss::Compile => (COMPILE_LOSS_BYTES_PER_LOGIT * logits) as u64,
-        // default workspace: 10% of the LM head's gradient bytes (dE and dC), plus lse; with LoRA
-        // the head is frozen (dE only): 10% of dE, or the token-outer plan's good chunks where
-        // that is more (flce-cuda's plan/token_outer.rs: 1024 tokens' f32 dE accumulator and
-        // their G over 8192 vocabulary rows)
-        Loss::Flce if lora => {
-            let good = 4 * 1024 * model.hidden + BF16 * 1024 * model.vocab.min(8192);
-            (BF16 * tokens * model.hidden / 10).max(good) + 4 * tokens
-        }
-        Loss::Flce => BF16 * (tokens + model.vocab) * model.hidden / 10 + 4 * tokens,
+        // the planner's default workspace for the head's gradients (dE and dC; with LoRA the head
+        // is frozen: dE only) and the call's per-token buffers beside it
+        Loss::Flce => flce_loss_bytes(model, tokens, !lora),
     };
     // the loss runs at the end of the forward, the recompute during the backward: not both at once.
     // The final norm's saved tensors (the head term) are freed by its backward, before any layer's;
     // in the layers' phase the term stands for what the H200 runs measured there beyond the model
     // (calibrated with the norm not checkpointed), so checkpointing the norm lowers the loss's
     // phase only: Gemma-2-2B LoRA at 25,856 tokens with it peaked as without it (8,991 MB
-    // allocated, h200-2026-12-01-s13/memory-pending) where lowering both phases planned 8,369
+    // allocated, results/2026-12-01-h200-planner-calibration/final-norm) where lowering both phases planned 8,369
     let head_in_layers_phase = head_not_checkpointed - head;
     let transient = (loss + head_prefetch).max(recompute + head_in_layers_phase);
     // The backward frees a layer's held input as it creates that layer's gradients: at layer k

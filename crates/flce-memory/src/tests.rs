@@ -206,8 +206,8 @@ fn tiled_mlps_leave_one_tile_of_the_mlp_intermediates() {
     assert!(req.with_mlp_tiles(0).is_err());
 }
 
-/// Peaks measured on the H200 (2026-12-01, `benchmarks/activation_memory.py`, torch 2.11, bf16,
-/// batch 1; `benchmarks/h200-2026-12-01/change/ab/`): torch.cuda.max_memory_allocated over a
+/// Peaks measured on the H200 (`benchmarks/activation_memory.py`, torch 2.11, bf16,
+/// batch 1; `benchmarks/results/2026-12-01-h200-planner-calibration/llama1b-untied/`): torch.cuda.max_memory_allocated over a
 /// training step, against the plan's peak less the CUDA context and the allocator's slack.
 #[test]
 fn the_plan_matches_the_h200_measurements() {
@@ -217,7 +217,7 @@ fn the_plan_matches_the_h200_measurements() {
     #[rustfmt::skip]
     let runs = [
         // (model, LoRA rank, optimizer, tokens, activations, MLP tiles, attention, measured MB)
-        // h200-2026-12-01-s6: Llama-3.2-1B as benchmarks/activation_memory.py built it then, with
+        // results/2026-12-01-h200-planner-calibration/llama1b-untied: Llama-3.2-1B as benchmarks/activation_memory.py built it then, with
         // LlamaConfig's default untied embeddings ("Llama-3.2-1B-untied" below)
         ("Llama-3.2-1B-untied", None, Optimizer::AdamWBf16, 16_384, ckpt, 1, sdpa, 14_364.0),
         ("Llama-3.2-1B-untied", None, Optimizer::AdamWBf16, 16_384, off, 1, sdpa, 14_364.0),
@@ -226,21 +226,21 @@ fn the_plan_matches_the_h200_measurements() {
         ("Llama-3.2-1B-untied", None, Optimizer::AdamWBf16, 32_768, off, 1, sdpa, 15_741.0),
         ("Llama-3.2-1B-untied", None, Optimizer::AdamWBf16, 32_768, off, 4, sdpa, 14_370.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, ckpt, 1, sdpa, 7_788.0),
-        // benchmarks/h200-2026-12-01-s7/activation (8k) and h200-2026-12-01-s8/activation-16k
+        // results/2026-12-01-h200-planner-calibration/gemma2-lora-sdpa-8k and gemma2-lora-sdpa-16k
         // (16k, a process per run): the window mask's T² terms
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, off, 1, sdpa, 6_982.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 8_192, off, 4, sdpa, 6_586.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, ckpt, 1, sdpa, 10_834.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 1, sdpa, 9_199.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 4, sdpa, 8_408.0),
-        // h200-2026-12-01-s9/d2048-activation: flex attention (no T² terms), capped at 10 GB; the
+        // results/2026-12-01-h200-planner-calibration/gemma2-lora-flex-16k: flex attention (no T² terms), capped at 10 GB; the
         // MLP phase sets the peak, with LoRA's frozen MLP weights
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 1, flash, 8_369.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 16_384, off, 4, flash, 7_577.0),
-        // h200-2026-12-01-s9/longest-new: the planner's longest context for this setup on 10 GiB
+        // results/2026-12-01-h200-planner-calibration/gemma2-lora-10gib-longest: the planner's longest context for this setup on 10 GiB
         // (23,296 tokens, 9,734 MB reserved under the cap; 1.25× it, 29,184, ran out of memory)
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 23_296, off, 4, flash, 8_602.0),
-        // h200-2026-12-01-s10/blas-lt/act-qwen15.log: full fine-tune, tied embeddings; the
+        // results/2026-12-01-h200-planner-calibration/qwen15-full: full fine-tune, tied embeddings; the
         // optimizer step sets the peak but at 32k without the tiled MLP
         ("Qwen2.5-1.5B", None, Optimizer::AdamWBf16, 16_384, ckpt, 1, sdpa, 14_802.0),
         ("Qwen2.5-1.5B", None, Optimizer::AdamWBf16, 16_384, off, 1, sdpa, 14_801.0),
@@ -250,7 +250,7 @@ fn the_plan_matches_the_h200_measurements() {
         ("Qwen2.5-1.5B", None, Optimizer::AdamWBf16, 32_768, off, 4, sdpa, 14_810.0),
     ];
     // Runs since flce.patch checkpoints the final norm (Setup::final_norm_checkpointed):
-    // h200-2026-12-01-s13/memory-pending — Llama-3.2-1B (tied) with fused AdamW on bf16
+    // results/2026-12-01-h200-planner-calibration/final-norm — Llama-3.2-1B (tied) with fused AdamW on bf16
     // parameters at 16k / 32k / 64k, and Gemma-2-2B LoRA at the planner's longest on 10 GiB
     #[rustfmt::skip]
     let runs_final_norm = [
@@ -265,7 +265,7 @@ fn the_plan_matches_the_h200_measurements() {
         ("Llama-3.2-1B", None, Optimizer::AdamWBf16Fused, 65_536, off, 4, sdpa, 15_146.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 25_856, off, 4, flash, 8_991.0),
     ];
-    // h200-2026-12-01-s14/norm-tiles: the same Gemma-2-2B LoRA setup with the layers' norms in 4
+    // results/2026-12-01-h200-planner-calibration/norm-tiles: the same Gemma-2-2B LoRA setup with the layers' norms in 4
     // token tiles, at 25,856 tokens, 29,120 (1.25× the longest without norm tiles, which ran out
     // of memory without them) and 31,232 (the planner's longest with them)
     #[rustfmt::skip]
@@ -274,7 +274,7 @@ fn the_plan_matches_the_h200_measurements() {
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 29_120, off, 4, flash, 8_476.0),
         ("Gemma-2-2B", Some(16), Optimizer::AdamW, 31_232, off, 4, flash, 8_720.0),
     ];
-    // h200-2026-12-02-s15/memory-pending and memory-64k: the same setup with the layers' frozen
+    // results/2026-12-01-h200-planner-calibration/streamed-weights: the same setup with the layers' frozen
     // weights streamed (flce.weights), at 25,856 tokens (4 MLP and norm tiles) and at the
     // planner's longest with 8 of each, 73,728 (92,160 ran out of memory)
     #[rustfmt::skip]
@@ -321,7 +321,7 @@ fn the_plan_matches_the_h200_measurements() {
         // full fine-tune's backward sets the peak from 32k on without a tiled MLP: the layer's
         // recompute there is still over-predicted by about one MLP intermediate a token
         // (Llama-3.2-1B +4.1% at 32k, +6.1% at 64k; Qwen2.5-1.5B +2.4%; which of its buffers is
-        // freed earlier than modeled is not traced) — on the safe side, and within issue 13's 10%
+        // freed earlier than modeled is not traced) — on the safe side, and within 10%
         let full_ft_backward = lora_rank.is_none() && seq_len >= 32_768 && mlp_tiles == 1;
         let tolerance = if full_ft_backward { 0.07 } else { 0.05 };
         // Under by 8% where the layers' weights are streamed: Gemma-2-2B LoRA with flex attention
@@ -371,7 +371,7 @@ fn sdpa_window_masks_cost_t_squared_past_the_window() {
 
 #[test]
 fn the_longest_context_on_ten_gib_is_one_that_ran() {
-    // H200 under a 10 GiB cap (benchmarks/h200-2026-12-01-s9/longest*/): Gemma-2-2B, LoRA r 16,
+    // H200 under a 10 GiB cap (benchmarks/results/2026-12-01-h200-planner-calibration/gemma2-lora-10gib-longest/): Gemma-2-2B, LoRA r 16,
     // AdamW, flex attention, checkpointing + offload + 4 MLP tiles: 23,296 tokens ran (9,734 MB
     // reserved), 29,184 ran out of memory — the planner's answer must lie in between
     // (those runs were made before flce.patch checkpointed the final norm: the setup without it)
@@ -380,7 +380,7 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
     let measured = Setup { final_norm_checkpointed: false, ..req.setup(Loss::Flce, Activations::Offloaded, 0) };
     let longest = longest_context(&m, &measured, req.gpu_bytes, 256, 1 << 20).unwrap();
     assert!((23_296..29_184).contains(&longest), "{longest}");
-    // with the final norm checkpointed, as flce.patch does now (h200-2026-12-01-s13/memory-pending):
+    // with the final norm checkpointed, as flce.patch does now (results/2026-12-01-h200-planner-calibration/final-norm):
     // 25,856 tokens ran (8,991 MB allocated, 10,224 MB reserved of the 10,240); the layers'
     // backward sets this peak, which the norm's checkpoint does not lower, so the answer is the
     // same and still one that ran
@@ -392,7 +392,7 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
         .unwrap();
     assert!((23_296..=25_856).contains(&now), "{now}");
     assert_eq!(now, longest);
-    // with the layers' norms in 4 token tiles too (h200-2026-12-01-s14/norm-tiles): 29,120 tokens
+    // with the layers' norms in 4 token tiles too (results/2026-12-01-h200-planner-calibration/norm-tiles): 29,120 tokens
     // ran (9,712 MB reserved) where without norm tiles they ran out of memory, and so did the
     // planner's longest, 31,232 (10,204 MB reserved of the 10,240)
     let norms = req.clone().with_norm_tiles(4).unwrap();
@@ -404,9 +404,9 @@ fn the_longest_context_on_ten_gib_is_one_that_ran() {
         .unwrap();
     assert!((29_120..=31_232).contains(&with_norm_tiles), "{with_norm_tiles}");
     assert!(req.clone().with_norm_tiles(0).is_err());
-    // with 8 MLP and norm tiles and the frozen weights streamed (h200-2026-12-02-s15/memory-64k):
+    // with 8 MLP and norm tiles and the frozen weights streamed (results/2026-12-01-h200-planner-calibration/streamed-weights):
     // 73,728 tokens ran (8,999 MB allocated, 10,228 MB reserved of the 10,240) and 92,160 ran out
-    // of memory — issue 13's 64k on a 10 GiB card
+    // of memory — 64k on a 10 GiB card
     let streamed = req.with_mlp_tiles(8).unwrap().with_norm_tiles(8).unwrap().with_stream_weights(true);
     let with_streaming = plan(&m, &streamed)
         .iter()
@@ -474,7 +474,7 @@ fn streamed_frozen_weights_leave_two_layers_on_the_gpu() {
     assert_eq!(resident.weights - streamed.weights, 2 * (m.layers - 2) * m.layer_params());
     assert_eq!(resident.recompute, streamed.recompute);
     assert_eq!(at(false, None), at(true, None));
-    // what it is for: Gemma-2-2B LoRA at 64k tokens on a 10 GiB card (issue 13's target), which
+    // what it is for: Gemma-2-2B LoRA at 64k tokens on a 10 GiB card, which
     // resident weights cannot reach (the planner's longest with streaming, 73,728, ran: see
     // the_longest_context_on_ten_gib_is_one_that_ran)
     let req =

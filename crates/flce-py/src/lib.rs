@@ -12,11 +12,11 @@ use flce::{bf16, cpu, f16, DType, Element, Error, GradBuffers, GradOutput, HostI
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
-mod cuda_phases;
+mod cuda_vocab_parallel;
 mod memory;
-mod phases;
 mod plans;
 mod ptrs;
+mod vocab_parallel;
 use plans::{backward_config, forward_config, Plan, PlanKind};
 pub(crate) use ptrs::{device_grads, forward_outputs, to_workspace, DevicePtrs, ForwardPtrs, GradPtrs, HostPtrs};
 
@@ -281,15 +281,15 @@ impl Problem {
     }
 
     /// The plan of this problem on `device` that computes the forward and the gradients at once
-    /// within `budget` bytes of workspace, where one pays (`flce::cuda::CudaLoss::trade_plan`):
+    /// within `budget` bytes of workspace, where one pays (`flce::cuda::CudaLoss::forward_backward_plan`):
     /// the three-product pass where a token chunk of at least
-    /// `flce::cuda::plan::MIN_STEP_TOKEN_CHUNK` tokens (or all of them) fits, else the
-    /// vocabulary-slice pass where a head of `flce::cuda::plan::MIN_SLICE_HEAD_ROWS` rows fits;
+    /// `flce::cuda::plan::MIN_THREE_PRODUCT_TOKEN_CHUNK` tokens (or all of them) fits, else the
+    /// vocabulary-slice pass where a head of `flce::cuda::plan::MIN_VOCAB_SLICE_HEAD_ROWS` rows fits;
     /// None otherwise — and for float16 unless `known_grad_output` (the pass will be given the
     /// grad_output its backward brings, AMP's loss scale included:
-    /// `flce::cuda::CudaLoss::trade_plan_for_known_grad_output`).
+    /// `flce::cuda::CudaLoss::forward_backward_plan_for_known_grad_output`).
     #[pyo3(signature = (device, de, dc, dbias, budget, known_grad_output=false))]
-    fn step_plan(
+    fn forward_backward_plan(
         &self,
         device: usize,
         de: bool,
@@ -302,15 +302,15 @@ impl Problem {
         let be = flce::cuda_backend(device).map_err(to_py)?;
         let wanted = Wanted { de, dc, dbias };
         let plan = if known_grad_output {
-            be.trade_plan_for_known_grad_output(self.shape, self.dtype, &self.opts, wanted, budget)
+            be.forward_backward_plan_for_known_grad_output(self.shape, self.dtype, &self.opts, wanted, budget)
         } else {
-            be.trade_plan(self.shape, self.dtype, &self.opts, wanted, budget)
+            be.forward_backward_plan(self.shape, self.dtype, &self.opts, wanted, budget)
         }
         .map_err(to_py)?;
         Ok(plan.map(|plan| Plan { device, plan: PlanKind::Trade(plan) }))
     }
 
-    /// The CUDA pass of a `step_plan` (three-product or vocabulary-slice): the forward's outputs
+    /// The CUDA pass of a `forward_backward_plan` (three-product or vocabulary-slice): the forward's outputs
     /// and the gradients for grad_output 1 — or for the f32 at `grad_output`, the one the
     /// backward will bring —, as `plan` says, on `cuda` = (device, stream); does not synchronise.
     #[pyo3(signature = (cuda, inputs, outputs, grads, workspace, plan, grad_output=None))]
@@ -335,7 +335,7 @@ impl Problem {
         let opts = &self.opts;
         on_cuda(py, cuda, move |be, stream| {
             // SAFETY: as in cuda_forward.
-            unsafe { be.forward_backward_trade(&x, opts, &out, &grads, ws, plan, grad_output, stream) }
+            unsafe { be.forward_backward(&x, opts, &out, &grads, ws, plan, grad_output, stream) }
         })
     }
 
@@ -454,8 +454,8 @@ fn _flce(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scale_gradients, m)?)?;
     m.add_function(wrap_pyfunction!(memory::memory_plan, m)?)?;
     m.add_function(wrap_pyfunction!(memory::memory_suggest, m)?)?;
-    phases::register(m)?;
-    cuda_phases::register(m)?;
+    vocab_parallel::register(m)?;
+    cuda_vocab_parallel::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The CUDA plans as Python sees them: one `Plan` class over the forward, backward and
 //! three-product plans, made once per call shape by `Problem` and handed back with every call.
 
-use flce::cuda::{BackwardConfig, ForwardConfig, TradePlan};
+use flce::cuda::{BackwardConfig, ForwardBackwardPlan, ForwardConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -28,7 +28,7 @@ pub(crate) enum PlanKind {
     Forward(flce::cuda::ForwardPlan),
     Backward(flce::cuda::BackwardPlan),
     /// Forward and gradients at once: the three-product pass, or the vocabulary-slice pass.
-    Trade(flce::cuda::TradePlan),
+    Trade(flce::cuda::ForwardBackwardPlan),
 }
 
 impl Plan {
@@ -46,7 +46,7 @@ impl Plan {
             _ => Err(PyValueError::new_err(format!("a {} plan was given to the backward", self.kind()))),
         }
     }
-    pub(crate) fn trade(&self, device: usize) -> PyResult<&flce::cuda::TradePlan> {
+    pub(crate) fn trade(&self, device: usize) -> PyResult<&flce::cuda::ForwardBackwardPlan> {
         self.check_device(device)?;
         match &self.plan {
             PlanKind::Trade(p) => Ok(p),
@@ -90,18 +90,18 @@ impl Plan {
     }
     /// Whether the pass keeps lse itself, so that a caller that will not read lse can give None
     /// for it: the three-product pass of one token chunk with its state in dC's buffer
-    /// (`flce::cuda::plan::StepPlan::lse`; 4·N bytes fewer at the pass's peak).
+    /// (`flce::cuda::plan::ThreeProductPlan::lse`; 4·N bytes fewer at the pass's peak).
     #[getter]
     fn keeps_lse(&self) -> bool {
-        matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.lse.is_some())
+        matches!(&self.plan, PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) if p.lse.is_some())
     }
     /// Whether the pass keeps its status word itself, so that a caller that will not read it
     /// (one that checked the targets ahead of the call) can give None for it: the same plans as
-    /// `keeps_lse` (`flce::cuda::plan::StepPlan::status`; PyTorch's 512-byte block for the word
+    /// `keeps_lse` (`flce::cuda::plan::ThreeProductPlan::status`; PyTorch's 512-byte block for the word
     /// not held at the pass's peak).
     #[getter]
     fn keeps_status(&self) -> bool {
-        matches!(&self.plan, PlanKind::Trade(TradePlan::Step(p)) if p.status.is_some())
+        matches!(&self.plan, PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) if p.status.is_some())
     }
     /// Vocabulary columns per K-chunk of the three-product pass's dE, summed in f32 before one
     /// rounding (`flce::cuda::plan::with_de_k_chunks`: f16's default where V is longer), or None
@@ -109,7 +109,7 @@ impl Plan {
     #[getter]
     fn de_k_chunk(&self) -> Option<usize> {
         match &self.plan {
-            PlanKind::Trade(TradePlan::Step(p)) => p.de_k_chunks.map(|k| k.columns),
+            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => p.de_k_chunks.map(|k| k.columns),
             _ => None,
         }
     }
@@ -119,8 +119,8 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.family.name(),
             PlanKind::Backward(p) => p.family.name(),
-            PlanKind::Trade(TradePlan::Step(p)) => p.storage.family().name(),
-            PlanKind::Trade(TradePlan::Slice(_)) => flce::cuda::Family::Sm90.name(),
+            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => p.storage.family().name(),
+            PlanKind::Trade(ForwardBackwardPlan::VocabSlice(_)) => flce::cuda::Family::Sm90.name(),
         }
     }
     /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward
@@ -130,8 +130,8 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
             PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
-            PlanKind::Trade(TradePlan::Step(p)) => (p.token_chunk, p.shape.v),
-            PlanKind::Trade(TradePlan::Slice(p)) => (p.shape.n, p.head_rows),
+            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => (p.token_chunk, p.shape.v),
+            PlanKind::Trade(ForwardBackwardPlan::VocabSlice(p)) => (p.shape.n, p.head_rows),
         }
     }
     fn __repr__(&self) -> String {

@@ -2,7 +2,7 @@
 flce.patch under torch.compile can ask for "bitwise, except where compiling the unpatched model
 already moves the last bits" instead of plain bitwise equality.
 
-On some machines (seen 2026-12-02 with torch 2.11.0 and transformers 5.24.0 on CPU, f64) the
+On some machines (seen with torch 2.11.0 and transformers 5.24.0 on CPU, f64) the
 unpatched tiny Llama compiled with backend="eager" gives k_proj, v_proj and input_layernorm
 gradients a few ulps away from eager mode (|Δ| ≤ 5e-17 against values ~0.1): the attention's
 grouped k/v gradients are summed in another order. flce's own pieces must add nothing beyond that.

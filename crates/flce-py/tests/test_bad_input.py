@@ -51,7 +51,7 @@ def test_bad_target_with_gradients_to_come(device, budget):
     bad = t.clone()
     bad[4] = 20
     e.requires_grad_()
-    three_products = device == "cuda" and flce.three_product_plan(e, c, workspace_budget=budget) is not None
+    three_products = device == "cuda" and flce.forward_backward_plan(e, c, workspace_budget=budget) is not None
     assert three_products == (device == "cuda" and budget == "fast")  # both paths are exercised
     if device == "cpu" or three_products:
         with pytest.raises(ValueError, match=r"target\[4\] = 20 is outside \[0, 20\)") as raised:

@@ -9,7 +9,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import flce
-from flce import _eager, ops, step
+from flce import _eager, ops, three_product
 from test_flce import DEVICES, make
 
 OPTION_SETS = [dict(), dict(reduction="sum"), dict(reduction="none"),
@@ -70,7 +70,7 @@ def test_loss_under_a_dispatch_mode_takes_the_op(device, monkeypatch):
     eager path's."""
     e, c, t, _, _ = make(33, 24, 77, torch.float32, device, seed=2)
     calls = []
-    for cls in (ops._ForwardEager, step._ForwardBackwardEager):
+    for cls in (ops._ForwardEager, three_product._ForwardBackwardEager):
         monkeypatch.setattr(cls, "apply", lambda *a, _f=cls.apply: calls.append(1) or _f(*a))
     eager = run(e, c, t, None, None)
     assert calls, "plain tensors take the eager path"

@@ -1,5 +1,5 @@
-"""flce.patch on tiny randomly initialised Llama-style and Gemma-2-style models built from a
-config (no downloads): loss and every parameter's gradient match the unpatched model."""
+"""flce.patch on tiny randomly initialised Llama-style, Gemma-2-style and GPT-2 models built from
+a config (no downloads): loss and every parameter's gradient match the unpatched model."""
 
 import pytest
 import torch
@@ -17,6 +17,12 @@ def tiny(kind):
     if kind == "llama":
         cfg = transformers.LlamaConfig(**common)
         cls = transformers.LlamaForCausalLM
+    elif kind == "gpt2":
+        # (no .model, no .lm_head attribute on the body: flce.patch finds the body through
+        # base_model, the head through get_output_embeddings(); the head is tied to the embedding)
+        cfg = transformers.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4, n_positions=64,
+                                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+        cls = transformers.GPT2LMHeadModel
     else:
         cfg = transformers.Gemma2Config(**common, head_dim=16, final_logit_softcapping=30.0,
                                         attn_logit_softcapping=50.0, sliding_window=16)
@@ -27,7 +33,7 @@ def tiny(kind):
 
 @pytest.mark.parametrize("num_items", [None, 37])
 @pytest.mark.parametrize("budget", ["min", "peak"])
-@pytest.mark.parametrize("kind", ["llama", "gemma2"])
+@pytest.mark.parametrize("kind", ["llama", "gemma2", "gpt2"])
 def test_patched_model_matches_unpatched(kind, budget, num_items):
     # (num_items: Trainer's num_items_in_batch, the sum over the accumulated micro-batches' tokens
     # divided by it; flce.patch passes 1 / num_items as the expected grad_output)
@@ -77,3 +83,31 @@ def test_patch_takes_the_peak_budget_unless_told(monkeypatch):
         model(input_ids=ids, labels=ids).loss.backward()
         assert seen[-1] == expect, (given, seen)
         flce.unpatch(model)
+
+
+def test_gpt2_checkpointed_with_offload_and_tiles_matches_unpatched():
+    """The memory options find GPT-2's blocks (transformer.h), their MLPs and its final norm
+    (ln_f) as they find a Llama's."""
+    model = tiny("gpt2")
+    ids = torch.randint(0, 1000, (2, 24), generator=torch.Generator().manual_seed(2)).to(DEVICE)
+
+    def run():
+        model.zero_grad(set_to_none=True)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    ref_loss, ref_grads = run()
+    model.train()
+    flce.patch(model, checkpoint=True, offload=True, mlp_tiles=2, norm_tiles=2)
+    loss, grads = run()
+    assert torch.allclose(loss, ref_loss, rtol=1e-5, atol=1e-6)
+    for name, g_ref in ref_grads.items():
+        err = ((grads[name] - g_ref).norm() / g_ref.norm().clamp_min(1e-12)).item()
+        assert err < 1e-4, f"{name}: rel err {err:.2e}"
+    flce.unpatch(model)
+
+
+def test_patch_names_what_it_cannot_use():
+    with pytest.raises(TypeError, match="causal LM"):
+        flce.patch(torch.nn.Linear(4, 4))

@@ -158,7 +158,7 @@ def test_tiled_function_with_frozen_weights_and_no_input_grad():
     """A tiled function that nothing differentiates through (a LoRA model's first RMSNorm: frozen
     weight, input from frozen embeddings) while the rest of the graph trains: its backward, called
     through the anchor, has nothing to do (Gemma-2-2B LoRA with norm_tiles failed here on the H200,
-    benchmarks/h200-2026-12-01-s14/memory-pending)."""
+    benchmarks/results/2026-12-01-h200-planner-calibration/norm-tiles-off/)."""
     torch.manual_seed(0)
     norm = torch.nn.LayerNorm(8).double().requires_grad_(False)
     head = torch.nn.Linear(8, 3).double()

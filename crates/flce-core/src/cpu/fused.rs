@@ -1,11 +1,11 @@
 //! The fast CPU path: never holds the N×V logits. It works on a vocabulary slice (the classifier
 //! rows a caller holds, [`VocabSlice`]); the whole vocabulary is one slice ([`forward`],
-//! [`backward`]), and vocabulary-parallel callers use the phases in [`super::phases`].
+//! [`backward`]), and vocabulary-parallel callers use the phases in [`super::vocab_parallel`].
 //!
 //! Forward streams the slice in blocks of `VOCAB_BLOCK` rows of C for each block of
 //! `TOKEN_BLOCK` tokens: one f32 GEMM per tile, then the tile is folded into each token's running
 //! (max, sum-exp, Σw·z, argmax). Work items are (token block, segment of
-//! [`super::phases::SEGMENT_ROWS`] rows), merged in vocabulary order, so few tokens still use
+//! [`super::vocab_parallel::SEGMENT_ROWS`] rows), merged in vocabulary order, so few tokens still use
 //! every core and the result does not depend on the machine.
 //!
 //! Backward recomputes logit tiles twice so that every accumulator has one owner and results are
@@ -21,8 +21,8 @@ use std::ops::Range;
 use rayon::prelude::*;
 
 use super::gemm::{matmul, rows_f32, View};
-use super::phases::{finish, token_grad_scales, Partials, VocabSlice, SEGMENT_ROWS};
 use super::pool::in_pool;
+use super::vocab_parallel::{finish, token_grad_scales, Partials, VocabSlice, SEGMENT_ROWS};
 use crate::error::Result;
 use crate::options::Options;
 use crate::outputs::{ForwardBuffers, ForwardOutput, ForwardScalars, GradBuffers, Gradients};
@@ -37,7 +37,7 @@ pub const VOCAB_BLOCK: usize = 512;
 /// Tokens per tile in backward pass 2 (dC): the inner dimension of its Gᵀ·E product.
 pub const DC_TOKEN_BLOCK: usize = 512;
 
-const _: () = assert!(SEGMENT_ROWS % VOCAB_BLOCK == 0);
+const _: () = assert!(SEGMENT_ROWS.is_multiple_of(VOCAB_BLOCK));
 
 /// The inputs of one slice, validated: E [N, D], the slice's rows of C, bias and class weights,
 /// and every token's effective target in global vocabulary indices.
@@ -313,7 +313,7 @@ pub(super) struct Scratch {
 }
 
 /// Phase 1 on a slice: `inputs` hold E, the slice's rows of C (and of bias and class weights)
-/// and the global targets; see [`super::phases`].
+/// and the global targets; see [`super::vocab_parallel`].
 pub fn forward_partials<T: Element>(inputs: &HostInputs<'_, T>, slice: VocabSlice, opts: &Options) -> Result<Partials> {
     let p = Problem::new(inputs, slice, opts)?;
     Ok(in_pool(|| p.partials()))

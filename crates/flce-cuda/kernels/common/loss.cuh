@@ -8,9 +8,9 @@
 // tanh|y| = (1 − e)/(1 + e) = 2/(1 + e) − 1 with e = exp(−2|y|), so z = ±(2s·r − s) with
 // r = 1/(1 + e), one FFMA. Seven instructions an element, two of them MUFU (ex2.approx.ftz, whose
 // flush below 2⁻¹²⁶ makes e 0 and |z| = s where tanh has saturated, and rcp.approx.ftz, 1 + e being
-// in [1, 2]). The forms before: an IEEE `/` (a check and a slow-path call per element: v27), then
-// __expf and __fdividef, whose non-ftz exp is a range test and two predicated products around the
-// MUFU: 13 instructions an element (sm_90a SASS, perf-notes v35). y = x/s is __fdividef's product
+// in [1, 2]). An IEEE `/` would cost a check and a slow-path call per element (journal v27), and
+// __expf with __fdividef, whose non-ftz exp is a range test and two predicated products around the
+// MUFU, 13 instructions an element (sm_90a SASS, journal v35). y = x/s is __fdividef's product
 // with the reciprocal of s, which the compiler takes once per kernel.
 __device__ __forceinline__ float softcap_logit(float x, float cap) {
   const float y = __fdividef(x, cap);
@@ -93,7 +93,7 @@ __device__ __forceinline__ RowStats row_stats_merge(RowStats a, RowStats b) {
 
 // The loss of one active token (spec.rs): its lse, its target's logit and class weight w_t,
 // Σ_j w_j z_j over the vocabulary (wsum), W = Σ_j w_j and the vocabulary size v. In f64, rounded
-// once. Shared by the forward's finish and the vocabulary-parallel finish (shared/phases.cu).
+// once. Shared by the forward's finish and the vocabulary-parallel finish (shared/vocab_parallel.cu).
 __device__ __forceinline__ float token_loss(float lse, float target_logit, float w_t, float wsum, double W, int v,
                                             float eps, float z_loss) {
   double l = (1.0 - eps) * (double)w_t * ((double)lse - (double)target_logit);
@@ -129,7 +129,7 @@ __device__ __forceinline__ void load_row_coeffs(const LogitParams& p, const Grad
   const int tid = threadIdx.x;
   if (tid < TILE_M) {
     const int row = row0 + tid;
-    // the target stored before the coefficients are formed, as the kernels' machine code had it
+    // the target stored before the coefficients are formed (the order the kernels' SASS is checked in)
     s_target[tid] = row < ch.n_end ? p.targets[row] : -1;
     int target;
     s_coef[tid] = chunk_row_coeffs(p, ch, row, target);

@@ -208,7 +208,7 @@ __device__ __forceinline__ float uniform_token_scale(const LossConstants& k, con
 // with g inside, every logit gradient near ±g (a target the row gives almost no probability)
 // carried the same rounding of g's mantissa, an error that adds up over tokens instead of
 // averaging (dE / dC 2.34–2.46e-3 against 2.13e-3 with g as α, depending on g alone:
-// scripts/sim_row_reference.py --scale, docs/perf-notes.md v53). α scales each product's f32
+// a CPU simulation, docs/journal.md v53). α scales each product's f32
 // sum before its one rounding. (With g out of G, f16's G also keeps its normal range: g·p for a
 // mean over 16k tokens was subnormal in f16 for every p < 1.)
 __device__ __forceinline__ float token_scale_of(const LossConstants& k, int t, const float* grad_output, int i) {

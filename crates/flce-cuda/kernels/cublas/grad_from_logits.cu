@@ -8,12 +8,12 @@
 //
 // Modules: calls with a bias, softcap or smoothing run one compiled for their options
 // (FLCE_LOGIT_OPTS's bits, runtime/grids.rs logit_opts, as the sm90 kernels and the three-product
-// G, sm90/step_grad.cu); the default module serves calls without any, so it carries no bias or
+// G, sm90/three_product_grad.cu); the default module serves calls without any, so it carries no bias or
 // softcap transform, no smoothing term (with class weights alone, no weight load per element) and
 // no db sums: fewer registers and 8 KB less shared memory, more blocks an SM. Plain calls get the
 // same values bitwise (the terms it drops are + 0 there).
 //
-// Host side: src/family/cublas.rs, src/step.rs (the three-product pass's f32 logits); tests:
+// Host side: src/family/cublas.rs, src/pass/three_product.rs (the three-product pass's f32 logits); tests:
 // tests/gpu/ (BackwardMode::CublasLogits, the default off Hopper; the three-product f32 runs).
 #include "common/loss.cuh"
 

@@ -6,9 +6,8 @@
 //   running statistics and picks out the target logit. Each lane takes STATS_BATCH columns at
 //   a time (stride 32: every load a coalesced 128-byte warp access, STATS_BATCH of them in
 //   flight), takes their max first and folds them with one exponential each (the running sum
-//   rescaled once per batch). Before (one column at a time, a full RowStats merge per column) the
-//   kernel was latency- and then instruction-bound at 1.5-2 TB/s (ncu:
-//   benchmarks/h200-2026-11-30-session5/profile-before/, first-fix/). Σw·z is only formed when
+//   rescaled once per batch): one column at a time, with a full RowStats merge per column, the
+//   kernel is latency- and then instruction-bound at 1.5-2 TB/s (ncu, journal v10). Σw·z is only formed when
 //   label smoothing needs it. Grid (ceil(N / STATS_TOKENS_PER_BLOCK), segments): blockIdx.y folds
 //   columns [v0 + y·seg_cols, +seg_cols) into partial y (at partials + y·partials_ld), so few
 //   tokens over a wide vocabulary still fill the GPU; the finish step merges the partials in
@@ -77,7 +76,7 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_stats_fro
   const int vlen = min(sp.v_end - v0, sp.seg_cols);
   const float* src = sp.logits + (size_t)row * sp.ldl + (v0 - sp.v0);
   // plain_logits(p) written out: through the helper NVRTC lays this kernel's branches out
-  // differently (scripts/sass-diff.sh), and its H200 measurements are of this form
+  // differently (scripts/tools/sass-diff.sh), and its H200 measurements are of this form
   const bool plain = !p.bias && p.k.softcap == 0.0f && p.k.label_smoothing == 0.0f;
   RowStats st = plain ? fold_row<true>(sp, src, v0, vlen, tgt, row, lane)
                       : fold_row<false>(sp, src, v0, vlen, tgt, row, lane);

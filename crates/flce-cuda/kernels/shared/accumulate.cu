@@ -8,9 +8,9 @@
 //   input dtype (the one rounding of dE, dC and db); four elements a step where the pointers are
 //   aligned for it.
 // flce_scale_grads — grid-stride: gradients (input dtype) times the f32 at `scale`, in place;
-//   returns at once when it is 1 (the three-product pass's backward, src/step.rs).
+//   returns at once when it is 1 (the three-product pass's backward, src/pass/three_product.rs).
 //
-// Host side: src/backward.rs, src/step.rs.
+// Host side: src/pass/backward.rs, src/pass/three_product.rs.
 #include "common/types.cuh"
 
 extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_db_reduce(const DbReduceParams p) {
@@ -23,8 +23,8 @@ extern "C" __global__ void __launch_bounds__(ELEMENTWISE_THREADS) flce_db_reduce
 }
 
 // Four elements a step where both pointers allow it (a 16-byte f32 load, one store of the four
-// rounded values): element by element, one 4-byte load in flight a thread, it ran at 2.0–2.7 TB/s,
-// now 3.3–4.1 (1.4–1.5× a launch, H200, docs/perf-notes.md v37). The pointers decide it,
+// rounded values) run at 3.3–4.1 TB/s; element by element, one 4-byte load in flight a thread, at
+// 2.0–2.7 (H200, docs/journal.md v37). The pointers decide it,
 // uniformly for the grid; the rest element by element.
 struct __align__(4 * sizeof(elem_t)) Elem4 {
   elem_t v[4];

@@ -16,7 +16,7 @@
 // them at one SM's bandwidth — 45 µs at 8k tokens, 107 µs at 16k, on the critical path between
 // the forward and the backward; a block per 256 tokens reads them at the GPU's.
 //
-// Host side: src/forward.rs (CudaLoss::finish), src/step.rs; tests: tests/gpu/.
+// Host side: src/pass/forward.rs (CudaLoss::finish), src/pass/three_product.rs; tests: tests/gpu/.
 #include "common/loss.cuh"
 
 extern "C" __global__ void __launch_bounds__(FINISH_THREADS) flce_forward_finish(const FinishParams fp) {

@@ -24,7 +24,7 @@
 //   others fill (src/blas.rs Alpha; common/types.cuh token_scale_of says why). Writes token_scale [N] and the
 //   backward's scalars {W, Σ w_t, α, 0, 1}.
 //
-// Host side: src/forward.rs and src/backward.rs.
+// Host side: src/pass/forward.rs and src/pass/backward.rs.
 #include "common/types.cuh"
 
 extern "C" __global__ void flce_check_class_weights(const WeightCheckParams p) {

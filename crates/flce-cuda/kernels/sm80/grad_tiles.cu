@@ -1,6 +1,6 @@
 // flce sm80 family, backward: the logit-gradient tiles of one chunk, recomputed by mma.sync.
 //
-// The backward runs vocabulary-chunk-outer (src/plan/backward.rs, src/backward.rs): for each
+// The backward runs vocabulary-chunk-outer (src/plan/backward/, src/pass/backward.rs): for each
 // chunk of Vc vocabulary rows and Nc tokens a family writes G = ∂L/∂x for the chunk into the
 // workspace, then two cuBLAS products with f32 accumulation consume it: dE_acc += G·C_chunk and
 // dC_chunk = Gᵀ·E.

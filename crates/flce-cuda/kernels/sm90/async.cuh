@@ -43,7 +43,7 @@ __device__ __forceinline__ void mbar_wait(u64* bar, u32 parity) {
 // consumer handing a stage back after wgmma.wait_group, when its reads of the stage are complete,
 // so no memory ordering at cluster scope is needed. `.release.cluster` put a cluster-scope fence
 // (ERRBAR / MEMBAR in SASS) before every release: 11.7% of the clustered product's warp stalls,
-// waiting for the previous tile's global stores (ncu, H200 2026-12-02, benchmarks/h200-2026-12-02-s17/).
+// waiting for the previous tile's global stores (ncu, H200, journal v23).
 __device__ __forceinline__ void mbar_arrive_cluster(u64* bar, u32 cta) {
   asm volatile(
       "{ .reg .b32 remote;\n"
@@ -137,7 +137,7 @@ __device__ __forceinline__ void tma_prefetch_map(const TensorMap* map) {
 // `policy`: an L2 cache policy (createpolicy). l2_evict_first: the written lines are the first L2
 // evicts, so a stream of stores that nothing reads soon does not push the main loop's operands
 // out of L2 (the compact forward's 4.2 GB of q at the 16k training-step loss made it read
-// 12.5–14.2 GB from DRAM against the plain forward's 6.0: ncu, H200 2026-12-03).
+// 12.5–14.2 GB from DRAM against the plain forward's 6.0: ncu, H200).
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, u32 src, int col, int row, u64 policy) {
   asm volatile(
       "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%1, %2}], [%3], %4;" ::"l"(map),

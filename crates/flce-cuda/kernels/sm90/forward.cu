@@ -22,8 +22,8 @@
 // The argmax keeps the first column of the largest value (ties to the smaller index, as spec.rs).
 //
 // flce_sm90_forward_compact — the same kernel for one token chunk of the three-product pass
-//   (src/step.rs, plan::StepLogits::Compact; calls without a softcap: with a bias or smoothing,
-//   the options' modules, src/loss.rs step_logits): besides the statistics it writes every logit
+//   (src/pass/three_product.rs, plan::ThreeProductLogits::Compact; calls without a softcap: with a bias or smoothing,
+//   the options' modules, src/planning.rs three_product_logits): besides the statistics it writes every logit
 //   z (bias added) of the chunk as q = exp(z − m) in f16 to `q` [n, ldq], m the row's running
 //   max after the tile (so q ≤ 1; taken in the FFMA form 2^(z·log2e − m2), types.cuh Exp2Ref,
 //   q carries its common factor, ≤ 2⁻¹⁷ relative, far below f16's rounding, which the running
@@ -35,11 +35,11 @@
 //   and one lane hands the box to the tensor-memory accelerator, so the stores drain under the
 //   next tiles' main loop instead of holding the warps (wgmma.cuh, sm90_store_warp_rows_tma); the
 //   last, partial tile's q leaves as 4-byte f16x2 words straight from the accumulators.
-//   kernels/sm90/step_grad.cu turns q into G in place.
+//   kernels/sm90/three_product_grad.cu turns q into G in place.
 //
 // Both kernels fold off the MMA warpgroups by default (SM90_STAGED_FOLD 1:
 // sm90/forward_staged.cuh; the module's ring is then 3 stages); the compact kernel in the
-// registers described above with FLCE_SM90_MAINLOOP=fold=2, both with fold=0 (perf-notes v39,
+// registers described above with FLCE_SM90_MAINLOOP=fold=2, both with fold=0 (journal v39,
 // v42).
 //
 // Host side: src/family/sm90.rs; tests: tests/gpu/ (the fused family on an sm_90a GPU; the
@@ -50,7 +50,7 @@
 // The logit options this module's forward is specialised for, set by the host (compile.rs,
 // compile_variant) for calls with a bias, softcap or smoothing: 1 bias, 2 softcap, 4 smoothing.
 // Its whole tiles then fold them in at compile time, with no test per element (a test around each
-// element's transform was a branch per element that serialised the tile: perf-notes v27; the
+// element's transform is a branch per element that serialises the tile: journal v27; the
 // softcap-only fold alone compiles to 0 spill bytes). -1 (the default module): tested at run time.
 #ifndef FLCE_LOGIT_OPTS
 #define FLCE_LOGIT_OPTS -1
@@ -137,7 +137,7 @@ struct Sm90ForwardEpilogue {
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
 #if FLCE_LOGIT_OPTS >= 0
     // (a module specialised for one set of logit options: launched for such calls only; its
-    // compact kernel for sets without a softcap, src/loss.rs step_logits)
+    // compact kernel for sets without a softcap, src/planning.rs three_product_logits)
     if (col0 + SM90_TILE_N <= p.k.v)
       fold<false, FLCE_LOGIT_OPTS, true>(acc, col0);
     else

@@ -1,6 +1,6 @@
 // flce sm90 family, forward with its fold off the MMA warpgroups (SM90_STAGED_FOLD: the plain
-// forward's by default since 2026-12-03 — forward 0.952–0.983× of the in-register fold, H200,
-// docs/perf-notes.md v39 —, the compact forward's too since its fold warps fold a row a thread:
+// forward's by default — forward 0.952–0.983× of the in-register fold, H200, docs/journal.md
+// v39 —, and the compact forward's, whose fold warps fold a row a thread:
 // the three-product pass 0.974× of the compact fold in registers at the 16k loss, 0.985–0.995× at
 // the model shapes, v42; FLCE_SM90_MAINLOOP=fold=2 keeps the compact one in registers).
 //
@@ -11,9 +11,9 @@
 // 128-row × 64-column boxes, 128-byte swizzle, stmatrix); the producer warpgroup's three idle
 // warps fold d into the running (max, Σexp, Σw·z, argmax) while the consumers run the next tile
 // (Liger's SM90 scaled-CE forward stages f16 logits for a third warpgroup the same way). d's one
-// rounding, |error| ≤ 2⁻¹¹·|z − tile max|, is small where p is large: the CPU model
-// (scripts/model_f16_fold.py) gives loss 1e-9–3e-8 relative, lse ≤ 3.2e-5 absolute, dE / dC as
-// today's. The argmax is the first column with d = 0 (exactly the columns equal to the tile max,
+// rounding, |error| ≤ 2⁻¹¹·|z − tile max|, is small where p is large: a CPU model of the fold
+// (journal v39) gives loss 1e-9–3e-8 relative, lse ≤ 3.2e-5 absolute, dE / dC as with the fold in
+// f32 registers. The argmax is the first column with d = 0 (exactly the columns equal to the tile max,
 // except near-ties closer than 3e-8 in rows whose max is below 0.5 in magnitude).
 //
 // The compact kernel's fold warps write q = f16(exp(d + tile max − m)) back over d and store the
@@ -26,11 +26,11 @@
 // `staged`; the fold warps wait on `staged` (parity k & 1), fold, and each of their 96 threads
 // arrives on `freed` once done with the buffer (an mbarrier arrive releases the arriving thread's
 // own accesses only: one arrive after a named barrier left racecheck reporting the consumers'
-// next tile maxima as racing the fold's reads, 2026-12-03); in the compact kernel they first meet
+// next tile maxima as racing the fold's reads); in the compact kernel they first meet
 // at named barrier 3 and one of them issues the TMA stores and arrives only once those have read
 // the buffer. Rows: a thread per row (Sm90FoldWarps below: fold thread f owns rows f and f + 96),
 // ~4k cycles a tile for the busiest fold warp, measured against the warp-per-row design's ~36k in
-// perf-notes v42.
+// journal v42.
 #pragma once
 #include "sm90/staging.cuh"
 
@@ -171,9 +171,9 @@ struct Sm90StagedEpilogue {
 // any 512-byte warp access. So a row is independent work with no shuffles, and a thread's
 // exponentials pipeline; the tile costs warp 0 (64 rows) 2 × 256 MUFU.EX2 a lane, ~4k cycles of
 // its sub-partition's MUFU (4 lanes a cycle), where the main loop's tile takes ~32k at D 2048.
-// (A warp per row, the first design, was a ~300-cycle dependent chain a row: 43 rows took a fold
-// warp ~36k cycles a tile, the whole main loop at D 2048, and the compact kernel's consumers
-// waited on `freed` 7% of the time — ncu, H200, 2026-12-03, perf-notes v42.)
+// (A warp per row is a ~300-cycle dependent chain a row: 43 rows take a fold warp ~36k cycles a
+// tile, the whole main loop at D 2048, and the compact kernel's consumers waited on `freed` 7% of
+// the time — ncu, H200, journal v42.)
 template <bool COMPACT>
 struct Sm90FoldWarps {
   static constexpr bool kActive = true;

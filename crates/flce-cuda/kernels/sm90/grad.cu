@@ -1,7 +1,7 @@
 // flce sm90 family, backward: the logit-gradient tiles of one chunk, recomputed by the TMA + wgmma
 // main loop (sm90/mainloop.cuh).
 //
-// The backward runs vocabulary-chunk-outer (src/plan/backward.rs, src/backward.rs): for each
+// The backward runs vocabulary-chunk-outer (src/plan/backward/, src/pass/backward.rs): for each
 // chunk of tokens [n0, n_end) and vocabulary rows [v0, v_end) a family writes G = ∂L/∂x into the
 // workspace, then cuBLAS turns it into dE and dC with f32 accumulation.
 //
@@ -46,7 +46,7 @@
 // The tiles' schedule. By default block (g, y) of the (slots, splits) grid runs the token tiles
 // g, g + slots, … of the chunk, each over its run of vocabulary tiles (Sm90TokenTiles; the grid
 // within an L2 budget, plan::grad_grid). With SM90_GRAD_ORDER (FLCE_SM90_MAINLOOP gorder=1, the
-// default since 2026-12-03: docs/perf-notes.md v45) and group_rows > 0, a step is one tile of a
+// default: docs/journal.md v45) and group_rows > 0, a step is one tile of a
 // raster order over the chunk's token tiles × vocabulary tiles (group_rows token tiles, then the
 // next vocabulary tile: plan::sm90_product_order, as the product kernel's) and block b of a
 // one-wave grid takes steps b, b + gridDim.x, …: balanced to one tile, where the static grid's
@@ -122,7 +122,7 @@ struct Sm90GradEpilogue {
   // inside the chunk), and the general one. The split is not only arithmetic: the general
   // per-element code (bias loads, softcap, class weights) unrolled over the 128 values of a
   // thread made the kernel instruction-fetch bound (ncu: 60% of stalls waiting on instruction
-  // fetch, 17% SM throughput; benchmarks/h200-2026-11-30-session5/profile-before/ncu-sm90-grad.log).
+  // fetch, 17% SM throughput: journal v10).
   __device__ __forceinline__ void tile(float (&acc)[128], int col0) {
 #if FLCE_LOGIT_OPTS >= 0
     // (a module specialised for one set of logit options: launched for such calls only)

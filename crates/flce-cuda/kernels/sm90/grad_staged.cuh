@@ -1,7 +1,7 @@
 // flce sm90 family, backward: G with its epilogue off the MMA warpgroups (SM90_STAGED_GRAD,
-// FLCE_SM90_MAINLOOP gfold=1, the default since 2026-12-03; the default module only — the option
+// FLCE_SM90_MAINLOOP gfold=1, the default; the default module only — the option
 // modules keep grad.cu's code). On the every-token-tile grid it ran no faster than G in registers
-// (docs/perf-notes.md v40: the 3-stage ring starved — the consumers waited on TMA data 21% of
+// (docs/journal.md v40: the 3-stage ring starved — the consumers waited on TMA data 21% of
 // their samples against 6%); with the grid within an L2 budget (plan::grad_grid) fwd+bwd ran
 // 0.969–0.981× of both off (v44).
 //
@@ -13,8 +13,8 @@
 // warpgroup's three idle warps form G = p_scale2·2^u (the target's replaced by the consumers'
 // exact value), write it over u in the input dtype and TMA-store the four boxes (map_g: the
 // chunk's G [n_end − n0, ldg]; rows past n_end clipped by the map) while the consumers run the
-// next tile. u's one rounding, |error| ≤ 2⁻¹¹·|x − lse|, is small where p is large: the CPU model
-// (scripts/model_f16_fold.py, second table) gives dE / dC equal to today's to three digits. Every
+// next tile. u's one rounding, |error| ≤ 2⁻¹¹·|x − lse|, is small where p is large: a CPU model
+// of it (journal v40) gives dE / dC equal to G formed in f32 registers to three digits. Every
 // tile is staged (the default module runs plain calls only: logit options and db select the
 // option modules, which keep grad.cu's code); a partial tile's columns past the chunk as
 // u = -inf, so that their G is 0.

@@ -21,8 +21,8 @@
 //   ring with the next tile's stages.
 //
 // Clusters of 2 along the token tiles (launched with a cluster dimension where the plan pairs the
-// token tiles: the forwards by default since 2026-12-02, 2–4% faster where D is small; G and the
-// product kernel unpaired — src/plan/sm90.rs Sm90Tuning, docs/perf-notes.md v8, v23, v24):
+// token tiles: the forwards by default, 2–4% faster where D is small; G and the
+// product kernel unpaired — src/plan/sm90.rs Sm90Tuning, docs/journal.md v8, v23, v24):
 // the two blocks of a cluster own neighbouring token tiles and walk the same vocabulary tiles in
 // the same order, so each loads its own E box and half of the shared C box, multicast into both
 // blocks' rings — a third less L2→SM traffic. A stage is then refilled only when the consumers of
@@ -265,8 +265,8 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 }
 
 // TA = 2 (the product kernel's K-major A through registers, SM90_PRODUCT_A_RS: the first step
-// towards products that form their A from compact logits, perf-notes v51 — a plan since measured
-// slower and closed, v52; the variant stays as a measurement): one tile's k-loop.
+// towards products that form their A from compact logits, journal v51, which measured slower,
+// v52; the variant stays as a measurement): one tile's k-loop.
 // Each k-step loads A's fragments of the consumer's 64 rows from the stage's K-major box with
 // ldmatrix (128-byte swizzle: row r's 16-byte chunk c at r·128 + ((c ^ (r & 7)) << 4)), then
 // issues its four wgmma with A from registers and waits for them before the next k-step's loads:
@@ -276,7 +276,7 @@ __device__ __forceinline__ void release_stage(const Sm90Pipe& pp, int stage, boo
 // each k-step that the other consumer's groups fill. The stage is released once its group is
 // done. No skew (Sm90Mainloop::parse refuses prs=1 with one: consumer 1 would wait for it).
 // A loop of its own: folded into sm90_consume_run's as `if constexpr` branches it changed the
-// default forward, G and product kernels' SASS (scripts/sass-diff.sh: 6 of 24 cubins, 2026-12-04).
+// default forward, G and product kernels' SASS (scripts/tools/sass-diff.sh: 6 of 24 cubins).
 template <int TB, int BN>
 __device__ __forceinline__ void sm90_consume_tile_rs(const Sm90Pipe& pp, u32 a0, const SmemDescBase& desc_b,
                                                      int kt_count, float (&acc)[BN / 2], Sm90Ring& ring,
@@ -412,7 +412,8 @@ __device__ __forceinline__ void consumer_registers() { asm volatile("setmaxnreg.
 // B; 0: they share B's (the forward's and G's C box), each loading its own A. `helpers(w)`, where
 // given, runs on the producer warpgroup's other three warps (w = 0..2, at the producer's register
 // budget): the forward's fold off the MMA warpgroups (SM90_STAGED_FOLD, forward_staged.cuh).
-// (a helper type says kActive: without one the kernels compile to the code they had before it)
+// (a helper type says kActive: without one the kernels compile to the code of a main loop with
+// no helpers at all)
 struct Sm90NoHelpers {
   static constexpr bool kActive = false;
   __device__ __forceinline__ void operator()(int) const {}

@@ -16,7 +16,7 @@
 //   reads in L2). Grid (blocks): block b computes tiles b, b + blocks, … of that order — one block
 //   per SM (persistent: the producer loads the next tile's stages while the consumers write the
 //   last tile) or one per tile. In clusters of 2 (FLCE_SM90_PRODUCT_CLUSTER=2; off: measured
-//   1.2–1.3× slower, perf-notes v21) a step is a pair of column tiles of one row tile: the
+//   1.2–1.3× slower, journal v21) a step is a pair of column tiles of one row tile: the
 //   pair's blocks share A's box, each loading half and multicasting it (mainloop.cuh SHARE_A),
 //   and load their own B. SM90_THREADS (384) threads, dynamic smem SM90_PRODUCT_SMEM_BYTES; each
 //   tile computed by mainloop.cuh's warp-specialised loop (sm90_run / sm90_consume) with the
@@ -34,7 +34,7 @@
 
 // A K-major A (dE's G) through shared-memory descriptors (0), or read into registers with
 // ldmatrix and multiplied from there (2: SM90_PRODUCT_A_RS, FLCE_SM90_MAINLOOP prs=1 — the main
-// loop products that form A from compact logits would take — measured slower, perf-notes v52; a
+// loop products that form A from compact logits would take — measured slower, journal v52; a
 // measurement variant).
 #ifndef SM90_PRODUCT_A_RS
 #define SM90_PRODUCT_A_RS 0

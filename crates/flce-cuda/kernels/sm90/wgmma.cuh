@@ -212,7 +212,7 @@ __device__ __forceinline__ void sm90_store_warp_rows_staged(const float (&acc)[1
 // store to (col + 32·step, row) with the L2 `policy` (createpolicy); the warp goes on while the
 // tensor-memory accelerator drains it, under the next tiles' main loop. Per-thread global stores
 // instead (through a staging slice as 16-byte row pieces) held the warps in every tile's epilogue
-// while all SMs' stores queued at once (docs/perf-notes.md v38). A box is rewritten only after its
+// while all SMs' stores queued at once (docs/journal.md v38). A box is rewritten only after its
 // last store read it (lane 0 waits, the warp syncs); lane 0 must wait for its stores
 // (bulk_wait_all) before the block exits. Rows and columns past the map's edges are not written
 // (the map's bounds). Used for the compact forward's q (sm90/forward.cu); G through them measured

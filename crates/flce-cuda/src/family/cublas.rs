@@ -5,7 +5,7 @@ use flce_core::{Error, Result};
 
 use crate::abi::{GradChunk, GradLogitsParams, StatsParams};
 use crate::blas::{Alpha, BoundBlas, Elem, Gemm, Mat};
-use crate::loss::Call;
+use crate::launch::Call;
 use crate::plan::{BackwardPlan, ForwardPlan, Region};
 
 /// The plan's f32 logits region (every cuBLAS-family plan the planner makes has one).
@@ -56,7 +56,7 @@ pub(crate) unsafe fn chunk_logits(
 /// As for [`crate::CudaLoss::forward`], with `plan` checked against the call.
 pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Result<()> {
     let logits = call.ws.at(logits_region(plan.logits)?);
-    let blas = call.be.blas.bind(call.stream)?;
+    let blas = call.blas.bind(call.stream)?;
     let n = call.x.shape.n;
     for chunk in 0..plan.vocab_chunks() {
         let vocab = plan.vocab_range(chunk);
@@ -73,7 +73,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
             partials: call.ws.at(plan.partials),
             target_logit: call.ws.at(plan.target_logit),
         };
-        call.be.kernels.launch(call.x.dtype, &stats, call.stream)?;
+        call.kernels.launch(call.x.dtype, &stats, call.stream)?;
     }
     Ok(())
 }
@@ -93,6 +93,6 @@ pub(crate) unsafe fn grad_chunk(
     let (vlen, nlen) = ((chunk.v_end - chunk.v0) as usize, (chunk.n_end - chunk.n0) as usize);
     chunk_logits(call, blas, v0, vlen, n0, nlen, logits, plan.ldg)?;
     let params = GradLogitsParams { lp: call.lp, chunk, logits, ldl: plan.ldg as i32 };
-    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    call.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }

@@ -5,7 +5,7 @@
 use flce_core::Result;
 
 use crate::abi::{ForwardTilesParams, GradChunk, GradTilesParams};
-use crate::loss::Call;
+use crate::launch::Call;
 use crate::plan::{BackwardPlan, ForwardPlan};
 
 /// Forward: `plan.splits` partials per token, one per vocabulary split of the grid.
@@ -19,7 +19,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
         partials: call.ws.at(plan.partials),
         target_logit: call.ws.at(plan.target_logit),
     };
-    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    call.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 
@@ -28,6 +28,6 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, _plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
-    call.be.kernels.launch(call.x.dtype, &GradTilesParams { lp: call.lp, chunk }, call.stream)?;
+    call.kernels.launch(call.x.dtype, &GradTilesParams { lp: call.lp, chunk }, call.stream)?;
     Ok(())
 }

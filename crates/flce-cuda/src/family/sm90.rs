@@ -14,10 +14,13 @@ use crate::abi::{
     TensorMap,
 };
 use crate::error::Check;
-use crate::geometry::{Sm90ProductOrderKnob, SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
-use crate::loss::Call;
-use crate::plan::{grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, StepPlan};
+use crate::geometry::{SM90_TILE_K, SM90_TILE_M, SM90_TILE_N};
+use crate::launch::Call;
+use crate::plan::{
+    grad_grid, sm90_product_order, sm90_product_tile_n, BackwardPlan, ForwardPlan, Sm90Grid, ThreeProductPlan,
+};
 use crate::runtime::Kernel;
+use crate::tuning::ProductOrder;
 
 /// A TMA descriptor of a row-major [rows, d] matrix of 16-bit elements at `ptr`, read in boxes of
 /// `box_rows` rows × 64 elements (one 128-byte swizzle row), zero-filled past its edges.
@@ -117,7 +120,7 @@ fn maps(call: &Call<'_>, cluster: usize) -> Result<(TensorMap, TensorMap)> {
 /// turns them off). One launch over every token, or, where the plan gives `band_tiles`
 /// (plan::SM90_LARGE_N_BAND past 16k tokens), one launch per band of that many token tiles: each
 /// sees its band's tokens as a problem of their own (as the three-product pass's chunks:
-/// src/step.rs) and writes columns [n0, n0 + band) of the partials [splits, N] and target
+/// src/pass/three_product.rs) and writes columns [n0, n0 + band) of the partials [splits, N] and target
 /// logits; a block runs one token tile of the band over one split, so every band starts its
 /// blocks together.
 ///
@@ -129,7 +132,7 @@ pub(crate) unsafe fn forward_partials(call: &Call<'_>, plan: &ForwardPlan) -> Re
 }
 
 /// [`forward_partials`] into the partials [splits, N] and target logits \[N\] at `outputs`
-/// (the vocabulary-slice pass's rest writes its splits after the head's: src/slice.rs).
+/// (the vocabulary-slice pass's rest writes its splits after the head's: src/pass/vocab_slice.rs).
 ///
 /// # Safety
 /// As for [`forward_partials`]; `outputs` hold `plan.splits` × N packed RowStats and N f32.
@@ -149,7 +152,7 @@ pub(crate) unsafe fn forward_partials_into(
         view.k.n = tokens.len() as i32;
         view.targets = call.lp.targets + 4 * n0 as u64;
         let params = forward_params_over(call, tokens, view, grid, plan.cluster, outputs)?;
-        call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+        call.kernels.launch(call.x.dtype, &params, call.stream)?;
     }
     Ok(())
 }
@@ -192,20 +195,20 @@ fn forward_params_over(
     })
 }
 
-/// The three-product pass's forward over tokens `tokens` with compact logits (plan::StepLogits):
+/// The three-product pass's forward over tokens `tokens` with compact logits (plan::ThreeProductLogits):
 /// the chunk's statistics into partials (columns `tokens` of [splits, N]) and target logits,
 /// each logit as f16 q into the plan's `logits` region and its tiles' m into
 /// `m_ref` (kernels/sm90/forward.cu, flce_sm90_forward_compact), in clusters of 2 where the plan's
 /// tuning pairs token tiles (as the plain forward's). `view` is the chunk's tokens as a problem of
-/// their own (its N and targets; src/step.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
-/// a token (where `plan.m_ref` places them: src/step.rs resolves it). `outputs`: the partials
+/// their own (its N and targets; src/pass/three_product.rs); `m_ref` the chunk's maxima, `plan.mref_ld()` floats
+/// a token (where `plan.m_ref` places them: src/pass/three_product.rs resolves it). `outputs`: the partials
 /// [splits, N] and target logits \[N\] (the plan's regions, or the vocabulary-slice pass's).
 ///
 /// # Safety
-/// As for [`crate::CudaLoss::forward_backward`], with `plan` compact and checked against the call.
+/// As for [`crate::CudaLoss::forward_backward_three_product`], with `plan` compact and checked against the call.
 pub(crate) unsafe fn forward_compact(
     call: &Call<'_>,
-    plan: &StepPlan,
+    plan: &ThreeProductPlan,
     tokens: Range<usize>,
     view: LogitParams,
     m_ref: DevPtr,
@@ -231,32 +234,31 @@ pub(crate) unsafe fn forward_compact(
         m_ref,
         ld_mref: plan.mref_ld() as i32,
     };
-    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    call.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 
 /// Backward: G (and the db column sums) of one chunk, its logits recomputed in the tiles, on the
 /// grid of [`grad_grid`] within the tuning's L2 budget (persistent blocks over token tiles g,
 /// g + slots, … of their vocabulary split). With G formed in the consumers' registers that grid
-/// read less than one block per token tile (ncu, H200 2026-12-01: DRAM 35% → 23%, L2 hits 66% →
-/// 76%) but took no less time (perf-notes v13); with G staged for the producer warpgroup's idle
+/// read less than one block per token tile (ncu, H200: DRAM 35% → 23%, L2 hits 66% →
+/// 76%) but took no less time (journal v13); with G staged for the producer warpgroup's idle
 /// warps (the default) it pays: fwd+bwd 0.969 / 0.978 / 0.981× at Gemma 2 / Llama 3 / Qwen 2.5
-/// (2026-12-03, benchmarks/h200-2026-12-03-s35/g-grid/, perf-notes v44). Plain calls of the
-/// vocabulary-outer plans run the staged G's tiles instead in the raster order of
-/// [`sm90_product_order`] over a one-wave grid (every block within one tile of the others; 0.98×
-/// at 32k tokens, even at the model shapes: benchmarks/h200-2026-12-03-s36/g-order/).
+/// (journal v44). Plain calls of the vocabulary-outer plans run the staged G's tiles instead in
+/// the raster order of [`sm90_product_order`] over a one-wave grid (every block within one tile of
+/// the others; 0.98× at 32k tokens, even at the model shapes: journal v45).
 ///
 /// # Safety
 /// As for [`crate::CudaLoss::backward`], with `plan` checked against the call and rows aligned to
 /// 16 bytes.
 pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: GradChunk) -> Result<()> {
     let rows = ((chunk.n_end - chunk.n0) as usize).div_ceil(SM90_TILE_M);
-    let tuning = call.be.sm90_tuning();
+    let tuning = call.tuning.sm90;
     let mainloop = crate::geometry::Sm90Mainloop::current();
     // the raster order (gorder=1) in the staged default module only — plain calls — and unpaired:
     // its steps are single tiles (kernels/sm90/grad.cu SM90_GRAD_ORDERED); in the vocabulary-outer
     // plans only: without dC (the token-outer plan) it measured 3% slower than the grid
-    // (benchmarks/h200-2026-12-03-s36/g-order/), which that module then runs (group_rows 0), unpaired
+    // (journal v45), which that module then runs (group_rows 0), unpaired
     let ordered_module =
         mainloop.grad_ordered() && mainloop.grad_staged() && crate::runtime::logit_opts_of(&call.lp).is_none();
     let ordered = ordered_module && !plan.token_outer;
@@ -269,10 +271,10 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: Gra
         let tokens = (chunk.n_end - chunk.n0) as usize;
         let vocab = (chunk.v_end - chunk.v0) as usize;
         let (e_bytes, c_bytes) = ((tokens * row_bytes) as f64, (vocab * row_bytes) as f64);
-        let order = sm90_product_order(rows, tiles, e_bytes, c_bytes, call.be.sm_count(), true);
+        let order = sm90_product_order(rows, tiles, e_bytes, c_bytes, call.sm_count, true);
         (order.blocks, tiles, order.group_rows)
     } else {
-        let grid = grad_grid(rows, tiles, call.be.sm_count(), cluster, tuning.grad_l2_budget, row_bytes);
+        let grid = grad_grid(rows, tiles, call.sm_count, cluster, tuning.grad_l2_budget, row_bytes);
         (grid.slots, grid.tiles_per_split, 0)
     };
     let staged = mainloop.grad_staged();
@@ -293,7 +295,7 @@ pub(crate) unsafe fn grad_chunk(call: &Call<'_>, plan: &BackwardPlan, chunk: Gra
         tiles_per_cta: tiles_per_cta as i32,
         group_rows: group_rows as i32,
     };
-    call.be.kernels.launch(call.x.dtype, &params, call.stream)?;
+    call.kernels.launch(call.x.dtype, &params, call.stream)?;
     Ok(())
 }
 
@@ -330,7 +332,7 @@ pub(crate) unsafe fn product(
     let (n, vc) = (tokens.len(), vocab.len());
     // a cluster of 2 runs column tiles in pairs (its steps pairs, its SMs pairs of SMs), each
     // block loading half of A's box: 64 of G's rows (K-major) or one of Gᵀ's two 64-row boxes
-    let cluster = crate::geometry::sm90_product_cluster_knob();
+    let cluster = call.tuning.product_cluster;
     // (A's map, B's map, output rows, the sum's length, accumulate, A read MN-major, f32 output,
     // the first output row's address, where the other rows go)
     let (map_a, map_b, rows, k, accumulate, a_mn, out_f32, out, split) = match what {
@@ -364,26 +366,26 @@ pub(crate) unsafe fn product(
         ),
     };
     let row_tiles = rows.div_ceil(SM90_TILE_M);
-    let tile_n = crate::geometry::sm90_product_tile_n_knob()
-        .unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.be.sm_count(), cluster));
+    let tile_n =
+        call.tuning.product_tile_n.unwrap_or_else(|| sm90_product_tile_n(row_tiles, d, call.sm_count, cluster));
     let col_units = d.div_ceil(tile_n).div_ceil(cluster);
     // the steps that run together: one per SM, or per resident cluster (a persistent grid of more
     // clusters than fit at once would run its last ones in a second wave)
     let together = match cluster {
-        1 => call.be.sm_count(),
+        1 => call.sm_count,
         _ => {
-            let resident = call.be.kernels.max_active_clusters(Kernel::Sm90Product, x.dtype, cluster as u32)?;
-            (call.be.sm_count() / cluster).min(resident as usize).max(1)
+            let resident = call.kernels.max_active_clusters(Kernel::Sm90Product, x.dtype, cluster as u32)?;
+            (call.sm_count / cluster).min(resident as usize).max(1)
         }
     };
-    let knob = crate::geometry::sm90_product_order_knob();
+    let order_of = call.tuning.product_order;
     let order = sm90_product_order(
         row_tiles,
         col_units,
         (rows * k) as f64 * s as f64,
         (k * d) as f64 * s as f64,
         together,
-        knob == Sm90ProductOrderKnob::Grouped,
+        order_of == ProductOrder::Grouped,
     );
     let params = Sm90ProductParams {
         map_a,
@@ -400,13 +402,13 @@ pub(crate) unsafe fn product(
         accumulate: accumulate as i32,
         a_mn: a_mn as i32,
         out_f32: out_f32 as i32,
-        group_rows: if knob == Sm90ProductOrderKnob::Rows { row_tiles } else { order.group_rows } as i32,
+        group_rows: if order_of == ProductOrder::Rows { row_tiles } else { order.group_rows } as i32,
         blocks: (order.blocks * cluster) as i32,
         tile_n: tile_n as i32,
         cluster: cluster as i32,
         alpha,
     };
-    call.be.kernels.launch(x.dtype, &params, call.stream)?;
+    call.kernels.launch(x.dtype, &params, call.stream)?;
     Ok(())
 }
 

@@ -13,8 +13,8 @@ use std::ops::Range;
 use flce_core::{DType, Shape};
 
 use super::{chunk_range, gradient_bytes, Layout, Region, Wanted, ALIGN};
-use crate::family::{Family, ForwardMode};
 use crate::geometry::{TILE_M, TILE_N};
+use crate::modes::{Family, ForwardMode};
 
 /// At most this many forward splits.
 pub const MAX_SPLITS: usize = 8;
@@ -27,7 +27,7 @@ pub const FORWARD_BYTES_PER_TOKEN: usize = 16;
 /// splits, and its blocks at least [`SM90_LARGE_N_L2_BUDGET`] bytes of L2. The memory target
 /// above allows 2 splits at 32k tokens and 1 past 64k, so every running token tile of E stayed in
 /// play: 64 × 2 or 128 × 1 blocks, 68–130 MB of E and C against the H200's 50 MB L2. ncu at
-/// (65536, 4096, 128256) (H200 2026-12-02, benchmarks/h200-2026-12-02-s19/large-n): DRAM 56%
+/// (65536, 4096, 128256) (H200, journal v25): DRAM 56%
 /// (≈ 290 GB at 4.8 TB/s) at 1.32 GHz, 109 ms, against 32% (≈ 150 GB) at 1.43 GHz, 100 ms, for
 /// the 11 × 12 grid these allow; timed, forward 0.964× and 0.976× in two runs, 0.985× at 32k
 /// (32 × 4). Not below 16k tokens: the 40 MB budget regrids Gemma 2's 8k forward (32 × 4 →
@@ -39,11 +39,11 @@ pub const MAX_SM90_SPLITS: usize = 16;
 pub const SM90_LARGE_N_L2_BUDGET: usize = 40 << 20;
 /// Token tiles per launch of the sm90 forward past [`SM90_LARGE_N_TOKENS`] tokens (12 × 11 paired
 /// blocks a launch on 132 SMs): in one launch the blocks drift apart over their many token tiles
-/// and stop sharing C's boxes through L2 (perf-notes v25, v26). Timed on the H200 (2026-12-02,
-/// benchmarks/h200-2026-12-02-s20/; forward, against one launch): 0.975 / 0.956 / 0.961× at
-/// 32k / 65k / 128k tokens (default/), 0.952 / 0.946× at 65k / 128k in a first run (bands/;
-/// bands of 11, unpaired: 0.974 / 0.955); bands of 16 were 1.008 / 1.019× bands of 12 (profile/);
-/// at and below 16k bands were 0.985–1.08× (bands-small/: a short batch's bands leave SMs idle).
+/// and stop sharing C's boxes through L2 (journal v25, v26). Timed on the H200 (journal v26;
+/// forward, against one launch): 0.975 / 0.956 / 0.961× at 32k / 65k / 128k tokens, 0.952 /
+/// 0.946× at 65k / 128k in a first run (bands of 11, unpaired: 0.974 / 0.955); bands of 16 ran
+/// 1.008 / 1.019× bands of 12; at and below 16k bands ran 0.985–1.08× (a short batch's bands
+/// leave SMs idle).
 pub const SM90_LARGE_N_BAND: usize = 12;
 
 /// Default workspace of a cuBLAS-family forward: 10% of the bytes of dE and dC (the backward's
@@ -115,7 +115,7 @@ impl ForwardPlan {
 }
 
 /// The forward plan for `shape` on a GPU with `sm_count` multiprocessors, where "fused" means the
-/// family `fused` ([`crate::family::fused_family`]). The cuBLAS family falls back to the fused one
+/// family `fused` ([`crate::modes::fused_family`]). The cuBLAS family falls back to the fused one
 /// when not even 128 vocabulary columns of f32 logits for every token fit the budget.
 pub fn forward_plan(
     shape: Shape,

@@ -6,52 +6,40 @@
 //! The PyTorch binding asks for the plans once per shape and hands them back with every call.
 
 mod backward;
-mod dc_scratch;
-mod dc_tail;
-mod de_pass;
 mod forward;
-mod grad_steps;
 mod product;
-mod slice;
 mod sm90;
-mod step;
-mod step_de_chunks;
 #[cfg(test)]
-mod tail_tests;
-#[cfg(test)]
-mod tests;
-mod token_chunks;
-pub mod token_outer;
+pub(crate) mod tests;
+mod three_product;
+mod vocab_slice;
 
+pub use backward::token_outer;
 pub use backward::{
-    backward_plan, default_backward_budget, gradient_tenth, slice_backward_plan, BackwardPlan, DcAccumulator,
-    DeAccumulator, GBuffer,
-};
-pub use dc_scratch::with_dc_scratch;
-pub use dc_tail::{de_head_rows, without_de_head, DcTail, TailReach};
-pub use de_pass::{
-    de_pass_applies, de_pass_pays, de_pass_plan, de_pass_wants, one_or_two_passes, with_de_pass, DE_PASS_TAIL_SHARE,
+    backward_plan, de_head_rows, de_pass_applies, de_pass_pays, de_pass_plan, de_pass_wants, default_backward_budget,
+    gradient_tenth, large_n_seconds, one_or_two_passes, slice_backward_plan, sm90_grad_steps, token_chunked_plan,
+    with_dc_scratch, with_de_pass, with_token_chunks, without_de_head, BackwardPlan, DcAccumulator, DcTail,
+    DeAccumulator, GBuffer, TailReach, DE_PASS_TAIL_SHARE, MAX_TOKEN_CHUNKS,
 };
 pub use forward::{
     best_split, default_forward_budget, forward_plan, forward_plan_tuned, ForwardPlan, FORWARD_BYTES_PER_TOKEN,
     MAX_SM90_SPLITS, MAX_SPLITS, SM90_LARGE_N_BAND, SM90_LARGE_N_L2_BUDGET, SM90_LARGE_N_TOKENS,
 };
-pub use grad_steps::sm90_grad_steps;
 pub use product::{sm90_product_order, sm90_product_tile_n, Sm90ProductOrder, SM90_PRODUCT_TILE_WIDTHS};
-pub use slice::{
-    slice_plan, slice_plan_applies, slice_plan_with_head, SlicePlan, SliceRest, MIN_SLICE_HEAD_ROWS,
-    MIN_SLICE_HEAD_SHARE,
-};
 pub use sm90::{
     cluster_for_tiles, grad_grid, sm90_grid, sm90_grid_tuned, Sm90Grid, Sm90Rest, Sm90Tuning, REST_IDLE_ONE_IN,
     REST_MAX_SPLITS, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET,
 };
-pub use step::{
-    default_step_max_tokens, step_plan, step_plan_capped, step_plan_if_faster, step_plan_with_chunk, DeKChunks,
-    MrefPlace, StatePlace, StepLogits, StepPlan, MIN_STEP_TOKEN_CHUNK, STEP_LONG_CHUNK, STEP_WHOLE_MAX_TOKENS,
+pub use three_product::{
+    default_de_k_chunk, default_three_product_max_tokens, three_product_plan, three_product_plan_capped,
+    three_product_plan_if_faster, three_product_plan_with_chunk, with_de_k_chunks, DeKChunks, MrefPlace, StatePlace,
+    ThreeProductLogits, ThreeProductPlan, DE_K_CHUNK_ALIGN, MIN_THREE_PRODUCT_TOKEN_CHUNK, THREE_PRODUCT_LONG_CHUNK,
+    THREE_PRODUCT_WHOLE_MAX_TOKENS,
 };
-pub use step_de_chunks::{default_de_k_chunk, with_de_k_chunks, DE_K_CHUNK_ALIGN};
-pub use token_chunks::{large_n_seconds, token_chunked_plan, with_token_chunks, MAX_TOKEN_CHUNKS};
+pub use vocab_slice::{
+    vocab_slice_plan, vocab_slice_plan_applies, vocab_slice_plan_with_head, VocabSlicePlan, VocabSliceRest,
+    MIN_VOCAB_SLICE_HEAD_ROWS, MIN_VOCAB_SLICE_HEAD_SHARE,
+};
 
 use std::ops::Range;
 
@@ -68,7 +56,7 @@ pub(crate) fn align(x: usize) -> usize {
 /// its tiles from the chunk's first row / 128).
 pub(crate) fn chunk_step(vocab_chunk: usize) -> usize {
     use crate::geometry::{SM90_TILE_N, TILE_N};
-    if vocab_chunk % SM90_TILE_N == 0 {
+    if vocab_chunk.is_multiple_of(SM90_TILE_N) {
         SM90_TILE_N
     } else {
         TILE_N
@@ -107,29 +95,30 @@ impl Layout {
     }
 }
 
-/// A plan that trades workspace for speed, run by `CudaLoss::forward_backward_trade` (forward and
-/// gradients in one call, for grad_output 1): the three-product pass over token chunks, or, for
-/// budgets too small for a chunk that pays, the vocabulary-slice pass.
+/// A plan that computes the loss and its gradients in the forward, for a workspace budget that
+/// buys speed, run by `CudaLoss::forward_backward` (for grad_output 1, or the grad_output the
+/// caller says its backward will bring): the three-product pass over token chunks, or, for budgets
+/// too small for a chunk that pays, the vocabulary-slice pass.
 // (made once per call shape and kept: the variants' sizes do not matter)
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TradePlan {
-    Step(StepPlan),
-    Slice(SlicePlan),
+pub enum ForwardBackwardPlan {
+    ThreeProduct(ThreeProductPlan),
+    VocabSlice(VocabSlicePlan),
 }
 
-impl TradePlan {
+impl ForwardBackwardPlan {
     pub fn workspace_bytes(&self) -> usize {
         match self {
-            TradePlan::Step(p) => p.workspace_bytes,
-            TradePlan::Slice(p) => p.workspace_bytes,
+            ForwardBackwardPlan::ThreeProduct(p) => p.workspace_bytes,
+            ForwardBackwardPlan::VocabSlice(p) => p.workspace_bytes,
         }
     }
-    /// "step" or "slice" (reports, the Python plan's `kind`).
+    /// "three_product" or "vocab_slice" (reports, the Python plan's `kind`).
     pub fn kind(&self) -> &'static str {
         match self {
-            TradePlan::Step(_) => "step",
-            TradePlan::Slice(_) => "slice",
+            ForwardBackwardPlan::ThreeProduct(_) => "three_product",
+            ForwardBackwardPlan::VocabSlice(_) => "vocab_slice",
         }
     }
 }
@@ -146,6 +135,11 @@ impl Wanted {
     pub const ALL: Wanted = Wanted { de: true, dc: true, dbias: true };
     pub fn any(&self) -> bool {
         self.de || self.dc || self.dbias
+    }
+    /// Whether a backward call plans its token chunks outer: dE wanted, dC not
+    /// ([`token_outer`]).
+    pub fn token_outer(&self) -> bool {
+        self.de && !self.dc
     }
 }
 

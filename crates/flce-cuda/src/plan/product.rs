@@ -20,8 +20,8 @@ pub struct Sm90ProductOrder {
 /// reads A once per window of columns and B once per window of rows; the group size minimising
 /// `a_bytes · col_tiles / window_cols + b_bytes · row_tiles / window_rows` (the smallest on ties).
 /// Row-fastest order — CUDA's for a (row tiles, column tiles) grid — read Llama 3's Gᵀ (dC's A,
-/// 315 MB at a 19,200-row chunk) from DRAM once per column tile: ncu, H200 2026-12-01, 59% L2
-/// hits, DRAM 58%, the clock down to 1.42 GHz (benchmarks/h200-2026-12-01-s13/).
+/// 315 MB at a 19,200-row chunk) from DRAM once per column tile: ncu, H200, 59% L2
+/// hits, DRAM 58%, the clock down to 1.42 GHz.
 pub fn sm90_product_order(
     row_tiles: usize,
     col_tiles: usize,
@@ -56,7 +56,7 @@ const NARROW_TILE_COST: f64 = 1.03;
 /// (a launch's time ~ its waves × a tile's time, a tile's time ~ its width): 192 where 256-wide
 /// tiles leave much of the last wave idle — Gemma 2's D = 2304 is 9 tiles of 256 (dE at 8k
 /// tokens: 576 tiles on 132 SMs, 87% of 5 waves) and 12 of 192 (768 tiles, 97% of 6 waves,
-/// cuBLAS's 192 × 192 tiles fill it likewise: benchmarks/h200-2026-12-01-s14/product-segments).
+/// cuBLAS's 192 × 192 tiles fill it likewise: journal v21).
 /// In clusters of `pairs` blocks (2: column tiles in pairs, kernels/sm90/product.cu) an odd column
 /// count leaves a tile of zeros in each row's last pair, counted as work: Gemma 2's 9 columns of
 /// 256 run as 10.

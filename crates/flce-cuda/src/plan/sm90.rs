@@ -11,7 +11,7 @@
 //! `slots`·128 + `splits`·256 rows of E and C (the footprint) within the L2 budget where that
 //! costs (almost) no balance. The grid of every token tile at once (`slots` = token tiles, the
 //! first sm90 grid) keeps all of E in play: 64 MB at Llama 3's 8192 × 4096, more than the H200's
-//! 50 MB L2 (ncu, 2026-12-01: 70% L2 hits and 2.2× cuBLAS's DRAM bytes for the same logits).
+//! 50 MB L2 (ncu: 70% L2 hits and 2.2× cuBLAS's DRAM bytes for the same logits).
 //! Whole token tiles on every block leave SMs idle or some slots a tile longer (Llama 3's 64 ×
 //! 501 tiles: 252 steps on 16 × 8 blocks where 243 would be even), so a forward grid may add a
 //! rest ([`Sm90Rest`]): its splits a little shorter, the idle SMs over the vocabulary's last
@@ -19,77 +19,9 @@
 
 use crate::geometry::{SM90_TILE_M, SM90_TILE_N};
 
-/// Default L2 bytes the forward's blocks that run together may keep in use (`FLCE_SM90_L2_MB` overrides it
-/// for measurements: [`crate::geometry::sm90_l2_budget`]; 0 gives the every-token-tile grid).
-pub const SM90_L2_BUDGET: usize = 32 << 20;
-
-/// Default L2 bytes of the three-product pass's compact forward grid: its q stores stream past E
-/// and C (at the 16k training-step loss it read 2.5× the plain forward's DRAM bytes). H200,
-/// 2026-12-03 (benchmarks/h200-2026-12-03-s31/compact-l2/, before the rest): 16 MB against 32 ran
-/// the pass 0.997× at the 16k loss (5 rounds) and 0.980× at Gemma 2 (3 rounds); under ncu the
-/// compact forward's DRAM reads fell 24–31% and its 4096-token chunk (32 × 4 → 16 × 8) took 3.09
-/// against 3.44 ms.
-pub const SM90_COMPACT_L2_BUDGET: usize = 16 << 20;
-
-/// How the sm90 grids are shaped beyond the call and the GPU: the L2 budget of the forward's blocks
-/// that run together, and the blocks per cluster (1, or 2: pairs of token tiles sharing C's box by
-/// multicast, `slots` then a multiple of 2) of the forwards (the sm90 forward and the compact
-/// three-product forward) and of the backward's G kernel. The backend reads them from measurement
-/// knobs ([`crate::geometry::sm90_tuning`]); plans take them as values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Sm90Tuning {
-    pub l2_budget: usize,
-    /// The L2 budget of the three-product pass's compact forward grid, [`SM90_COMPACT_L2_BUDGET`]
-    /// by default; a measurement knob, `FLCE_SM90_COMPACT_L2_MB` (unset: the default, or
-    /// `l2_budget` where that is smaller).
-    pub compact_l2_budget: usize,
-    /// Blocks per cluster of the forwards.
-    pub cluster: usize,
-    /// Blocks per cluster of the G kernel.
-    pub grad_cluster: usize,
-    /// The L2 budget of the G kernel's grid ([`grad_grid`]), [`SM90_L2_BUDGET`] by default; 0,
-    /// every token tile its own block (the grid before 2026-12-03); a measurement knob,
-    /// `FLCE_SM90_G_L2_MB`.
-    pub grad_l2_budget: usize,
-    /// Token tiles per launch of the sm90 forward: `None`, the measured rule
-    /// (bands of [`super::SM90_LARGE_N_BAND`] past [`super::SM90_LARGE_N_TOKENS`] tokens, with an
-    /// L2 budget); `Some(0)`, one launch over every token tile;
-    /// `Some(k)`, bands of k. A band launch gives each block one token tile of the band and one
-    /// vocabulary split, so the blocks start every band together (the drift that breaks their
-    /// sharing of C's boxes through L2 at large N: docs/perf-notes.md v25); a measurement knob,
-    /// `FLCE_SM90_FORWARD_BAND`.
-    pub forward_band: Option<usize>,
-    /// Whether the forwards' grids may add a [`Sm90Rest`] on the SMs their main grid leaves idle
-    /// (default yes; `FLCE_SM90_REST=0`, a measurement knob, turns it off).
-    pub rest: bool,
-}
-
-impl Default for Sm90Tuning {
-    /// Paired forwards, unpaired G: with the CTA-scope stage release (perf-notes v24, H200
-    /// 2026-12-02, three interleaved rounds) pairs ran the forward 0.975 / 0.996 / 0.968× the
-    /// unpaired at Gemma 2 / Llama 3 / Qwen 2.5 and 0.957× at the train step's (16384, 2048,
-    /// 128256), the three-product pass 1.001 / 0.996 / 0.994 / 0.985×; paired G gave nothing
-    /// back (fwd+bwd 1.003–1.008× with the paired forward in it).
-    fn default() -> Self {
-        Self::DEFAULT
-    }
-}
+pub use crate::tuning::{Sm90Tuning, SM90_COMPACT_L2_BUDGET, SM90_L2_BUDGET};
 
 impl Sm90Tuning {
-    /// [`Default`]'s tuning, as a constant.
-    pub const DEFAULT: Sm90Tuning = Sm90Tuning {
-        l2_budget: SM90_L2_BUDGET,
-        compact_l2_budget: SM90_COMPACT_L2_BUDGET,
-        cluster: 2,
-        grad_cluster: 1,
-        grad_l2_budget: SM90_L2_BUDGET,
-        forward_band: None,
-        rest: true,
-    };
-
-    /// Both kernels unpaired (the grids before clusters).
-    pub const UNPAIRED: Sm90Tuning = Sm90Tuning { cluster: 1, ..Self::DEFAULT };
-
     /// Blocks per cluster of a forward grid of `token_tiles` token tiles: pairs need two.
     pub fn cluster_for(&self, token_tiles: usize) -> usize {
         cluster_for_tiles(self.cluster, token_tiles)
@@ -156,7 +88,7 @@ impl Sm90Grid {
 
     /// Bytes of E and C the main grid's blocks, which run together, read, with `row_bytes` bytes
     /// per row (D·2). (A rest's few blocks are not counted: at most one SM in [`REST_IDLE_ONE_IN`];
-    /// at Qwen 2.5 its extra rows raised the forward's DRAM reads 11.0 → 14.1 GB, perf-notes v40.)
+    /// at Qwen 2.5 its extra rows raised the forward's DRAM reads 11.0 → 14.1 GB, journal v40.)
     pub fn footprint(&self, row_bytes: usize) -> usize {
         (self.slots * SM90_TILE_M + self.splits * SM90_TILE_N) * row_bytes
     }
@@ -204,7 +136,7 @@ fn with_rest(main: Sm90Grid, rows: usize, cols: usize, sm: usize, cluster: usize
                 let rest = Sm90Rest { slots: r, splits: rest_tiles.div_ceil(per_split), tiles_per_split: per_split };
                 let grid = Sm90Grid { tiles_per_split: p, rest: Some(rest), ..main };
                 let key = (grid.longest(rows), rest.splits, rest.slots * SM90_TILE_M + rest.splits * SM90_TILE_N);
-                if best.as_ref().map_or(true, |(k, _)| key < *k) {
+                if best.as_ref().is_none_or(|(k, _)| key < *k) {
                     best = Some((key, grid));
                 }
             }
@@ -278,7 +210,7 @@ pub fn sm90_grid(
 }
 
 /// A paired grid whose longest block is at most this much longer than the unpaired one's is
-/// still taken: pairs ran the forward 0.957–0.996× the unpaired at equal grids (perf-notes v24),
+/// still taken: pairs ran the forward 0.957–0.996× the unpaired at equal grids (journal v24),
 /// and a rest balances the unpaired grids better at some tile counts (43 token tiles at Llama 3's
 /// vocabulary: 164 tile steps unpaired, 167 paired).
 const PAIR_SLACK: f64 = 1.02;

@@ -2,10 +2,10 @@
 
 use flce_core::{DType, Error, Shape};
 
-use super::tail_tests::{check_any_tail, check_tail};
+use super::backward::tail_tests::{check_any_tail, check_tail};
 use super::*;
-use crate::family::{BackwardMode, Family, ForwardMode};
 use crate::geometry::{TILE_M, TILE_N};
+use crate::modes::{BackwardMode, Family, ForwardMode};
 
 pub(super) const GEMMA: Shape = Shape { n: 8192, d: 2304, v: 256_000 };
 pub(super) const LLAMA: Shape = Shape { n: 8192, d: 4096, v: 128_256 };
@@ -43,7 +43,7 @@ fn cublas_forward_chunks_fit_the_budget_or_fall_back() {
     let p = forward_plan(GEMMA, DType::BF16, 132, ForwardMode::CublasChunks, None, Family::Sm80);
     assert_eq!(p.family, Family::Cublas);
     assert!(p.workspace_bytes <= gradient_bytes(GEMMA, DType::BF16, BOTH) / 10, "{}", p.workspace_bytes);
-    assert!(p.vocab_chunk >= 2048 && p.vocab_chunk % TILE_N == 0 && p.splits == 1);
+    assert!(p.vocab_chunk >= 2048 && p.vocab_chunk.is_multiple_of(TILE_N) && p.splits == 1);
     assert_eq!(p.vocab_range(p.vocab_chunks() - 1).end, GEMMA.v);
     let small = forward_plan(Shape::new(100, 64, 300), DType::BF16, 132, ForwardMode::CublasChunks, None, Family::Sm80);
     assert_eq!(small.vocab_chunk, 384, "one chunk covers the padded vocabulary");
@@ -68,7 +68,7 @@ fn small_budgets_chunk_tokens_and_tiny_ones_are_errors() {
     let shape = Shape::new(700, 96, 3000);
     let p =
         backward_plan(shape, DType::BF16, BOTH, Some(600_000), BackwardMode::FusedTiles, Family::Sm80, 132).unwrap();
-    assert!(p.token_chunk < shape.n && p.token_chunk % TILE_M == 0);
+    assert!(p.token_chunk < shape.n && p.token_chunk.is_multiple_of(TILE_M));
     assert!(matches!(p.dc_acc, DcAccumulator::Workspace(_)) && p.dc_tail().is_none());
     assert!(p.workspace_bytes <= 600_000);
     assert_eq!(p.token_range(p.token_chunks() - 1).end, shape.n);
@@ -224,7 +224,7 @@ fn a_slice_backward_accumulates_de_in_the_callers_f32_share_without_a_tail() {
 /// The grid before L2 budgets: every token tile its own slot.
 const NO_L2_BUDGET: Sm90Tuning = Sm90Tuning { l2_budget: 0, ..Sm90Tuning::UNPAIRED };
 /// The sm90 forward in one launch at every N (`FLCE_SM90_FORWARD_BAND=0`), without a rest (the
-/// grids its measurements chose: perf-notes v25, v26).
+/// grids its measurements chose: journal v25, v26).
 const ONE_LAUNCH: Sm90Tuning = Sm90Tuning { forward_band: Some(0), rest: false, ..Sm90Tuning::DEFAULT };
 /// The default tuning without a rest (`FLCE_SM90_REST=0`).
 const NO_REST: Sm90Tuning = Sm90Tuning { rest: false, ..Sm90Tuning::DEFAULT };
@@ -387,7 +387,7 @@ fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     assert_eq!(super::sm90::grad_launch_steps(64, 26, 132), 13);
     // 20 chunks, tail chunks 18..20 (half the accumulator in dE's own bytes: a short tail, 8448
     // rows) laid out from V backwards: the tail's first chunk 7 tiles (4 steps), its last 26 —
-    // the tail pass recomputes only the 7 (before 2026-12-04, 26), a step per launch
+    // the tail pass recomputes only the 7 (a chunk-aligned tail: 26), a step per launch
     assert_eq!(super::sm90::grad_launch_steps(64, 7, 132), 4);
     assert_eq!((llama.vocab_chunks(), llama.tail_chunks()), (20, 18..20));
     assert_eq!((llama.vocab_range(18), llama.vocab_range(19)), (119_808..121_600, 121_600..128_256));
@@ -396,7 +396,7 @@ fn sm90_backward_chunks_fill_the_waves_of_the_g_kernel() {
     for budget in [64 << 20, 256 << 20, 1 << 30] {
         let p =
             backward_plan(LLAMA, DType::BF16, BOTH, Some(budget), BackwardMode::FusedTiles, Family::Sm90, 132).unwrap();
-        assert!(p.workspace_bytes <= budget && p.vocab_chunk % 256 == 0, "{budget}: {p:?}");
+        assert!(p.workspace_bytes <= budget && p.vocab_chunk.is_multiple_of(256), "{budget}: {p:?}");
     }
     let cublas = backward_plan(LLAMA, DType::BF16, BOTH, None, BackwardMode::CublasLogits, Family::Sm90, 132).unwrap();
     assert_eq!(cublas.family, Family::Cublas);

@@ -183,7 +183,7 @@ impl KernelArgs for Sm90CompactForwardParams {
 impl KernelArgs for CompactGradParams {
     const KERNEL: Kernel = Kernel::CompactGrad;
     /// Calls with a bias, softcap or smoothing run a module compiled for theirs; the default
-    /// module has none of their terms (kernels/sm90/step_grad.cu).
+    /// module has none of their terms (kernels/sm90/three_product_grad.cu).
     fn logit_opts(&self) -> Option<u8> {
         logit_opts_of(&self.lp)
     }
@@ -230,7 +230,7 @@ mod tests {
     use super::*;
 
     /// The three-product G's default module has no smoothing term, softcap slope or db sums
-    /// (kernels/sm90/step_grad.cu): a call with any of bias, softcap or smoothing must load its
+    /// (kernels/sm90/three_product_grad.cu): a call with any of bias, softcap or smoothing must load its
     /// option module, and z-loss or class weights alone (in the rows' coefficients) the default.
     #[test]
     fn compact_grad_takes_the_default_module_only_without_logit_options() {

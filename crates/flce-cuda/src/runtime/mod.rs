@@ -85,11 +85,11 @@ impl Kernel {
             Kernel::ForwardTiles => KernelFile::Sm80Forward,
             Kernel::GradTiles => KernelFile::Sm80Grad,
             Kernel::Sm90Forward | Kernel::Sm90ForwardCompact => KernelFile::Sm90Forward,
-            Kernel::CompactGrad => KernelFile::Sm90StepGrad,
+            Kernel::CompactGrad => KernelFile::Sm90ThreeProductGrad,
             Kernel::Sm90Grad => KernelFile::Sm90Grad,
             Kernel::Sm90Product => KernelFile::Sm90Product,
             Kernel::SliceTargets | Kernel::ExportPartials | Kernel::FinishRanks | Kernel::SliceScales => {
-                KernelFile::Phases
+                KernelFile::VocabParallel
             }
         }
     }

@@ -67,9 +67,9 @@ impl Case {
     }
 }
 
-/// The vocabulary-parallel phases on one GPU (tests/gpu/phases.rs): (name, dtype, shape,
+/// The vocabulary-parallel phases on one GPU (tests/gpu/vocab_parallel.rs): (name, dtype, shape,
 /// options, bias, class weights).
-pub(crate) fn phase_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> {
+pub(crate) fn vocab_parallel_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> {
     let all = Options {
         label_smoothing: 0.2,
         z_loss: 1e-4,
@@ -85,7 +85,7 @@ pub(crate) fn phase_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> 
         (DType::BF16, Shape::new(300, 128, 2049), Options::default(), false, false, "plain"),
         (DType::BF16, Shape::new(1, 64, 1000), none, false, false, "none"),
     ] {
-        let name = format!("phases {dtype} {what} ({},{},{})", shape.n, shape.d, shape.v);
+        let name = format!("vocab-parallel {dtype} {what} ({},{},{})", shape.n, shape.d, shape.v);
         out.push((name, dtype, shape, opts, bias, weights));
     }
     out
@@ -142,7 +142,7 @@ pub(crate) fn cases() -> Vec<Case> {
                 if si > 0 && si != 4 && !matches!(*name, "plain" | "all" | "nosoftcap" | "none" | "softcap") {
                     continue;
                 }
-                // Known defect (H200 2026-11-30, seen in the cuBLAS family, the first checked): at
+                // Known defect (H200, seen in the cuBLAS family, the first checked): at
                 // f16 this shape's dE/dC errors reach 2.5-4e-3 (tolerance 2e-3). Likely cause: G
                 // stored in f16 is p·g with g = 1/1024 and p ~ 1/8000, ~1e-7, deep in f16's
                 // subnormals. Fix to make: G stored pre-scaled, the scale undone in the products'

@@ -1,5 +1,5 @@
 //! dE without dC (a frozen classifier, as with LoRA): the token-outer backward
-//! (src/plan/token_outer.rs) on every kernel family, at the default budget and at one that cuts
+//! (src/plan/backward/token_outer.rs) on every kernel family, at the default budget and at one that cuts
 //! both the tokens and the vocabulary into several chunks, against the f64 oracle; each run twice
 //! and compared bitwise; the dC buffer that is not given stays poisoned.
 

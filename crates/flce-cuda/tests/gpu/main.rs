@@ -13,7 +13,7 @@
 //!     target/.../gpu --shard=2/3                         # the second of three parts, balanced by
 //!                                  # the cases' measured times (shards.rs, case_ms.txt): run
 //!                                  # shards 1/3, 2/3, 3/3 as three processes at once (the f64
-//!                                  # oracle is the CPU's work; scripts/gpu-tests-sharded.sh)
+//!                                  # oracle is the CPU's work; scripts/gpu/tests-sharded.sh)
 //!     FLCE_GPU_TEST_MODES=FusedTiles target/.../gpu --small frozen
 //!                                  # the oracle and frozen-classifier cases on these backward
 //!                                  # families only (CublasLogits, FusedTiles, FusedSm80; comma-
@@ -31,16 +31,16 @@ mod mean_scale;
 mod mn_major;
 mod nccl;
 mod oracle;
-mod phases;
 mod pointers;
 mod probe;
 mod require;
 mod sampled;
 mod select;
 mod shards;
-mod slice;
-mod step;
 mod threads;
+mod three_product;
+mod vocab_parallel;
+mod vocab_slice;
 
 use std::time::Instant;
 
@@ -50,14 +50,13 @@ use flce_cuda::CudaLoss;
 
 use bad_input::{run_bad_target, run_bad_weights};
 pub(crate) use cases::Case;
-use cases::{cases, nccl_cases, phase_cases};
+use cases::{cases, nccl_cases, vocab_parallel_cases};
 use frozen::run_frozen;
 use loss_math::run_loss_math;
 use mean_scale::run_mean_scale;
 use mn_major::run_mn_major;
 use nccl::run_nccl_two_gpus;
 use oracle::run_oracle;
-use phases::run_phases;
 use pointers::run_bad_pointers;
 use require::{
     require_band, require_cluster, require_de_head, require_de_pass, require_long_tail, require_rest,
@@ -66,6 +65,7 @@ use require::{
 use sampled::{run_context_restored, run_sampled};
 use select::selected_by;
 use threads::{run_device_one, run_two_threads};
+use vocab_parallel::run_vocab_parallel;
 
 /// Whether the oracle and frozen-classifier cases run backward family `mode`: every family
 /// unless `FLCE_GPU_TEST_MODES` names some (their `Debug` names, comma-separated; read once). An
@@ -89,7 +89,7 @@ pub(crate) fn mode_selected(mode: flce_cuda::BackwardMode) -> bool {
         }
         Some(names)
     });
-    selected.as_ref().map_or(true, |names| names.iter().any(|n| *n == format!("{mode:?}")))
+    selected.as_ref().is_none_or(|names| names.iter().any(|n| *n == format!("{mode:?}")))
 }
 
 /// `--shard=I/N` (1 ≤ I ≤ N): this process runs the I-th of N parts of the selected cases,
@@ -137,14 +137,15 @@ fn main() {
     let include_mean_scale = include("mean-scale");
     let nccl_cases: Vec<(String, DType, Shape, Options)> =
         nccl_cases().into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
-    let phase_cases = phase_cases();
-    let phase_cases: Vec<_> = phase_cases.into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
+    let vocab_parallel_cases = vocab_parallel_cases();
+    let vocab_parallel_cases: Vec<_> =
+        vocab_parallel_cases.into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
     // one numbering over the three lists, balanced over the shards by the cases' measured times
-    let (n_cases, n_phases) = (selected.len(), phase_cases.len());
+    let (n_cases, n_phases) = (selected.len(), vocab_parallel_cases.len());
     let names: Vec<&str> = selected
         .iter()
         .map(|c| c.name.as_str())
-        .chain(phase_cases.iter().map(|c| c.0.as_str()))
+        .chain(vocab_parallel_cases.iter().map(|c| c.0.as_str()))
         .chain(nccl_cases.iter().map(|c| c.0.as_str()))
         .collect();
     let costs = shards::case_costs();
@@ -160,7 +161,7 @@ fn main() {
         );
     }
     let selected = in_shard(selected, 0, &owner, shard.0);
-    let phase_cases = in_shard(phase_cases, n_cases, &owner, shard.0);
+    let vocab_parallel_cases = in_shard(vocab_parallel_cases, n_cases, &owner, shard.0);
     let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, &owner, shard.0);
 
     if list_only {
@@ -174,7 +175,7 @@ fn main() {
             names.extend(INPUT_GROUP);
         }
         names.extend(include_mn_major.then_some("sm90-mn-major"));
-        names.extend(phase_cases.iter().map(|c| c.0.as_str()));
+        names.extend(vocab_parallel_cases.iter().map(|c| c.0.as_str()));
         names.extend(nccl_cases.iter().map(|c| c.0.as_str()));
         for name in names {
             println!("{name}");
@@ -212,7 +213,9 @@ fn main() {
                 println!("test mean-scale ... skipped ({why})");
                 skipped += 1;
             }
-            for (name, ..) in phase_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ()))) {
+            for (name, ..) in
+                vocab_parallel_cases.iter().map(|c| (&c.0, ())).chain(nccl_cases.iter().map(|c| (&c.0, ())))
+            {
                 println!("test {name} ... skipped ({why})");
                 skipped += 1;
             }
@@ -356,11 +359,11 @@ fn main() {
                     skipped += 1;
                 }
             }
-            for (name, dtype, shape, opts, bias, weights) in &phase_cases {
+            for (name, dtype, shape, opts, bias, weights) in &vocab_parallel_cases {
                 let f = || match dtype {
-                    DType::BF16 => run_phases::<bf16>(be, *shape, opts, *bias, *weights),
-                    DType::F16 => run_phases::<f16>(be, *shape, opts, *bias, *weights),
-                    DType::F32 => run_phases::<f32>(be, *shape, opts, *bias, *weights),
+                    DType::BF16 => run_vocab_parallel::<bf16>(be, *shape, opts, *bias, *weights),
+                    DType::F16 => run_vocab_parallel::<f16>(be, *shape, opts, *bias, *weights),
+                    DType::F32 => run_vocab_parallel::<f32>(be, *shape, opts, *bias, *weights),
                 };
                 run(name.clone(), &f);
             }

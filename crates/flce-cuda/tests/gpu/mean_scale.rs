@@ -11,7 +11,7 @@
 
 use flce_core::cpu::reference;
 use flce_core::{bf16, DType, GradOutput, HostInputs, Options, Shape};
-use flce_cuda::plan::{step_plan, TradePlan, Wanted};
+use flce_cuda::plan::{three_product_plan, ForwardBackwardPlan, Wanted};
 use flce_cuda::{BackwardConfig, BackwardMode, CudaLoss, ForwardConfig, ForwardMode};
 
 use crate::cases::Case;
@@ -103,10 +103,11 @@ pub(crate) fn run_mean_scale(be: &CudaLoss) -> Result<String, String> {
     }
     // the three-product pass (its gradients are for grad_output 1, the oracle's)
     let wanted = Wanted { de: true, dc: true, dbias: false };
-    let storage = be.step_logits(SHAPE, DType::BF16, &opts);
-    let plan = step_plan(SHAPE, DType::BF16, wanted, usize::MAX, storage).map_err(s)?;
+    let storage = be.three_product_logits(SHAPE, DType::BF16, &opts);
+    let plan = three_product_plan(SHAPE, DType::BF16, wanted, usize::MAX, storage).map_err(s)?;
     let case = Case::planted(DType::BF16, "mean-scale", SHAPE, opts.clone(), false, "");
-    let got = crate::step::trade_run::<bf16>(be, &up, &case, &TradePlan::Step(plan))?;
+    let got =
+        crate::three_product::forward_backward_run::<bf16>(be, &up, &case, &ForwardBackwardPlan::ThreeProduct(plan))?;
     let worst = check(&format!("three-product {}", storage.name()), &got, &want, e)?;
     report.push(format!("three-product dE ≤ {worst:.1e}"));
     Ok(format!("dC's target row = −e bitwise; {} (p_t {p_t:.0e})", report.join(", ")))

@@ -1,20 +1,20 @@
-//! The vocabulary-parallel loss over NCCL on two GPUs (flce_cuda::vocab_parallel; issue 14): one
+//! The vocabulary-parallel loss over NCCL on two GPUs (flce_cuda::vocab_parallel): one
 //! thread per rank, the vocabulary cut unevenly (V odd), against the whole-vocabulary call on
 //! GPU 0. Every rank must get the same loss, lse and dE bits; against one GPU they may differ by
 //! the reordering of f32 sums (1e-6 loss / 1e-5 gradients at f32, a rounding at bf16). Then ranks
 //! that disagree on N must both fail, with the same error, without hanging. NCCL from
-//! `FLCE_NCCL_LIBRARY` (scripts/gpu-verify.sh points it at the torch wheel's libnccl.so.2).
+//! `FLCE_NCCL_LIBRARY` (scripts/gpu/verify.sh points it at the torch wheel's libnccl.so.2).
 
 use flce_core::testing::{rel_err, to_f64, DataKind, RandomProblem};
 use flce_core::{DType, Element, Options, Shape};
 use flce_cuda::nccl::NcclComm;
-use flce_cuda::phases::slice_backward_workspace_bytes;
 use flce_cuda::plan::slice_backward_plan;
+use flce_cuda::vocab_parallel::slice_backward_workspace_bytes;
 use flce_cuda::vocab_parallel::{exchange_bytes, Exchange};
 use flce_cuda::{BackwardConfig, BackwardMode, CudaLoss, DeviceForwardOutputs, DeviceGrads, ForwardConfig};
 
 use crate::oracle::{go_for, go_on_device, gpu_run, poisoned};
-use crate::phases::rows_of;
+use crate::vocab_parallel::rows_of;
 
 /// What one rank downloads: loss, lse, dE, its dC rows.
 struct RankRun<T> {

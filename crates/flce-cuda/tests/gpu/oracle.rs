@@ -221,9 +221,9 @@ pub(crate) fn run_oracle<T: Element>(be: &CudaLoss, c: &Case) -> Result<String, 
         }
         _ => oracle,
     };
-    let m = crate::step::check_step::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
+    let m = crate::three_product::check_three_product::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
     report.push_str(&format!(" | three-product {m}"));
-    let m = crate::slice::check_slice::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
+    let m = crate::vocab_slice::check_vocab_slice::<T>(be, &up, c, &p, &ones_oracle, &ones)?;
     report.push_str(&format!(" | slice {m}"));
     Ok(report)
 }

@@ -10,9 +10,9 @@ use flce_cuda::{
 use rayon::prelude::*;
 
 use crate::oracle::{bits, go_for, gpu_run, tol, GpuRun};
-use crate::step::{step_run, trade_run};
+use crate::three_product::{forward_backward_run, three_product_run};
 use crate::Case;
-use flce_cuda::plan::{step_plan, TradePlan};
+use flce_cuda::plan::{three_product_plan, ForwardBackwardPlan};
 
 /// Large shapes: f64 references for sampled tokens (lse, loss, dE rows) and sampled vocabulary
 /// rows (dC rows, using the GPU's lse for every token, itself checked on the sampled tokens).
@@ -90,7 +90,7 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     }
     // the vocabulary-slice pass within 1 GB (fused cases): the rows on both sides of its head's end
     let slice = match c.fused {
-        true => be.slice_plan(c.shape, T::DTYPE, &c.opts, wanted, 1 << 30).map_err(|e| e.to_string())?,
+        true => be.vocab_slice_plan(c.shape, T::DTYPE, &c.opts, wanted, 1 << 30).map_err(|e| e.to_string())?,
         false => None,
     };
     if let Some(sp) = &slice {
@@ -151,15 +151,15 @@ pub(crate) fn run_sampled<T: Element>(be: &CudaLoss, c: &Case) -> Result<String,
     };
     let (worst_lse, de, dc) = check(&a)?;
     // the three-product pass at a 4 GB budget (several token chunks at these shapes)
-    let storage = be.step_logits(c.shape, T::DTYPE, &c.opts);
-    let step = step_plan(c.shape, T::DTYPE, wanted, 4 << 30, storage).map_err(|e| e.to_string())?;
-    let s = step_run::<T>(be, &up, c, &step)?;
+    let storage = be.three_product_logits(c.shape, T::DTYPE, &c.opts);
+    let step = three_product_plan(c.shape, T::DTYPE, wanted, 4 << 30, storage).map_err(|e| e.to_string())?;
+    let s = three_product_run::<T>(be, &up, c, &step)?;
     let (s_lse, s_de, s_dc) = check(&s).map_err(|e| format!("three-product: {e}"))?;
     let slice_report = match slice {
         Some(sp) => {
             let (head, chunks) = (sp.head_rows, sp.rest.vocab_chunks());
-            let plan = TradePlan::Slice(sp);
-            let (x, y) = (trade_run::<T>(be, &up, c, &plan)?, trade_run::<T>(be, &up, c, &plan)?);
+            let plan = ForwardBackwardPlan::VocabSlice(sp);
+            let (x, y) = (forward_backward_run::<T>(be, &up, c, &plan)?, forward_backward_run::<T>(be, &up, c, &plan)?);
             if bits(&x) != bits(&y) {
                 return Err("vocabulary slice: results differ between two identical runs (race?)".into());
             }

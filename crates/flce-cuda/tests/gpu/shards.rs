@@ -1,12 +1,11 @@
 //! Cost-balanced shards for `gpu-tests --shard=I/N`: every process of a sharded run
-//! (scripts/gpu-tests-sharded.sh) assigns the same selected cases to the same N shards, the
+//! (scripts/gpu/tests-sharded.sh) assigns the same selected cases to the same N shards, the
 //! longest first, each to the shard with the least measured time so far (LPT scheduling), so that
 //! the run ends with its slowest shard near the mean instead of wherever an interleaving put the
-//! long cases. The times are case_ms.txt's (`bash scripts/case-costs.sh LOGS...` from a full run);
-//! a case it does not list counts as the table's median. The s46 full run (4 processes,
-//! interleaved) ended its shards after 206 / 450 / 404 / 262 s of cases: the call waited for the
-//! 450; balanced by these times the four take ~331 s each, ~269 s since s47's faster reference in
-//! the sampled cases (their times from benchmarks/h200-2026-12-04-s47/sampled-reference/).
+//! long cases. The times are case_ms.txt's (`bash scripts/tools/case-costs.sh LOGS...` from a full run);
+//! a case it does not list counts as the table's median. A full run of 4 interleaved processes
+//! ended its shards after 206 / 450 / 404 / 262 s of cases: the call waited for the 450; balanced
+//! by these times the four take ~269 s each.
 
 use std::collections::HashMap;
 

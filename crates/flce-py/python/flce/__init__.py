@@ -10,10 +10,10 @@ a fake implementation and autograd, so ``torch.compile(fullgraph=True)`` traces 
 from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
 from .memory import plan, suggest
-from . import distributed, offload, tiled_mlp, weights
+from . import offload, tiled_mlp, vocab_parallel, weights
 from ._common import LossOptions, kernel_plans
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
-from .step import three_product_plan
+from .three_product import forward_backward_plan
 
-__all__ = ["linear_cross_entropy", "plan", "suggest", "distributed", "offload", "tiled_mlp", "weights", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "three_product_plan", "patch", "unpatch",
+__all__ = ["linear_cross_entropy", "plan", "suggest", "vocab_parallel", "offload", "tiled_mlp", "weights", "LinearCrossEntropyLoss", "LossOptions", "kernel_plans", "forward_backward_plan", "patch", "unpatch",
            "Problem", "Plan", "cuda_device_count", "__version__"]

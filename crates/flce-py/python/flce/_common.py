@@ -46,9 +46,9 @@ class LossOptions:
         return tuple(getattr(self, name) for name in _OPTION_NAMES)
 
 
-# workspace_budget="fast": the three-product pass when gradients are wanted (flce/step.py)
+# workspace_budget="fast": half the free device memory (the three-product pass when gradients are wanted)
 FAST = -1
-# workspace_budget="peak": what the call can take without raising the process's peak (flce/step.py)
+# workspace_budget="peak": what the call can take without raising the process's peak (peak_budget)
 PEAK = -2
 
 
@@ -68,6 +68,42 @@ def budget_option(workspace_budget) -> int:
 
 
 _OPTION_NAMES = tuple(f.name for f in dataclasses.fields(LossOptions))
+
+_GRANULE = 256 << 20
+# workspace_budget="peak": the margin under the peak, and the steps its budget moves in (a few
+# plans cached for a loop's nearly equal headrooms)
+_PEAK_MARGIN = 64 << 20
+_PEAK_STEP = 64 << 20
+
+
+def _fast_budget(device: torch.device) -> int:
+    free, _ = torch.cuda.mem_get_info(device)
+    return max(free // 2 // _GRANULE * _GRANULE, _GRANULE)
+
+
+def peak_budget(e: Tensor, c: Tensor) -> int:
+    """``workspace_budget="peak"`` in bytes: what the call can take without raising the process's
+    peak so far (torch.cuda.max_memory_allocated; in a training loop, the last step's peak): the
+    headroom under that peak less the gradients the call creates (dE and dC, which the default
+    plans create as well) and 64 MB for the allocator's rounding of the call's buffers (2 MB
+    blocks), in 64 MB steps — 0 (the default plans) below 256 MB, at most "fast"'s half of the
+    free memory. After the first step of a loop the loss then runs the fastest plan its headroom
+    holds; the peak stays where the rest of the step puts it. (A 10% margin in 256 MB steps left
+    the 16k-token training step of benchmarks/train_step.py 1,792 MB of its 2,187 MB: chunks of
+    4,096 tokens where 6,144 fit, the step 1.6% slower than with 2 GB, and at 8k tokens 4.6%
+    slower: two chunks where one fit; journal v42.)"""
+    head = torch.cuda.max_memory_allocated(e.device) - torch.cuda.memory_allocated(e.device)
+    grads = (e.numel() + c.numel()) * e.element_size()
+    budget = (head - grads - _PEAK_MARGIN) // _PEAK_STEP * _PEAK_STEP
+    return min(budget, _fast_budget(e.device)) if budget >= _GRANULE else 0
+
+
+def budget_bytes(e: Tensor, o: LossOptions) -> int:
+    """The call's workspace budget in bytes: "fast" is half the free device memory; "peak" comes
+    resolved to bytes (ops.py) except under torch.compile, where it is the default's."""
+    if o.workspace_budget == FAST:
+        return _fast_budget(e.device)
+    return max(o.workspace_budget, 0)
 
 
 def raise_bad_input(bad: int, target: Tensor, v: int, ignore_index: int, where: str = "") -> None:
@@ -151,7 +187,7 @@ def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, boo
     """The CUDA plans of the recomputing path (forward, backward) flce would use for these tensors
     (2-D input [N, D]) and options: each has ``workspace_bytes``, ``family`` and a readable repr.
     ``workspace_budget`` as the loss takes it (None, "min", "fast", "peak" or bytes): what these
-    plans get where no three-product plan pays (``flce.three_product_plan`` says which runs) — the
+    plans get where no three-product plan pays (``flce.forward_backward_plan`` says which runs) — the
     default's for "fast", the headroom's bytes for "peak". For introspection; the ops make and
     cache the same plans themselves."""
     budget = options.pop("workspace_budget", None)
@@ -160,8 +196,6 @@ def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, boo
     dev = _device_index(input)
     budget = budget_option(budget) if budget is None or isinstance(budget, str) else budget
     if budget == PEAK:
-        from .step import peak_budget
-
         budget = peak_budget(input, linear_weight)
     budget = max(budget, 0)
     return (_forward_plan(p, dev, o.forward_mode, budget),

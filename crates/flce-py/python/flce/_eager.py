@@ -5,9 +5,9 @@ implementation, the same ``setup_context`` and the same backward that the op reg
 Why: on the H200 machine's host, torch.library's custom-op path cost 718 of the 1,145 µs that
 ``torch.ops.flce.forward_backward`` took to queue its kernels at Llama 3 with 1k tokens — 510 in
 its autograd wrapper, 208 in the dispatch — against 427 for the implementation itself
-(benchmarks/h200-2026-12-04-s49/host-split/). Through this path the loss's forward takes the
-host 0.53–0.71 ms instead of 1.04–1.15 (default) and 0.89–1.13 instead of 1.52–1.65 ("fast"),
-Llama 3 at 1k and 8k tokens (``eager/``). The GPU's time is the same: a loop whose host runs
+(journal v58). Through this path the loss's forward takes the host 0.53–0.71 ms instead of
+1.04–1.15 (default) and 0.89–1.13 instead of 1.52–1.65 ("fast"), Llama 3 at 1k and 8k tokens
+(benchmarks/results/2026-12-04-h200-host-cost/). The GPU's time is the same: a loop whose host runs
 ahead of the GPU (the suite's timer, most training steps) hides either; a loop whose host is the
 bottleneck (small models, short sequences) gains the difference.
 

@@ -1,8 +1,10 @@
 """Hugging Face transformers: make a causal LM compute its training loss through flce.
 
 ``flce.patch(model)`` replaces ``model.forward`` (on the instance) so that a call with ``labels``
-runs the model body, then ``flce.linear_cross_entropy`` on the final hidden states and
-``lm_head`` — no logits are materialised — and returns the usual output with ``logits=None``.
+runs the model body (``base_model``), then ``flce.linear_cross_entropy`` on the final hidden
+states and the output embedding (``get_output_embeddings()``) — no logits are materialised — and
+returns the usual output with ``logits=None``: any transformers causal LM whose head is a linear
+layer (Llama, Qwen 2, Gemma 2, GPT-2, …).
 Calls without labels (generation, evaluation of logits) go to the original forward unchanged.
 The loss follows transformers' ``ForCausalLMLoss``: labels shifted by one within each sequence,
 ignore_index -100, mean over the non-ignored tokens (or sum / ``num_items_in_batch`` when the
@@ -37,12 +39,49 @@ def _output_class(model):
     return CausalLMOutputWithPast
 
 
+def _body(model):
+    """The model without its LM head (transformers' ``base_model``: ``model.model`` for Llama,
+    Qwen 2 and Gemma 2, ``model.transformer`` for GPT-2), which returns the final hidden states."""
+    body = getattr(model, "base_model", None)
+    if not isinstance(body, torch.nn.Module) or body is model:
+        body = getattr(model, "model", None)
+    if not isinstance(body, torch.nn.Module):
+        raise TypeError(f"flce.patch expects a transformers causal LM (a base_model and an output embedding), "
+                        f"got {type(model).__name__}")
+    return body
+
+
+def _head(model):
+    """The LM head (``get_output_embeddings()``: ``lm_head`` for most models), a linear layer."""
+    get = getattr(model, "get_output_embeddings", None)
+    head = get() if callable(get) else getattr(model, "lm_head", None)
+    if not isinstance(getattr(head, "weight", None), torch.Tensor):
+        raise TypeError(f"flce.patch expects a causal LM whose output embedding is a linear layer, "
+                        f"got {type(model).__name__} with {type(head).__name__}")
+    return head
+
+
 def _layers(model):
-    layers = getattr(model.model, "layers", None)
-    if layers is None:
-        raise TypeError(f"checkpoint/offload/mlp_tiles need the decoder layers at model.model.layers; "
-                        f"{type(model.model).__name__} has none")
-    return list(layers)
+    """The decoder layers: the body's ModuleList of as many blocks as the config has layers
+    (``layers`` for Llama-style models, ``h`` for GPT-2)."""
+    body = _body(model)
+    config = getattr(model, "config", None)
+    count = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", None)
+    lists = [m for m in body.children() if isinstance(m, torch.nn.ModuleList) and len(m) > 0]
+    for m in lists:
+        if count is None or len(m) == count:
+            return list(m)
+    raise TypeError(f"checkpoint, offload, mlp_tiles, norm_tiles and stream_weights need the decoder layers "
+                    f"(a ModuleList of the body); {type(body).__name__} has none")
+
+
+def _mlps(model):
+    """Each decoder layer's MLP (its ``mlp`` module)."""
+    layers = _layers(model)
+    missing = [type(m).__name__ for m in layers if not isinstance(getattr(m, "mlp", None), torch.nn.Module)]
+    if missing:
+        raise TypeError(f"mlp_tiles needs each decoder layer's MLP at .mlp; {missing[0]} has none")
+    return [m.mlp for m in layers]
 
 
 def _install_checkpointing(model, offloader, streamer=None):
@@ -69,8 +108,12 @@ def _final_norm(model):
     weight's gradient) stay on the device through the loss and the whole backward — as much as two
     layer inputs at any length. Checkpointed, it keeps its input (offloaded with the layers'),
     and is recomputed first in the backward."""
-    norm = getattr(model.model, "norm", None)
-    return [norm] if isinstance(norm, torch.nn.Module) else []
+    body = _body(model)
+    for name in ("norm", "ln_f", "final_layer_norm", "norm_f"):
+        norm = getattr(body, name, None)
+        if isinstance(norm, torch.nn.Module):
+            return [norm]
+    return []
 
 
 @torch.compiler.disable
@@ -126,8 +169,7 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
     layers' frozen weights (LoRA's base weights) in pinned host memory, each layer's on the GPU
     only while it runs, one layer ahead (flce.weights; implies ``checkpoint``). The offloader is
     ``model._flce_offloader``, the streamer ``model._flce_streamer``. Returns the model."""
-    if not (hasattr(model, "model") and hasattr(model, "lm_head")):
-        raise TypeError(f"flce.patch expects a causal LM with .model and .lm_head, got {type(model).__name__}")
+    body, head = _body(model), _head(model)
     if getattr(model, "_flce_original_forward", None) is not None:
         return model
     if mlp_tiles < 1:
@@ -139,11 +181,11 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         model._flce_streamer = _weights.WeightStreamer(_layers(model)) if stream_weights else None
         _install_checkpointing(model, model._flce_offloader, model._flce_streamer)
     if mlp_tiles > 1:
-        _tiled.wrap_mlps([m.mlp for m in _layers(model)], mlp_tiles)
+        _tiled.wrap_mlps(_mlps(model), mlp_tiles)
     if norm_tiles > 1:
         _tiled.wrap_mlps(_layer_norms(model), norm_tiles)
     # (the training step with "peak" 0.892–0.904× / 0.963–0.973× Liger's at 8k / 16k tokens, with
-    # "min" 0.965× / 1.072×, peaks equal: benchmarks/train_step.py, H200, 2026-12-03, perf-notes v43)
+    # "min" 0.965× / 1.072×, peaks equal: benchmarks/train_step.py, H200, journal v43)
     loss_options.setdefault("workspace_budget", "peak")  # (**loss_options is the call's own dict)
     original = model.forward
     out_cls = _output_class(model)
@@ -155,7 +197,13 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
         kwargs.pop("logits_to_keep", None)
         kwargs.pop("return_dict", None)
         num_items = kwargs.pop("num_items_in_batch", None)
-        outputs = self.model(*args, **kwargs)
+        if getattr(self, "_flce_offloader", None) is not None and self.training:
+            # no KV cache while the layers are checkpointed, as transformers' own checkpointing
+            # has it: a recomputed layer would append its keys and values to the cache a second
+            # time (GPT-2 passes the cache to its blocks positionally, where the layers' own
+            # guard does not see it)
+            kwargs["use_cache"] = False
+        outputs = body(*args, **kwargs)
         hidden = outputs[0] if not hasattr(outputs, "last_hidden_state") else outputs.last_hidden_state
         softcap = getattr(self.config, "final_logit_softcapping", None)
         options = dict(loss_options)
@@ -165,10 +213,10 @@ def patch(model, checkpoint: bool = False, offload: bool = False, mlp_tiles: int
             # the sum / num_items_in_batch as sum · (1 / num_items), that factor the grad_output the
             # sum's backward gets: the passes that form the gradients in the forward form them for
             # it, rounded once (a division after them would round them twice: 2.7e-3 against
-            # 2.1e-3, docs/perf-notes.md v54)
+            # 2.1e-3, docs/journal.md v54)
             scale = torch.reciprocal(torch.as_tensor(num_items, dtype=torch.float32, device=hidden.device)).reshape(1)
             options.setdefault("expected_grad_output", scale)
-        loss = linear_cross_entropy(hidden, self.lm_head.weight, labels, getattr(self.lm_head, "bias", None),
+        loss = linear_cross_entropy(hidden, head.weight, labels, getattr(head, "bias", None),
                                     shift=True, reduction="sum" if num_items is not None else "mean",
                                     out_dtype=torch.float32, **options)
         offloader, streamer = getattr(self, "_flce_offloader", None), getattr(self, "_flce_streamer", None)
@@ -197,7 +245,11 @@ def unpatch(model):
         if getattr(model, "_flce_streamer", None) is not None:
             model._flce_streamer.close()
             model._flce_streamer = None
-        if hasattr(model, "model") and getattr(model.model, "layers", None) is not None:
-            _tiled.unwrap_mlps([m.mlp for m in model.model.layers if hasattr(m, "mlp")])
+        try:
+            layers = _layers(model)
+        except TypeError:
+            layers = []
+        if layers:
+            _tiled.unwrap_mlps([m.mlp for m in layers if hasattr(m, "mlp")])
             _tiled.unwrap_mlps(_layer_norms(model))
     return model

@@ -1,4 +1,4 @@
-"""Activation checkpointing whose saved block inputs wait in pinned host memory (issue 13).
+"""Activation checkpointing whose saved block inputs wait in pinned host memory.
 
 Checkpointing keeps one tensor per block between forward and backward: the block's input. At
 long contexts those inputs are what is left of the activations (a Llama-3.2-1B at 64k tokens:

@@ -17,10 +17,10 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _eager, distributed
+from . import _eager, vocab_parallel
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
-                      _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_option,
-                      raise_bad_input, target_status)
+                      _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_bytes,
+                      budget_option, peak_budget, raise_bad_input, target_status)
 
 
 def _forward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
@@ -208,18 +208,18 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     Vocabulary-parallel (tensor-parallel LM heads): with ``process_group``, or with a
     ``linear_weight`` that is a DTensor sharded on dim 0, ``linear_weight``, ``linear_bias`` and
     ``weight`` are this rank's rows of the whole classifier and the call is
-    :func:`flce.distributed.linear_cross_entropy` (O(N) statistics exchanged in the forward, dE's
+    :func:`flce.vocab_parallel.linear_cross_entropy` (O(N) statistics exchanged in the forward, dE's
     shares in the backward; ``return_accuracy`` and the kernel and workspace options are not
     offered there).
     """
-    if process_group is not None or distributed.is_sharded_dtensor(linear_weight):
+    if process_group is not None or vocab_parallel.is_sharded_dtensor(linear_weight):
         chosen = {"return_accuracy": return_accuracy, "forward_mode": forward_mode != "auto",
                   "backward_mode": backward_mode != "auto", "workspace_budget": workspace_budget is not None}
         unsupported = [k for k, v in chosen.items() if v]
         if unsupported:
             raise ValueError(f"{', '.join(unsupported)}: not offered with a vocabulary-sharded classifier "
                              f"(process_group or a sharded DTensor)")
-        return distributed.linear_cross_entropy(
+        return vocab_parallel.linear_cross_entropy(
             input, linear_weight, target, linear_bias, process_group=process_group, weight_shard=weight,
             reduction=reduction, ignore_index=ignore_index, label_smoothing=label_smoothing, z_loss=z_loss,
             softcap=softcap, shift=shift, return_lse=return_lse, check_targets=check_targets, out_dtype=out_dtype)
@@ -281,37 +281,37 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
                     None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
                     budget_option(workspace_budget), defer_check)
-    # "fast" or a byte budget: the three-product pass where it pays within the budget (flce/step.py);
+    # "fast" or a byte budget: the three-product pass where it pays within the budget (three_product.py);
     # where it does not, the recomputing plans below take the budget (a "fast" call, the default's).
     # Under torch.compile the planner cannot be asked here: the op falls back by itself.
     if o.workspace_budget == PEAK:
         # bytes now, like a byte budget (the recomputing plans take it where no three-product plan
         # pays); on the CPU and under torch.compile (no memory statistics to read) the default's
-        peak = step.peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
+        peak = peak_budget(e, c) if e.is_cuda and not torch.compiler.is_compiling() else 0
         o = dataclasses.replace(o, workspace_budget=peak)
-    # (a call without a backward to come never trades: no free-memory query, no plan; nor does
-    # float16 without loss_scale, whose gradients at grad_output 1 are mostly subnormals, so the
+    # (the gradients are computed in the forward never for a call without a backward to come: no
+    # free-memory query, no plan; nor for float16 without loss_scale, whose gradients at grad_output 1 are mostly subnormals, so the
     # backward's loss scale must reach them before their rounding — also under torch.compile,
-    # where the op's own fallback would compute them for grad_output 1: docs/perf-notes.md v54;
+    # where the op's own fallback would compute them for grad_output 1: docs/journal.md v54;
     # with it the forward rounds them at the scale the backward brings, v57)
-    trades = (o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)) and reduction != "none" \
+    in_forward = (o.workspace_budget == FAST or (o.workspace_budget > 0 and e.is_cuda)) and reduction != "none" \
         and torch.is_grad_enabled() and any(wants) and (e.dtype != torch.float16 or loss_scale is not None)
     known = expected_grad_output is not None or loss_scale is not None
-    o_step = o
-    if trades and e.is_cuda and not torch.compiler.is_compiling():
+    o_fb = o
+    if in_forward and e.is_cuda and not torch.compiler.is_compiling():
         # "fast" resolved to bytes once here (free memory read once), so the op plans with the same
-        o_step = dataclasses.replace(o, workspace_budget=step.budget_bytes(e, o))
-        trades = step.step_plan_for(e, c, o_step, wants, known_grad_output=known) is not None
+        o_fb = dataclasses.replace(o, workspace_budget=budget_bytes(e, o))
+        in_forward = three_product.forward_backward_plan_for(e, c, o_fb, wants, known_grad_output=known) is not None
     # The status word on CUDA where no backward reads it behind its own kernels (TargetCheck):
     # calls without gradients, and the three-product pass, whose backward has no kernels. Read
     # from a status-only op queued ahead of the call (target_status), the host waits for its two
     # small kernels, not for the call: the GPU keeps the call to run while the host goes on.
     early = None
-    if check_targets and eager and e.is_cuda and (trades or not defer_check):
-        early = TargetCheck(target_status(e, c, t, b, w, o_step))
-        if trades:  # the pass's backward then checks nothing more
-            o_step = dataclasses.replace(o_step, check_targets=False)
-    if trades:
+    if check_targets and eager and e.is_cuda and (in_forward or not defer_check):
+        early = TargetCheck(target_status(e, c, t, b, w, o_fb))
+        if in_forward:  # the pass's backward then checks nothing more
+            o_fb = dataclasses.replace(o_fb, check_targets=False)
+    if in_forward:
         expected = None
         if expected_grad_output is not None:
             expected = torch.as_tensor(expected_grad_output, dtype=torch.float32, device=e.device).reshape(1)
@@ -322,8 +322,8 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         # (lse only where it is returned, the status word only where the host reads it after the
         # call — the CPU's eager check —: the pass may then keep them in its own state)
         want_status = check_targets and eager and early is None
-        per_token, lse, scalars, status, _, _, _ = step.forward_backward_op(
-            e, c, t, b, w, *wants, return_lse, want_status, expected, *o_step.astuple())
+        per_token, lse, scalars, status, _, _, _ = three_product.forward_backward_op(
+            e, c, t, b, w, *wants, return_lse, want_status, expected, *o_fb.astuple())
     else:
         per_token, lse, scalars, status = _forward_op(e, c, t, b, w, *o.astuple())
     if early is not None:
@@ -388,4 +388,4 @@ class LinearCrossEntropyLoss(torch.nn.Module):
         return ", ".join(f"{k}={v!r}" for k, v in self.options.items())
 
 
-from . import step  # noqa: E402,F401  (registers flce::forward_backward, which uses the ops above)
+from . import three_product  # noqa: E402,F401  (registers flce::forward_backward, which uses the ops above)

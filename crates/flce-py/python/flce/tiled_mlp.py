@@ -1,5 +1,4 @@
-"""A transformer block's MLP computed in token tiles (issue 13; Arctic Long Sequence Training's
-"tiled MLP").
+"""A transformer block's MLP computed in token tiles (Arctic Long Sequence Training's "tiled MLP").
 
 With checkpointing (and offload, flce.offload) the activations held between forward and backward
 are one tensor per block; what remains is the peak *inside* one block's recompute, and at long

@@ -1,5 +1,5 @@
 """Frozen block weights that wait in pinned host memory and come to the GPU one block ahead
-(issue 13: what a 10 GiB card can train).
+(what lets a 10 GiB card train long contexts with LoRA).
 
 With checkpointing, offload and tiled MLPs, what stays on the GPU through a LoRA step is mostly
 the frozen base weights: Gemma-2-2B's 26 layers hold 4.05 GB of its 5.2 GB. A ``WeightStreamer``
