@@ -27,7 +27,7 @@ column is of the same options.
 
 Each (tokens, mode) runs in a process of its own (--in-process: all in this one), under the same
 --gpu-gb cap: what a user's training process sees. In one process, an out-of-memory run left
-enough behind that every later run ran out as well (H200, 2026-12-01: Gemma 2 at 16k tokens with
+enough behind that every later run ran out as well (seen on the H200: Gemma 2 at 16k tokens with
 offload fits 10 GiB alone, not after checkpointing-alone's out-of-memory at the same length).
 """
 

@@ -217,7 +217,7 @@ def environment(device):
 
 def main():
     # the reports import this module's shapes: imported here, not at the top (no import cycle)
-    from suite_report import issue_targets, markdown, plots, rows_from_log  # benchmarks/ is first on sys.path
+    from suite_report import targets, markdown, plots, rows_from_log  # benchmarks/ is first on sys.path
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="gemma2,llama3,qwen25")
@@ -262,7 +262,7 @@ def main():
         with open(os.path.join(args.out, "results_from_log.json"), "w") as f:
             json.dump(rows, f, indent=1)
         print(f"{len(rows)} rows from {args.from_log}; plots: {', '.join(plots(rows, args.out))}")
-        print(issue_targets(rows))
+        print(targets(rows))
         return
     started = time.time()
     skipped = f"skipped: past --max-minutes {args.max_minutes}"
@@ -377,7 +377,7 @@ def main():
               f"{r['fb_ms']:8.2f} {r['fwd_mem_mb']:8.1f} {r['fb_mem_mb']:9.1f} {r['loss_rel']:9.2e} "
               f"{r['de_rel']:9.2e} {r['dc_rel']:9.2e} {r['fb_ms'] / f4:5.2f} {r['fb_ms'] / f3:5.2f}  {r.get('plan', '')}")
     print(f"wrote {os.path.join(args.out, 'results.json')} and {', '.join(files) or 'no plots'}")
-    print(issue_targets(rows))
+    print(targets(rows))
 
 
 if __name__ == "__main__":

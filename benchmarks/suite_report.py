@@ -196,19 +196,19 @@ def markdown(rows):
                              ("unsupported" if bad else "—"))
             out.append(f"| {m} | " + " | ".join(cells) + " |")
         out.append("")
-    out.append(issue_targets(rows))
+    out.append(targets(rows))
     return "\n".join(out)
 
 
 PEERS = ["compile", "liger", "liger_sm90", "cce"]
 
 
-def issue_targets(rows):
-    """Issues 10 and 11's targets against one run (bf16, peaky; every model shape and sweep point
-    with a cuBLAS row): flce by default ÷ floor4 (target ≤ 1.0) and ÷ Liger's Hopper kernel
-    (≤ 0.95); flce "fast" ÷ floor3 (≤ 1.0 at the model shapes) and ÷ the fastest peer that ran
-    (≤ 0.95), its extra memory against torch.compile's (≤), and the worse of its dE / dC errors
-    (≤ 2.6e-3). A ✓ marks a target met."""
+def targets(rows):
+    """The project's speed, memory and precision targets against one run (bf16, peaky; every model
+    shape and sweep point with a cuBLAS row): flce by default ÷ floor4 (target ≤ 1.0) and ÷
+    Liger's Hopper kernel (≤ 0.95); flce "fast" ÷ floor3 (≤ 1.0 at the model shapes) and ÷ the
+    fastest peer that ran (≤ 0.95), its extra memory against torch.compile's (≤), and the worse
+    of its dE / dC errors (≤ 2.6e-3). A ✓ marks a target met."""
     ok = [r for r in rows if "error" not in r and r["data"] == "peaky" and r["dtype"] == "bf16"]
 
     def get(shape, method):
@@ -218,7 +218,7 @@ def issue_targets(rows):
         return "—" if x is None or math.isnan(x) else f"{x:{fmt}}{' ✓' if x <= limit else ''}"
 
     shapes = [s for s in dict.fromkeys(r["shape"] for r in ok) if get(s, "cublas")]
-    out = ["#### Issues 10 / 11: targets in this run (bf16, peaky; ✓ met)", "",
+    out = ["#### Targets in this run (bf16, peaky; ✓ met)", "",
            "| shape | flce ÷ floor4 (≤ 1.0) | flce ÷ Liger Hopper (≤ 0.95) | fast ÷ floor3 (≤ 1.0) "
            "| fast ÷ fastest peer (≤ 0.95) | fast extra MB − torch.compile's (≤ 0) | fast dE / dC err (≤ 2.6e-3) |",
            "|---|---|---|---|---|---|---|"]

@@ -55,7 +55,7 @@ def apply(method, model):
     if method == "flce":
         return flce.patch(model)  # workspace_budget="peak", flce.patch's default
     if method == "flce@min":
-        # the loss's own default budget (flce.patch's until 2026-12-03)
+        # the loss's own default budget ("min", a direct call's default)
         return flce.patch(model, workspace_budget="min")
     if method == "flce_fast":
         return flce.patch(model, workspace_budget="fast")

@@ -147,7 +147,7 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
             (None, _) => String::new(),
         },
     );
-    s.push_str("| loss | activations | weights | grads | optimizer | activations held | recompute | loss | optimizer step | context + slack | peak | fits | longest sequence |\n");
+    s.push_str("| loss function | activations | weights GiB | grads GiB | optimizer GiB | activations held GiB | recompute GiB | loss GiB | optimizer step GiB | context + slack GiB | peak GiB | fits | longest sequence (tokens) |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for r in rows {
         let b = &r.breakdown;
@@ -168,6 +168,6 @@ pub fn table(model: &Model, req: &Request, rows: &[PlanRow]) -> String {
             r.longest.map_or("none".to_string(), |t| t.to_string()),
         ));
     }
-    s.push_str("\nEstimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against 36 peaks measured on an H200 (Llama-3.2-1B, full fine-tunes at 16k, 32k and 64k tokens, with untied embeddings and with the real model's tied ones; Qwen2.5-1.5B, full fine-tunes at 16k and 32k; Gemma-2-2B LoRA at 8k and 16k with sdpa attention, at 16k, 23k and 26k with flex attention, with norm tiles too at 26k, 29k and 31k, and with streamed weights at 26k and 74k) they came within -7.1% to +6.1% (over by up to 6% where a full fine-tune's backward sets the peak past 32k without tiled MLPs; Gemma 2's runs under by ~11 KB a token, which streaming's smaller total makes -7%); the allocator slack is what the caching allocator reserved beyond that in the capped runs (flce-memory's tests).\n");
+    s.push_str("\nMemory in GiB (2^30 bytes). Estimates from the model's shape (crates/flce-memory/src/estimate.rs): the peak is the larger of the backward (held activations + the larger transient) and the optimizer step; against 36 peaks measured on an H200 (Llama-3.2-1B, full fine-tunes at 16k, 32k and 64k tokens, with untied embeddings and with the real model's tied ones; Qwen2.5-1.5B, full fine-tunes at 16k and 32k; Gemma-2-2B LoRA at 8k and 16k with sdpa attention, at 16k, 23k and 26k with flex attention, with norm tiles too at 26k, 29k and 31k, and with streamed weights at 26k and 74k) they came within -7.1% to +6.1% (over by up to 6% where a full fine-tune's backward sets the peak past 32k without tiled MLPs; Gemma 2's runs under by ~11 KB a token, which streaming's smaller total makes -7%); the allocator slack is what the caching allocator reserved beyond that in the capped runs (flce-memory's tests).\n");
     s
 }

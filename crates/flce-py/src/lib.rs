@@ -307,7 +307,7 @@ impl Problem {
             be.forward_backward_plan(self.shape, self.dtype, &self.opts, wanted, budget)
         }
         .map_err(to_py)?;
-        Ok(plan.map(|plan| Plan { device, plan: PlanKind::Trade(plan) }))
+        Ok(plan.map(|plan| Plan { device, plan: PlanKind::ForwardBackward(plan) }))
     }
 
     /// The CUDA pass of a `forward_backward_plan` (three-product or vocabulary-slice): the forward's outputs
@@ -327,7 +327,7 @@ impl Problem {
         grad_output: Option<u64>,
     ) -> PyResult<()> {
         let device = cuda.0;
-        let plan = plan.trade(device)?;
+        let plan = plan.forward_backward(device)?;
         let x = self.device_inputs(inputs);
         let out = forward_outputs(outputs);
         let grads = device_grads(grads);

@@ -28,7 +28,7 @@ pub(crate) enum PlanKind {
     Forward(flce::cuda::ForwardPlan),
     Backward(flce::cuda::BackwardPlan),
     /// Forward and gradients at once: the three-product pass, or the vocabulary-slice pass.
-    Trade(flce::cuda::ForwardBackwardPlan),
+    ForwardBackward(flce::cuda::ForwardBackwardPlan),
 }
 
 impl Plan {
@@ -46,10 +46,10 @@ impl Plan {
             _ => Err(PyValueError::new_err(format!("a {} plan was given to the backward", self.kind()))),
         }
     }
-    pub(crate) fn trade(&self, device: usize) -> PyResult<&flce::cuda::ForwardBackwardPlan> {
+    pub(crate) fn forward_backward(&self, device: usize) -> PyResult<&flce::cuda::ForwardBackwardPlan> {
         self.check_device(device)?;
         match &self.plan {
-            PlanKind::Trade(p) => Ok(p),
+            PlanKind::ForwardBackward(p) => Ok(p),
             _ => Err(PyValueError::new_err(format!(
                 "a {} plan was given to the forward-and-gradients pass",
                 self.kind()
@@ -69,14 +69,14 @@ impl Plan {
 
 #[pymethods]
 impl Plan {
-    /// "forward", "backward", "step" (the three-product pass) or "slice" (the vocabulary-slice
-    /// pass: three products for the classifier's first rows, four for the rest).
+    /// "forward", "backward", "three_product" (the three-product pass) or "vocab_slice" (the
+    /// vocabulary-slice pass: three products for the classifier's first rows, four for the rest).
     #[getter]
     fn kind(&self) -> &'static str {
         match &self.plan {
             PlanKind::Forward(_) => "forward",
             PlanKind::Backward(_) => "backward",
-            PlanKind::Trade(p) => p.kind(),
+            PlanKind::ForwardBackward(p) => p.kind(),
         }
     }
     /// Bytes of workspace the call needs.
@@ -85,7 +85,7 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.workspace_bytes,
             PlanKind::Backward(p) => p.workspace_bytes,
-            PlanKind::Trade(p) => p.workspace_bytes(),
+            PlanKind::ForwardBackward(p) => p.workspace_bytes(),
         }
     }
     /// Whether the pass keeps lse itself, so that a caller that will not read lse can give None
@@ -93,7 +93,7 @@ impl Plan {
     /// (`flce::cuda::plan::ThreeProductPlan::lse`; 4·N bytes fewer at the pass's peak).
     #[getter]
     fn keeps_lse(&self) -> bool {
-        matches!(&self.plan, PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) if p.lse.is_some())
+        matches!(&self.plan, PlanKind::ForwardBackward(ForwardBackwardPlan::ThreeProduct(p)) if p.lse.is_some())
     }
     /// Whether the pass keeps its status word itself, so that a caller that will not read it
     /// (one that checked the targets ahead of the call) can give None for it: the same plans as
@@ -101,7 +101,7 @@ impl Plan {
     /// not held at the pass's peak).
     #[getter]
     fn keeps_status(&self) -> bool {
-        matches!(&self.plan, PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) if p.status.is_some())
+        matches!(&self.plan, PlanKind::ForwardBackward(ForwardBackwardPlan::ThreeProduct(p)) if p.status.is_some())
     }
     /// Vocabulary columns per K-chunk of the three-product pass's dE, summed in f32 before one
     /// rounding (`flce::cuda::plan::with_de_k_chunks`: f16's default where V is longer), or None
@@ -109,7 +109,7 @@ impl Plan {
     #[getter]
     fn de_k_chunk(&self) -> Option<usize> {
         match &self.plan {
-            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => p.de_k_chunks.map(|k| k.columns),
+            PlanKind::ForwardBackward(ForwardBackwardPlan::ThreeProduct(p)) => p.de_k_chunks.map(|k| k.columns),
             _ => None,
         }
     }
@@ -119,8 +119,8 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => p.family.name(),
             PlanKind::Backward(p) => p.family.name(),
-            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => p.storage.family().name(),
-            PlanKind::Trade(ForwardBackwardPlan::VocabSlice(_)) => flce::cuda::Family::Sm90.name(),
+            PlanKind::ForwardBackward(ForwardBackwardPlan::ThreeProduct(p)) => p.storage.family().name(),
+            PlanKind::ForwardBackward(ForwardBackwardPlan::VocabSlice(_)) => flce::cuda::Family::Sm90.name(),
         }
     }
     /// (token chunk, vocabulary chunk) of a backward plan; (N, vocabulary chunk) of a forward
@@ -130,15 +130,15 @@ impl Plan {
         match &self.plan {
             PlanKind::Forward(p) => (p.shape.n, p.vocab_chunk),
             PlanKind::Backward(p) => (p.token_chunk, p.vocab_chunk),
-            PlanKind::Trade(ForwardBackwardPlan::ThreeProduct(p)) => (p.token_chunk, p.shape.v),
-            PlanKind::Trade(ForwardBackwardPlan::VocabSlice(p)) => (p.shape.n, p.head_rows),
+            PlanKind::ForwardBackward(ForwardBackwardPlan::ThreeProduct(p)) => (p.token_chunk, p.shape.v),
+            PlanKind::ForwardBackward(ForwardBackwardPlan::VocabSlice(p)) => (p.shape.n, p.head_rows),
         }
     }
     fn __repr__(&self) -> String {
         match &self.plan {
             PlanKind::Forward(p) => format!("Plan(device {}, {p:?})", self.device),
             PlanKind::Backward(p) => format!("Plan(device {}, {p:?})", self.device),
-            PlanKind::Trade(p) => format!("Plan(device {}, {p:?})", self.device),
+            PlanKind::ForwardBackward(p) => format!("Plan(device {}, {p:?})", self.device),
         }
     }
 }

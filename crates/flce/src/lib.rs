@@ -142,3 +142,9 @@ pub fn loss_and_grads<T: Element>(
         }
     }
 }
+
+/// The README's Rust example, compiled and run by `cargo test` (its other code blocks are tagged
+/// with their own languages, which rustdoc leaves alone).
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+mod readme {}

@@ -1,5 +1,5 @@
 // flce sm90 family: the backward's two products through TMA + wgmma, the first piece of the
-// persistent backward (docs/design-sm90-backward.md) — a measurement alternative to cuBLAS's
+// persistent backward it was built for (docs/journal.md v19–v21) — a measurement alternative to cuBLAS's
 // products (FLCE_SM90_PRODUCTS=1), not the default.
 //
 // flce_sm90_product — out[rows, cols] (+)= Σ_k A[row, k] · B[k, col], f32 accumulation:

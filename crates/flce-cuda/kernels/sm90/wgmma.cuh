@@ -20,7 +20,7 @@ __device__ __forceinline__ u64 smem_desc(u32 addr) {
 }
 
 // Shared-memory matrix descriptor of an MN-major operand, 128-byte swizzle (CUTLASS's canonical
-// Major-MN layout, docs/design-sm90-backward.md): 64 MN elements per 128-byte k row, groups of 8
+// Major-MN layout, docs/journal.md v19): 64 MN elements per 128-byte k row, groups of 8
 // k rows 1024 bytes apart (SBO), the next 64 MN elements 8192 bytes away (LBO: the next 64 × 64
 // TMA box).
 #define SM90_MN_BOX_BYTES (64 * SM90_TILE_K * 2)

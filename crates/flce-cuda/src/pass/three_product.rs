@@ -14,7 +14,7 @@ use crate::device::{DeviceForwardOutputs, DeviceGrads, DeviceInputs, Stream, Wor
 use crate::geometry::{scalar_word, SCALAR_ALPHA};
 use crate::loss::CudaLoss;
 use crate::modes::Family;
-use crate::plan::{MrefPlace, Region, StatePlace, ThreeProductPlan};
+use crate::plan::{ForwardBackwardPlan, MrefPlace, Region, StatePlace, ThreeProductPlan};
 
 impl CudaLoss {
     /// Forward and backward at once: the forward's outputs, and dE, dC, db (each optional) for
@@ -351,4 +351,32 @@ pub(crate) fn check_maxima_in_de(plan: &ThreeProductPlan, grads: &DeviceGrads) -
         }
     }
     Ok(())
+}
+
+impl CudaLoss {
+    /// [`CudaLoss::forward_backward_three_product`] or [`CudaLoss::forward_backward_vocab_slice`], as `plan` is.
+    ///
+    /// # Safety
+    /// As for [`CudaLoss::forward_backward_three_product`].
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn forward_backward(
+        &self,
+        x: &DeviceInputs,
+        opts: &Options,
+        out: &DeviceForwardOutputs,
+        grads: &DeviceGrads,
+        ws: Workspace,
+        plan: &ForwardBackwardPlan,
+        grad_output: Option<DevPtr>,
+        stream: Stream,
+    ) -> Result<()> {
+        match plan {
+            ForwardBackwardPlan::ThreeProduct(p) => {
+                self.forward_backward_three_product(x, opts, out, grads, ws, p, grad_output, stream)
+            }
+            ForwardBackwardPlan::VocabSlice(p) => {
+                self.forward_backward_vocab_slice(x, opts, out, grads, ws, p, grad_output, stream)
+            }
+        }
+    }
 }

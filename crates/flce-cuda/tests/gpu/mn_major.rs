@@ -1,7 +1,7 @@
 //! The MN-major wgmma operands (tests/probes/sm90_mn_major.cu) against a host reference: the
 //! shared-memory descriptors, TMA descriptors and transpose immediates of mainloop.cuh and
 //! family::sm90 that the sm90 product kernel and the persistent backward need
-//! (docs/design-sm90-backward.md, "The MN-major operands") — B MN-major as C's chunk in
+//! (docs/journal.md v19) — B MN-major as C's chunk in
 //! dE += G·C_chunk, A and B MN-major as Gᵀ and E in dC_chunk = Gᵀ·E. Small integers, so every sum
 //! is exact in f32 and the comparison is equality. Hopper only.
 

@@ -1,4 +1,4 @@
-// Probe of the Hopper instructions the planned sm90 family needs (docs/sm90-plan.md), compiled
+// Probe of the Hopper instructions the sm90 family needs (docs/journal.md v7), compiled
 // by tests/nvrtc_compile.rs for sm_90a (must compile) and sm_90 (must be rejected). Not a
 // kernel flce launches: TMA 2-D load completing on an mbarrier, wgmma m64n64k16 bf16 from
 // shared-memory descriptors (128-byte swizzle), setmaxnreg in a producer/consumer split,

@@ -1,5 +1,5 @@
 // Probe of the MN-major wgmma operands the sm90 product kernel (kernels/sm90/product.cu) and the
-// persistent backward need (docs/design-sm90-backward.md, "The MN-major operands"), through
+// persistent backward need (docs/journal.md v19), through
 // mainloop.cuh's own pieces — its TMA load, mbarriers, smem_desc / smem_desc_mn and
 // wgmma_m64n256k16 with the transpose immediates: one warpgroup computes
 // D[64, 256] = A[64, K] · B[K, 256] (f32 accumulation, K a multiple of 64) from 64 × 64 TMA boxes

@@ -1,5 +1,5 @@
 //! The vocabulary-slice plan: between the four-product default and the token-chunked
-//! three-product plan, for budgets too small for the latter (docs/design-vocab-slice-plan.md).
+//! three-product plan, for budgets too small for the latter (docs/journal.md v46–v47).
 //!
 //! The classifier's first `head_rows` rows (a multiple of the sm90 tile, 256) take the
 //! three-product path over **all N tokens**: the compact forward keeps their logits as f16 q
