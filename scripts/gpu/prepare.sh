@@ -5,7 +5,7 @@
 #   gpu-bundle/flce           the CLI (demo, bench, plan)
 #   gpu-bundle/wheels/        the flce Python wheel (abi3)
 #   gpu-bundle/bench_peers.py the peers' harness, where ../shared/peers has it
-# Then, on the GPU machine (carry gpu-bundle):  bash scripts/gpu/verify.sh
+# Then, on the GPU machine (with gpu-bundle there):  bash scripts/gpu/verify.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rm -rf gpu-bundle && mkdir -p gpu-bundle

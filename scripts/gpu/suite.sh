@@ -5,9 +5,9 @@
 # nvidia-cutlass-dsl-libs-cu13 wheel, more than one call carries (64 MiB with the tree), so it
 # travels in three parts of 31 MB (scripts/gpu/peer-wheels.sh writes .whl/c-aa, c-ab, c-ac) in
 # back-to-back device calls from the repository root (the machine keeps /tmp while warm):
-#   calls 1–3 (carry .whl/c-aa, then c-ab, then c-ac):   PART=cut bash scripts/gpu/suite.sh
-#   call 4 (carry gpu-bundle/wheels, .whl/small):        PART=wheel bash scripts/gpu/suite.sh
-#   call 5 (carry gpu-bundle):                           OUT=$OUT ROUNDS=2 bash scripts/gpu/suite.sh
+#   calls 1–3 (.whl/c-aa, then c-ab, then c-ac there):   PART=cut bash scripts/gpu/suite.sh
+#   call 4 (gpu-bundle/wheels and .whl/small there):        PART=wheel bash scripts/gpu/suite.sh
+#   call 5 (with gpu-bundle there):                           OUT=$OUT ROUNDS=2 bash scripts/gpu/suite.sh
 # The budgets: 24M and 48M below the default's, 256M and 512M about Liger's Hopper kernel's memory,
 # then the vocabulary-slice and three-product plans. SWEEP (default "1024,4096,16384,65536,131072")
 # and SUITE_MINUTES (default 8.5) bound call 5; REP_MS (default 600: ~12 timed calls of a 50 ms

@@ -3,7 +3,7 @@
 # (`--clock-control none`), for each variant of the environment, in one device call: what told the
 # forward's DRAM bytes and clock from its cycles in docs/journal.md v49 (ncu's sections cost minutes a
 # kernel; five metrics cost seconds). Run on the GPU machine from the repository root with
-# gpu-bundle/ built by scripts/gpu/prepare.sh (carry it):
+# gpu-bundle/ built by scripts/gpu/prepare.sh:
 #   OUT=$OUT KERNEL=flce_sm90_forward SHAPES="llama3 gemma2" COUNT=2 bash scripts/tools/ncu-launch-metrics.sh \
 #     base= "l2b3=FLCE_SM90_MAINLOOP=l2b=3" "band16=FLCE_SM90_FORWARD_BAND=16"
 # A variant is LABEL=ENV=VALUE (several: LABEL=ENV=VALUE,ENV=VALUE; nothing after the first `=`:

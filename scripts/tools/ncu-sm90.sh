@@ -4,7 +4,7 @@
 # its epilogue and memory: pipe utilisation (ComputeWorkloadAnalysis), stall reasons
 # (WarpStateStats), L2 / DRAM (MemoryWorkloadAnalysis), and with SOURCE=1 the warp-state samples
 # by source line (SourceCounters; the kernels are compiled with -lineinfo). Run on the GPU machine
-# from the repository root after scripts/gpu/prepare.sh (carry gpu-bundle):
+# from the repository root after scripts/gpu/prepare.sh (with gpu-bundle there):
 #   OUT=$OUT SHAPE=llama3 KERNEL=forward bash scripts/tools/ncu-sm90.sh
 #   OUT=$OUT SHAPE=llama3 KERNEL=grad SOURCE=1 bash scripts/tools/ncu-sm90.sh
 # FLCE names another flce binary (default gpu-bundle/flce); NAME is added to the log names and

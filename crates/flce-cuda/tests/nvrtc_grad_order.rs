@@ -1,6 +1,6 @@
 //! The backward's G kernel on the (slots, splits) grid of `plan::grad_grid` (`FLCE_SM90_MAINLOOP`
-//! gorder=0 — a measurement variant since the raster order, kernels/sm90/grad.cu
-//! SM90_GRAD_ORDER, became the default) compiles with NVRTC for sm_90a, every dtype the sm90
+//! gorder=0 — a measurement variant beside the default raster order, kernels/sm90/grad.cu
+//! SM90_GRAD_ORDER) compiles with NVRTC for sm_90a, every dtype the sm90
 //! family takes and every set of logit options, with its wgmma asynchronous and nothing spilled
 //! in the (staged) default module. A test binary of its own: the main-loop variant is read once
 //! per process, from the environment. Without NVRTC it is reported skipped, as nvrtc_compile's

@@ -167,9 +167,9 @@ pub enum MrefPlace {
     /// The chunk's own rows of the caller's dE (a 16-bit [N, D] buffer): token i's maxima at the
     /// start of dE's row i, row pitch D/2 floats. They are dead once the chunk's G is formed, and
     /// the chunk's dE product, which writes those rows, runs after it (stream order); so the
-    /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2: the
-    /// three-product pass's extra memory then within 1.3–2.5 MB of torch.compile's at the model
-    /// shapes, H200, journal v43; the rest was the per-token state: [`StatePlace`]).
+    /// workspace drops by token_chunk·⌈V/256⌉·4 bytes (16 MB at Llama 3, 31 MB at Gemma 2; with
+    /// the per-token state in dC's buffer, [`StatePlace`], the three-product pass's extra memory
+    /// is torch.compile's: journal v43, v55).
     /// Planned where dE is wanted and a row of maxima fits a row of dE (4·⌈V/256⌉ ≤ 2·D, D even:
     /// every model shape).
     DeRows,
