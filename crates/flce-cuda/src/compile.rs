@@ -41,7 +41,7 @@ pub enum KernelFile {
     Sm90Grad,
     /// sm90/product.cu: the backward's dE and dC products through TMA + wgmma (sm_90a, 16-bit inputs).
     Sm90Product,
-    /// shared/vocab_parallel.cu: the vocabulary-parallel loss phases.
+    /// shared/vocab_parallel.cu: one rank's steps of the vocabulary-parallel loss.
     VocabParallel,
 }
 

@@ -1,6 +1,6 @@
-//! The loss phases on CUDA tensors, for `flce.vocab_parallel`: the device-pointer calls of
+//! The vocabulary-parallel loss's steps on CUDA tensors, for `flce.vocab_parallel`: the device-pointer calls of
 //! `flce::cuda::vocab_parallel` on the caller's stream. Partials travel as float64 [N, 6] tensors, as the
-//! CPU phases' (phases.rs), and each rank's Σ_j w_j as a float64 \[1\] tensor, so the ranks can
+//! CPU steps' (vocab_parallel.rs), and each rank's Σ_j w_j as a float64 \[1\] tensor, so the ranks can
 //! gather them with torch.distributed without a host round trip.
 
 use flce::cpu::vocab_parallel::VocabSlice;

@@ -1,4 +1,4 @@
-//! The loss phases on CPU tensors, for vocabulary-parallel callers (`flce.vocab_parallel`): each rank
+//! The vocabulary-parallel loss's steps on CPU tensors (`flce.vocab_parallel`): each rank
 //! holds rows [offset, offset + rows) of the classifier. Partials travel as float64 [N, 6]
 //! tensors — (max, Σexp, Σw·z, argmax, target logit, target weight), every value exact in f64 —
 //! and Σ_j w_j of the slice as a float.
@@ -41,7 +41,7 @@ fn decode(rows: &[f64], class_weight_sum: f64) -> Partials {
 
 fn cpu_only(problem: &Problem) -> PyResult<()> {
     if problem.f64 {
-        return Err(PyTypeError::new_err("the loss phases take bfloat16, float16 or float32 inputs"));
+        return Err(PyTypeError::new_err("the vocabulary-parallel loss takes bfloat16, float16 or float32 inputs"));
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! The fast CPU path: never holds the N×V logits. It works on a vocabulary slice (the classifier
 //! rows a caller holds, [`VocabSlice`]); the whole vocabulary is one slice ([`forward`],
-//! [`backward`]), and vocabulary-parallel callers use the phases in [`super::vocab_parallel`].
+//! [`backward`]), and vocabulary-parallel callers use the steps in [`super::vocab_parallel`].
 //!
 //! Forward streams the slice in blocks of `VOCAB_BLOCK` rows of C for each block of
 //! `TOKEN_BLOCK` tokens: one f32 GEMM per tile, then the tile is folded into each token's running

@@ -19,7 +19,7 @@ fn slice_inputs<'a, T: Element>(p: &'a RandomProblem<T>, rows: std::ops::Range<u
     }
 }
 
-/// The forward through the phases over `cuts` (slice boundaries, 0 and V included).
+/// The forward through the steps over `cuts` (slice boundaries, 0 and V included).
 fn phased_forward<T: Element>(p: &RandomProblem<T>, opts: &Options, cuts: &[usize]) -> ForwardOutput {
     let n = p.shape.n;
     let mut merged = Partials::empty(n);

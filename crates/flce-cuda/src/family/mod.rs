@@ -9,12 +9,12 @@
 //!   (token chunk × vocabulary chunk); the driver's cuBLAS products turn G into dE and dC.
 //!
 //! Families today:
-//! - [`Family::Cublas`] (kernels/cublas): cuBLAS writes f32 logits of a chunk, a reduction or
+//! - [`Family::Cublas`](crate::modes::Family::Cublas) (kernels/cublas): cuBLAS writes f32 logits of a chunk, a reduction or
 //!   elementwise kernel consumes them. Any GPU cuBLAS runs on; workspace = the chunk.
-//! - [`Family::Sm80`] (kernels/sm80): flce's mma.sync tile main loop with pluggable epilogues,
+//! - [`Family::Sm80`](crate::modes::Family::Sm80) (kernels/sm80): flce's mma.sync tile main loop with pluggable epilogues,
 //!   no logits in memory (forward workspace ≤ 1 MB + 16 bytes per token). sm_80 and newer.
 //!
-//! - [`Family::Sm90`] (kernels/sm90): TMA + wgmma, warp-specialised, 128 × 256 tiles; the same
+//! - [`Family::Sm90`](crate::modes::Family::Sm90) (kernels/sm90): TMA + wgmma, warp-specialised, 128 × 256 tiles; the same
 //!   seams and workspace layouts as sm80, so a plan made for it runs on sm80 where a call's
 //!   pointers do not suit TMA. sm_90a only, 16-bit inputs with 16-byte rows.
 //!

@@ -129,7 +129,7 @@ pub fn forward_plan(
 }
 
 /// [`forward_plan`] with the sm90 grid's L2 budget and cluster size ([`super::sm90_grid`]; the
-/// backend passes [`crate::geometry::sm90_tuning`], which measurement knobs may override).
+/// backend passes its [`crate::tuning::Tuning`]'s, which measurement knobs may override).
 pub fn forward_plan_tuned(
     shape: Shape,
     dtype: DType,

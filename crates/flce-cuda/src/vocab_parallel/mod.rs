@@ -1,5 +1,6 @@
-//! The vocabulary-parallel loss over NCCL, for Rust callers: the loss phases
-//! ([`crate::phases`]) with the caller's communicator doing the exchange. Rank k holds rows
+//! The vocabulary-parallel loss over NCCL, for Rust callers: one rank's steps (rank.rs:
+//! [`crate::CudaLoss::forward_partials_slice`] and the calls after it) with the caller's
+//! communicator doing the exchange. Rank k holds rows
 //! [offset_k, offset_k + V_k) of the classifier (and of the bias and class weights), in rank order,
 //! and the same N tokens and targets as every other rank.
 //!

@@ -67,7 +67,7 @@ impl Case {
     }
 }
 
-/// The vocabulary-parallel phases on one GPU (tests/gpu/vocab_parallel.rs): (name, dtype, shape,
+/// The vocabulary-parallel cases on one GPU (tests/gpu/vocab_parallel.rs): (name, dtype, shape,
 /// options, bias, class weights).
 pub(crate) fn vocab_parallel_cases() -> Vec<(String, DType, Shape, Options, bool, bool)> {
     let all = Options {

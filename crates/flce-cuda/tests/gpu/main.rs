@@ -141,7 +141,7 @@ fn main() {
     let vocab_parallel_cases: Vec<_> =
         vocab_parallel_cases.into_iter().filter(|(name, ..)| selected_by(&filters, name)).collect();
     // one numbering over the three lists, balanced over the shards by the cases' measured times
-    let (n_cases, n_phases) = (selected.len(), vocab_parallel_cases.len());
+    let (n_cases, n_vocab_parallel) = (selected.len(), vocab_parallel_cases.len());
     let names: Vec<&str> = selected
         .iter()
         .map(|c| c.name.as_str())
@@ -162,7 +162,7 @@ fn main() {
     }
     let selected = in_shard(selected, 0, &owner, shard.0);
     let vocab_parallel_cases = in_shard(vocab_parallel_cases, n_cases, &owner, shard.0);
-    let nccl_cases = in_shard(nccl_cases, n_cases + n_phases, &owner, shard.0);
+    let nccl_cases = in_shard(nccl_cases, n_cases + n_vocab_parallel, &owner, shard.0);
 
     if list_only {
         // the run's order: loss-math and mean-scale first, the cases, the group of bad input,

@@ -5,12 +5,12 @@ backward — never logits.
 
     loss = flce.vocab_parallel.linear_cross_entropy(hidden, lm_head_shard, labels, process_group=pg)
 
-Forward: each rank computes partial statistics over its rows (flce's loss phases), all-gathers
+Forward: each rank computes partial statistics over its rows (flce_core::cpu::vocab_parallel's steps), all-gathers
 them and merges them in rank order (the same bits on every rank, and for a fixed number of
 ranks), then finishes the loss. Backward: each rank computes its shard's dC (and db) and its share
 of dE in f32; the shares are all-gathered and summed in rank order, then rounded once.
 
-CPU tensors run flce's CPU phases (gloo); CUDA tensors the CUDA phases (kernels/shared/vocab_parallel.cu,
+CPU tensors run flce's CPU steps (gloo); CUDA tensors the CUDA ones (kernels/shared/vocab_parallel.cu,
 NCCL): the partials, the merge and dE's shares stay on the GPU, on the caller's stream.
 """
 
@@ -98,7 +98,7 @@ def _sum_in_rank_order(shares: list) -> Tensor:
 
 
 class _VocabParallelCuda(torch.autograd.Function):
-    """The CUDA phases (flce::cuda::vocab_parallel): partials of this rank's rows, all-gathered [P, N, 6]
+    """The CUDA steps (flce::cuda::vocab_parallel): partials of this rank's rows, all-gathered [P, N, 6]
     f64 rows and [P] Σ w_j, the merge in rank order on the device; in the backward this rank's
     dC / db and its f32 share of dE, all-gathered and summed in rank order, rounded once."""
 

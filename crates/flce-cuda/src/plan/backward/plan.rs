@@ -89,7 +89,7 @@ pub struct BackwardPlan {
     /// dE over the same workspace.
     pub de_pass: Option<Box<BackwardPlan>>,
     /// The first vocabulary row of this plan's chunks (0: the whole vocabulary). Past 0 the rows
-    /// before it are another pass's — the vocabulary-slice plan's head ([`super::VocabSlicePlan`]) —
+    /// before it are another pass's — the vocabulary-slice plan's head ([`crate::plan::VocabSlicePlan`]) —
     /// which has already put its share of dE into this plan's accumulator: the first chunk adds to
     /// it instead of writing it.
     pub vocab_begin: usize,

@@ -54,7 +54,7 @@ pub struct ThreeProductPlan {
     /// Compact logits: the sm90 forward's grid for a whole chunk (the last, shorter chunk runs
     /// with at most its own token tiles as slots); its splits are `stats_splits`.
     pub forward_grid: Option<Sm90Grid>,
-    /// Compact: blocks per cluster of the forward grid ([`super::sm90_grid_tuned`]); else 1.
+    /// Compact: blocks per cluster of the forward grid ([`crate::plan::sm90_grid_tuned`]); else 1.
     pub forward_cluster: usize,
     /// Tokens per chunk (a multiple of 128, or N).
     pub token_chunk: usize,
@@ -63,7 +63,7 @@ pub struct ThreeProductPlan {
     /// The statistics of a chunk are folded over this many vocabulary segments in parallel
     /// (enough blocks to fill the GPU when the chunk has few tokens) of `stats_seg_cols` columns,
     /// then merged in order by the finish step (compact: the forward grid's partials per token,
-    /// [`super::Sm90Grid::partial_rows`], and its main splits' columns).
+    /// [`crate::plan::Sm90Grid::partial_rows`], and its main splits' columns).
     pub stats_splits: usize,
     pub stats_seg_cols: usize,
     /// Where the per-token state (`targets`, `token_scale`, `partials`, `target_logit`,
