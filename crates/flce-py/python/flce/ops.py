@@ -192,7 +192,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     and for float16 inputs without ``loss_scale`` (whose gradients at grad_output 1 are mostly
     subnormals, so the loss scale must reach them before their rounding), the recomputing plans
     run within the budget.
-    See the README.
+    docs/semantics.md and docs/tuning.md say more.
 
     Under autocast, ``input`` and ``linear_weight`` are cast to the autocast dtype first (as
     F.linear would) and the loss comes back in float32 (as F.cross_entropy's, which autocast runs
