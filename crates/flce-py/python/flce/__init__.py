@@ -11,7 +11,8 @@ from ._flce import Plan, Problem, __version__, cuda_device_count
 from .hf import patch, unpatch
 from .memory import plan, suggest
 from . import offload, tiled_mlp, vocab_parallel, weights
-from ._common import LossOptions, kernel_plans
+from ._common import LossOptions
+from ._counted import kernel_plans
 from .ops import LinearCrossEntropyLoss, linear_cross_entropy
 from .three_product import forward_backward_plan
 

@@ -34,6 +34,8 @@ class LossOptions:
     workspace_budget: int = 0  # bytes; 0 for the default ("min"); FAST (-1) for "fast", PEAK (-2) for "peak"
     # the backward checks the forward's status word (see TargetCheck); the kernels ignore it
     check_targets: bool = False
+    # the passes see only the rows whose target is not ignore_index (flce/_counted.py)
+    skip_ignored: bool = True
 
     @classmethod
     def schema(cls) -> str:
@@ -180,26 +182,6 @@ def _forward_plan(problem: "_flce.Problem", device: int, mode: str, budget: int)
 def _backward_plan(problem: "_flce.Problem", device: int, wants: Tuple[bool, bool, bool], mode: str,
                    budget: int) -> "_flce.Plan":
     return problem.backward_plan(device, *wants, mode, budget or None)
-
-
-def kernel_plans(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
-         **options) -> Tuple["_flce.Plan", "_flce.Plan"]:
-    """The CUDA plans of the recomputing path (forward, backward) flce would use for these tensors
-    (2-D input [N, D]) and options: each has ``workspace_bytes``, ``family`` and a readable repr.
-    ``workspace_budget`` as the loss takes it (None, "min", "fast", "peak" or bytes): what these
-    plans get where no three-product plan pays (``flce.forward_backward_plan`` says which runs) — the
-    default's for "fast", the headroom's bytes for "peak". For introspection; the ops make and
-    cache the same plans themselves."""
-    budget = options.pop("workspace_budget", None)
-    o = LossOptions(**options)
-    p = _problem_of(input, linear_weight, o)
-    dev = _device_index(input)
-    budget = budget_option(budget) if budget is None or isinstance(budget, str) else budget
-    if budget == PEAK:
-        budget = peak_budget(input, linear_weight)
-    budget = max(budget, 0)
-    return (_forward_plan(p, dev, o.forward_mode, budget),
-            _backward_plan(p, dev, tuple(wants), o.backward_mode, budget))
 
 
 def _inputs(e, c, bias, target, weight):

@@ -17,18 +17,33 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _eager, vocab_parallel
+from . import _counted, _eager, vocab_parallel
 from ._common import (_DTYPES, _OPTION_NAMES, _REDUCTIONS, _STATUS_OK, _TENSORS_FWD, FAST, PEAK, LossOptions, TargetCheck,
                       _backward_plan, _cuda_of, _device_index, _forward_plan, _inputs, _problem_of, _ptr, budget_bytes,
                       budget_option, peak_budget, raise_bad_input, target_status)
 
 
 def _forward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
-                  *options) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  *options) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Returns (per-token loss [N] (reduction none) or [0], lse [N], scalars [4]: loss, accuracy,
-    Σ w_t, W — f32, or f64 for float64 inputs — and status [1] int32: the first bad target index
-    or 2**31-1)."""
+    Σ w_t, W — f32, or f64 for float64 inputs —, status [1] int32: the first bad target index
+    or 2**31-1, and rows: the counted rows the pass ran on, int64 [N_counted], empty where it ran
+    on every row — flce/_counted.py)."""
     o = LossOptions(*options)
+    rows = _counted.counted_rows(e, target, o, c.shape[0])
+    if rows is None:
+        return (*_forward_rows(e, c, target, bias, weight, o), _counted.no_rows(e))
+    e_c, t_c, o_c = _counted.counted_inputs(e, target, rows, o)
+    per_token, lse, scalars, status = _forward_rows(e_c, c, t_c, bias, weight, o_c)
+    n = e.shape[0]
+    if o.reduction == "none":
+        per_token = _counted.scatter_rows(per_token, rows, n)
+    return per_token, _counted.scatter_rows(lse, rows, n), scalars, _counted.status_of_rows(status, rows, o), rows
+
+
+def _forward_rows(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+                  o: LossOptions) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The forward pass over every row of ``e``: (per-token loss, lse, scalars, status)."""
     p = _problem_of(e, c, o)
     n = e.shape[0]
     f32 = dict(dtype=torch.float64 if e.dtype == torch.float64 else torch.float32, device=e.device)
@@ -52,7 +67,7 @@ def _forward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], 
 
 _forward = torch.library.custom_op(
     "flce::forward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, {LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor)")(_forward_impl)
+    schema=f"({_TENSORS_FWD}, {LossOptions.schema()}) -> (Tensor, Tensor, Tensor, Tensor, Tensor)")(_forward_impl)
 
 
 @_forward.register_fake
@@ -61,28 +76,43 @@ def _forward_fake(e, c, target, bias, weight, *options):
     n = e.shape[0]
     acc = torch.float64 if e.dtype == torch.float64 else torch.float32
     per_token = e.new_empty(n if o.reduction == "none" else 0, dtype=acc)
-    return (per_token, e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc), e.new_empty(1, dtype=torch.int32))
+    rows = e.new_empty(torch.library.get_ctx().new_dynamic_size(), dtype=torch.int64)  # the count: data-dependent
+    return (per_token, e.new_empty(n, dtype=acc), e.new_empty(4, dtype=acc), e.new_empty(1, dtype=torch.int32), rows)
 
 
 def _backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor], lse: Tensor,
-                   grad_output: Tensor, want_de: bool, want_dc: bool, want_db: bool,
+                   grad_output: Tensor, rows: Tensor, want_de: bool, want_dc: bool, want_db: bool,
                    *options) -> Tuple[Tensor, Tensor, Tensor]:
-    """Returns (dE, dC, db) in the input dtype; a gradient not wanted is an empty tensor."""
+    """Returns (dE, dC, db) in the input dtype; a gradient not wanted is an empty tensor. ``rows``:
+    the forward's counted rows (empty: every row)."""
     o = LossOptions(*options)
-    p = _problem_of(e, c, o)
     want_db = want_db and bias is not None
+    wants = (want_de, want_dc, want_db)
+    if rows.numel() == 0:
+        return _backward_rows(e, c, target, bias, weight, lse, grad_output, wants, o)
+    e_c, t_c, o_c = _counted.counted_inputs(e, target, rows, o)
+    go = grad_output.index_select(0, rows) if o.reduction == "none" else grad_output
+    de, dc, db = _backward_rows(e_c, c, t_c, bias, weight, lse.index_select(0, rows), go, wants, o_c)
+    del e_c  # (before dE's full rows are allocated: the scatter's peak holds dE_c and dE)
+    return (_counted.scatter_rows(de, rows, e.shape[0]) if want_de else de), dc, db
+
+
+def _backward_rows(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor], lse: Tensor,
+                   grad_output: Tensor, wants: Tuple[bool, bool, bool], o: LossOptions) -> Tuple[Tensor, Tensor, Tensor]:
+    """The recomputing backward over every row of ``e``."""
+    want_de, want_dc, want_db = wants
     de = torch.empty_like(e) if want_de else e.new_empty(0)
     dc = torch.empty_like(c) if want_dc else c.new_empty(0)
     db = torch.empty(c.shape[0], dtype=e.dtype, device=e.device) if want_db else e.new_empty(0)
     if not (want_de or want_dc or want_db):
         return de, dc, db
+    p = _problem_of(e, c, o)
     go = grad_output.to(torch.float32).contiguous()
     grads = (de.data_ptr() if want_de else None, dc.data_ptr() if want_dc else None,
              db.data_ptr() if want_db else None)
     if e.is_cuda:
         dev = _device_index(e)
-        bplan = _backward_plan(p, dev, (want_de, want_dc, want_db), o.backward_mode,
-                               max(o.workspace_budget, 0))
+        bplan = _backward_plan(p, dev, wants, o.backward_mode, max(o.workspace_budget, 0))
         ws = torch.empty(max(bplan.workspace_bytes, 1), dtype=torch.uint8, device=e.device)
         p.cuda_backward(_cuda_of(e), _inputs(e, c, bias, target, weight), lse.data_ptr(), go.data_ptr(), grads,
                         (ws.data_ptr(), ws.numel()), bplan)
@@ -93,7 +123,7 @@ def _backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor],
 
 _backward = torch.library.custom_op(
     "flce::backward", mutates_args=(),
-    schema=f"({_TENSORS_FWD}, Tensor lse, Tensor grad_output, bool want_de, bool want_dc, bool want_db, "
+    schema=f"({_TENSORS_FWD}, Tensor lse, Tensor grad_output, Tensor rows, bool want_de, bool want_dc, bool want_db, "
            f"{LossOptions.schema()}) -> (Tensor, Tensor, Tensor)")(_backward_impl)
 
 
@@ -103,13 +133,13 @@ _N_TENSORS = 5  # e, c, target, bias, weight
 def _backward_op(*args):
     """flce::backward on these inputs: the implementation itself in eager mode on plain tensors
     (no autograd to wire: only torch.library's dispatch skipped, flce/_eager.py), else the op."""
-    if _eager.takes_eager_path(*args[:_N_TENSORS + 2]):  # the inputs, lse and grad_output
+    if _eager.takes_eager_path(*args[:_N_TENSORS + 3]):  # the inputs, lse, grad_output and rows
         return _backward_impl(*args)
     return torch.ops.flce.backward(*args)
 
 
 @_backward.register_fake
-def _backward_fake(e, c, target, bias, weight, lse, grad_output, want_de, want_dc, want_db, *options):
+def _backward_fake(e, c, target, bias, weight, lse, grad_output, rows, want_de, want_dc, want_db, *options):
     want_db = want_db and bias is not None
     return (torch.empty_like(e) if want_de else e.new_empty(0), torch.empty_like(c) if want_dc else c.new_empty(0),
             e.new_empty(c.shape[0]) if want_db else e.new_empty(0))
@@ -117,14 +147,14 @@ def _backward_fake(e, c, target, bias, weight, lse, grad_output, want_de, want_d
 
 def _setup_context(ctx, inputs, output):
     e, c, target, bias, weight = inputs[:_N_TENSORS]
-    _, lse, _, status = output
-    ctx.save_for_backward(e, c, target, bias, weight, lse, status)
+    _, lse, _, status, rows = output
+    ctx.save_for_backward(e, c, target, bias, weight, lse, status, rows)
     ctx.options = LossOptions(*inputs[_N_TENSORS:])
     ctx.set_materialize_grads(False)  # outputs without a gradient come as None (no zero tensors)
 
 
-def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
-    e, c, target, bias, weight, lse, status = ctx.saved_tensors
+def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status, g_rows):
+    e, c, target, bias, weight, lse, status, rows = ctx.saved_tensors
     o = ctx.options
     check = TargetCheck.start(status, o)
     if o.reduction == "none":
@@ -132,7 +162,7 @@ def _autograd_backward(ctx, g_per_token, g_lse, g_scalars, g_status):
     else:
         go = g_scalars[:1] if g_scalars is not None else lse.new_zeros(1)
     want_de, want_dc, want_db = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[3]
-    de, dc, db = _backward_op(e, c, target, bias, weight, lse, go, want_de, want_dc, want_db, *o.astuple())
+    de, dc, db = _backward_op(e, c, target, bias, weight, lse, go, rows, want_de, want_dc, want_db, *o.astuple())
     if check is not None:
         check.finish(target, c.shape[0], o.ignore_index)
     grads = (de if want_de else None, dc if want_dc else None, None,
@@ -158,14 +188,19 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
                          shift: bool = False, return_lse: bool = False, return_accuracy: bool = False,
                          check_targets: bool = True, forward_mode: str = "auto", backward_mode: str = "auto",
                          workspace_budget=None, out_dtype: Optional[torch.dtype] = None, process_group=None,
-                         expected_grad_output: Optional[Tensor] = None, loss_scale=None):
+                         expected_grad_output: Optional[Tensor] = None, loss_scale=None, skip_ignored: bool = True):
     """``F.cross_entropy(input @ linear_weight.T + linear_bias, target, ...)`` without the logits.
 
     input [..., D], linear_weight [V, D], target [...] (integer), linear_bias [V]; weight [V] are
     PyTorch's class weights. Extras: ``z_loss`` (adds z_loss·lse² per token), ``softcap``
     (logits become softcap·tanh(logits/softcap)), ``shift`` (position k predicts target k+1 of
     its sequence — the second-to-last dimension of ``input``, or all tokens for 2-D input),
-    ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). Returns the loss in
+    ``return_lse`` / ``return_accuracy`` (extra outputs, not differentiable). ``skip_ignored``
+    (the default): the products see only the tokens whose target is not ``ignore_index`` — a
+    batch that is half masked prompt costs about half — for one host read of their count in the
+    forward (on CUDA, a synchronisation; none under CUDA-graph capture, which computes every
+    row); results within f32 reordering of computing every row. False computes every row, as
+    does ``return_lse`` (its lse covers the ignored tokens too). Returns the loss in
     the input dtype — float32 under autocast, as F.cross_entropy's — or ``out_dtype`` (it is
     computed in float32), or a tuple
     (loss, lse?, accuracy?) when extras are asked for. ``forward_mode`` and ``backward_mode``
@@ -280,7 +315,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
     defer_check = check_targets and eager and e.is_cuda and torch.is_grad_enabled() and any(wants)
     o = LossOptions(reduction, int(ignore_index), float(label_smoothing), float(z_loss),
                     None if softcap is None else float(softcap), seq, forward_mode, backward_mode,
-                    budget_option(workspace_budget), defer_check)
+                    budget_option(workspace_budget), defer_check, bool(skip_ignored) and not return_lse)
     # "fast" or a byte budget: the three-product pass where it pays within the budget (three_product.py);
     # where it does not, the recomputing plans below take the budget (a "fast" call, the default's).
     # Under torch.compile the planner cannot be asked here: the op falls back by itself.
@@ -325,7 +360,7 @@ def linear_cross_entropy(input: Tensor, linear_weight: Tensor, target: Tensor, l
         per_token, lse, scalars, status, _, _, _ = three_product.forward_backward_op(
             e, c, t, b, w, *wants, return_lse, want_status, expected, *o_fb.astuple())
     else:
-        per_token, lse, scalars, status = _forward_op(e, c, t, b, w, *o.astuple())
+        per_token, lse, scalars, status, _ = _forward_op(e, c, t, b, w, *o.astuple())
     if early is not None:
         early.finish(t, v, ignore_index, "")
     elif check_targets and eager and not defer_check:  # the CPU's word: the call has finished

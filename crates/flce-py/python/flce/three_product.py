@@ -29,7 +29,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _eager, _flce
+from . import _counted, _eager, _flce
 from ._common import (_DTYPES, _OPTION_NAMES, _TENSORS_FWD, PEAK, LossOptions, TargetCheck, _cuda_of, _device_index,
                       _inputs, _problem_of, budget_bytes, budget_option, peak_budget)
 
@@ -52,7 +52,8 @@ def forward_backward_plan_for(e: Tensor, c: Tensor, o: LossOptions, wants: Tuple
 
 
 def forward_backward_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[bool, bool, bool] = (True, True, False),
-                       bias: bool = False, loss_scale=None, **options) -> Optional["_flce.Plan"]:
+                       bias: bool = False, loss_scale=None, target: Optional[Tensor] = None,
+                       **options) -> Optional["_flce.Plan"]:
     """The plan that computes the forward and the gradients at once which a call with these
     tensors (2-D input [N, D]) and options takes when gradients are wanted: ``kind`` "three_product"
     (the three-product pass; ``chunks`` = (token chunk, V)) or "vocab_slice" (the vocabulary-slice pass:
@@ -64,7 +65,8 @@ def forward_backward_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[
     ``workspace_budget`` as the loss takes it; "fast" and "peak" read the device's memory now, as
     the call does. ``bias`` (whether the call carries a linear bias) is accepted and changes
     nothing: the plan is the same with one. float16 inputs trade only with
-    ``loss_scale`` (as the loss takes it; its value changes no plan)."""
+    ``loss_scale`` (as the loss takes it; its value changes no plan). With ``target`` ([N]), the
+    plan of the rows that count, as ``flce.kernel_plans`` takes it."""
     budget = budget_option(options.pop("workspace_budget", None))
     if not input.is_cuda or options.get("reduction", "mean") == "none" or not any(wants):
         return None
@@ -74,8 +76,9 @@ def forward_backward_plan(input: Tensor, linear_weight: Tensor, *, wants: Tuple[
         return None
     # (forward_backward_plan_for reads "fast"'s free memory itself)
     del bias
-    return forward_backward_plan_for(input, linear_weight, LossOptions(**options, workspace_budget=budget), tuple(wants),
-                         known_grad_output=loss_scale is not None)
+    o = LossOptions(**options, workspace_budget=budget)
+    return _forward_backward_plan(_counted.counted_problem(input, linear_weight, target, o), _device_index(input), tuple(wants),
+                                  budget_bytes(input, o), loss_scale is not None)
 
 
 def _forward_backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
@@ -88,10 +91,28 @@ def _forward_backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[
     word likewise (``want_status`` False: a caller that checked the targets ahead of the call, as
     the binding's eager loss does; a plan that keeps the word itself, ``Plan.keeps_status``, then
     holds no block for it) — always there when the options' ``check_targets`` has the op's
-    backward read it. Reduction mean or sum."""
+    backward read it. Reduction mean or sum. The pass runs on the counted rows only
+    (flce/_counted.py; dE 0 on the ignored ones) unless ``want_lse``: lse covers every row."""
     o = LossOptions(*options)
     if o.reduction == "none":
         raise ValueError("flce::forward_backward takes reduction 'mean' or 'sum'")
+    rows = None if want_lse else _counted.counted_rows(e, target, o, c.shape[0])
+    every_row = dataclasses.replace(o, skip_ignored=False)
+    args = (want_de, want_dc, want_db, want_lse, want_status, grad_output)
+    if rows is None:
+        return _forward_backward_rows(e, c, target, bias, weight, *args, every_row)
+    e_c, t_c, o_c = _counted.counted_inputs(e, target, rows, every_row)
+    per_token, lse, scalars, status, de, dc, db = _forward_backward_rows(e_c, c, t_c, bias, weight, *args, o_c)
+    del e_c  # (before dE's full rows are allocated)
+    n = e.shape[0]
+    de = _counted.scatter_rows(de, rows, n) if de.numel() else de
+    return per_token, lse, scalars, _counted.status_of_rows(status, rows, o), de, dc, db
+
+
+def _forward_backward_rows(e: Tensor, c: Tensor, target: Tensor, bias: Optional[Tensor], weight: Optional[Tensor],
+                           want_de: bool, want_dc: bool, want_db: bool, want_lse: bool, want_status: bool,
+                           grad_output: Optional[Tensor], o: LossOptions):
+    """flce::forward_backward over every row of ``e`` (``o.skip_ignored`` False)."""
     want_db = want_db and bias is not None
     want_status = want_status or o.check_targets
     wants = (want_de, want_dc, want_db)
@@ -99,9 +120,9 @@ def _forward_backward_impl(e: Tensor, c: Tensor, target: Tensor, bias: Optional[
     plan = forward_backward_plan_for(e, c, o, wants, known_grad_output=grad_output is not None)
     if plan is None:
         regular = dataclasses.replace(o, workspace_budget=max(o.workspace_budget, 0))
-        per_token, lse, scalars, status = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
+        per_token, lse, scalars, status, rows = torch.ops.flce.forward(e, c, target, bias, weight, *regular.astuple())
         g = grad_output if grad_output is not None else torch.ones(1, dtype=torch.float32, device=e.device)
-        de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, *wants, *regular.astuple())
+        de, dc, db = torch.ops.flce.backward(e, c, target, bias, weight, lse, g, rows, *wants, *regular.astuple())
         return _unwanted_emptied((per_token, lse, scalars, status, de, dc, db), want_lse, want_status)
     n = e.shape[0]
     f32 = dict(dtype=torch.float32, device=e.device)
