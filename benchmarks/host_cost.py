@@ -4,11 +4,16 @@ where flce's Python path spends it (cProfile). A method whose host time exceeds 
 what precedes it leaves the GPU idle; one that waits on the GPU (a sync) shows the busy work's time.
 
     python3 benchmarks/host_cost.py [--shapes gemma2,llama3,llama3_n1024] [--methods flce,flce_fast,compile]
-        [--reps 20] [--cprofile flce_fast]
+        [--reps 20] [--cprofile flce_fast] [--prompt-fraction 0.5 [--new-counts]]
 
 Per (shape, method): the median host ms of the forward call and of backward() (each queued
 behind ~30 ms of GPU matmuls, then synchronised), and the suite's timed forward+backward for
-reference (its timer: L2 flushed, the host's time before the first kernel counted)."""
+reference (its timer: L2 flushed, the host's time before the first kernel counted). With
+--prompt-fraction f each sequence's first f tokens are ignored (suite.make_data): flce reads the
+count in the forward (flce/_counted.py), so its host forward includes the wait for the busy work;
+--new-counts gives every timed call one more ignored token, a count (and plans) not seen before.
+The sync's price is not the host time: it is the GPU's idle gap after the wait (while the host
+queues the loss's first kernels), which the timed forward+backward contains."""
 import argparse
 import cProfile
 import io
@@ -31,6 +36,9 @@ def main():
     ap.add_argument("--methods", default="flce,flce_fast,compile")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--cprofile", default="flce_fast", help="a method to profile on the host ('' for none)")
+    ap.add_argument("--prompt-fraction", type=float, default=None)
+    ap.add_argument("--new-counts", action="store_true",
+                    help="each timed call ignores one more token than the last (a new count each call)")
     a = ap.parse_args()
     bench = timer("cuda", rep_ms=300)
     x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -41,7 +49,10 @@ def main():
 
     for name in a.shapes.split(","):
         n, d, v = shape_of(name)
-        e, c, t = make_data(n, d, v, "peaky", 0, torch.bfloat16, "cuda")
+        e, c, t = make_data(n, d, v, "peaky", 0, torch.bfloat16, "cuda", prompt_fraction=a.prompt_fraction)
+        # the targets of each timed call: one more counted token ignored each time with --new-counts
+        counted = (t != -100).nonzero().squeeze(1)
+        targets = [t.clone().index_fill_(0, counted[-1 - k:], -100) if a.new_counts else t for k in range(a.reps)]
         for mname in a.methods.split(","):
             fn = method_fn(mname)
             eg = e.detach().clone().requires_grad_(True)
@@ -51,11 +62,11 @@ def main():
                 fn(eg, cg, t).backward()
             torch.cuda.synchronize()
             fwd, bwd = [], []
-            for _ in range(a.reps):
+            for k in range(a.reps):
                 eg.grad = cg.grad = None
                 busy()
                 t0 = time.perf_counter()
-                loss = fn(eg, cg, t)
+                loss = fn(eg, cg, targets[k])
                 t1 = time.perf_counter()
                 loss.backward()
                 t2 = time.perf_counter()

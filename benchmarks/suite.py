@@ -12,7 +12,9 @@ Rows (JSON list; fields of bench_peers.py plus dtype, bwd_ms, fb_extra_mb):
   shape gemma2 | llama3 | qwen25 | llama3_n<N>; data flat | peaky; method flce (the default call) |
   flce_fast (workspace_budget="fast") | flce@<bytes> (workspace_budget=<bytes>, e.g. flce@4G: the
   points of flce's time-against-memory curve, --budgets) | flce_rust |
-  cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter. For cublas
+  cublas | torch | compile | liger | liger_sm90 (Liger's Hopper CuTe-DSL kernel) | cce | cce_nofilter |
+  trl (TRL 1.16's chunked log-prob head, ignored rows dropped first) | flce_compile / flce_fast_compile
+  (flce's call under torch.compile(fullgraph=True)) | flce_every_row (skip_ignored=False). For cublas
   (measure_cublas), fwd_ms is the logits GEMM, bwd_ms floor3 (logits + dE + dC products, each
   timed) and fb_ms floor4 (2·logits + dE + dC); every other row's printed x4 / x3 are its fb_ms
   over them. Times: medians of CUDA-event-timed calls, L2 flushed before each (see timer); with
@@ -46,8 +48,11 @@ from suite_measure import (DTYPES, SHAPES, SWEEP, floors, inputs_mb, measure, me
 
 
 
-def make_data(n, d, v, mode, seed, dtype, device):
-    """bench_peers.py's generator (flat or peaky, trained-like logits; 5% ignored tokens)."""
+def make_data(n, d, v, mode, seed, dtype, device, prompt_fraction=None, seq_len=1024):
+    """bench_peers.py's generator (flat or peaky, trained-like logits; 5% ignored tokens at random).
+    With `prompt_fraction` f the ignored tokens are instead prompts, as completion-only training masks
+    them: each sequence of `seq_len` tokens (the last one shorter) begins with round(f · its length)
+    ignored targets, the rest counted."""
     g = torch.Generator(device=device).manual_seed(seed)
     c = torch.randn(v, d, device=device, generator=g) / math.sqrt(d)
     targets = torch.randint(0, v, (n,), device=device, generator=g)
@@ -59,6 +64,11 @@ def make_data(n, d, v, mode, seed, dtype, device):
         conf = 6.0 + 14.0 * torch.rand(n, 1, device=device, generator=g)
         e = conf * unit(c[targets]) + 6.0 * unit(c[head]) + torch.randn(n, d, device=device, generator=g)
     ignore = torch.rand(n, device=device, generator=g) < 0.05
+    if prompt_fraction is not None:
+        pos = torch.arange(n, device=device)
+        start = pos // seq_len * seq_len
+        length = torch.clamp(n - start, max=seq_len)
+        ignore = pos - start < torch.round(prompt_fraction * length)
     targets = torch.where(ignore, torch.full_like(targets, -100), targets)
     return e.to(dtype).contiguous(), c.to(dtype).contiguous(), targets
 
@@ -132,8 +142,65 @@ def m_liger_sm90(e, c, t):
     return nll.float().sum() / (t != -100).sum().clamp_min(1)
 
 
-METHODS = {"flce": m_flce, "flce_fast": m_flce_fast, "torch": m_torch, "compile": m_compile, "liger": m_liger,
-           "liger_sm90": m_liger_sm90, "cce": m_cce, "cce_nofilter": m_cce_nofilter}
+def _trl_kernel():
+    # TRL 1.16's fused LM head (trl/kernels/chunked_logprob.py), what its trainers run through
+    # add_fused_lm_head. Its backward imports trl.trainer.utils only for a ZeRO-3 gather context (a
+    # null context otherwise): a stub stands in for it so that TRL's trainer dependencies (datasets)
+    # need not be installed. The kernel itself is TRL's, unchanged (as ../shared/peers/bench_peers.py).
+    import contextlib
+    import types
+
+    if "trl.trainer.utils" not in sys.modules:
+        stub = types.ModuleType("trl.trainer.utils")
+        stub.maybe_gather_lm_head_ctx = lambda *p: contextlib.nullcontext()
+        sys.modules.setdefault("trl.trainer", types.ModuleType("trl.trainer"))
+        sys.modules["trl.trainer.utils"] = stub
+    from trl.kernels.chunked_logprob import ChunkedLogProbFunction
+
+    return ChunkedLogProbFunction
+
+
+def m_trl(e, c, t):
+    # as TRL's add_fused_lm_head calls it: the counted tokens compacted first, 32768-wide vocabulary tiles
+    mask = t != -100
+    lp = _trl_kernel().apply(e[mask], c, None, t[mask], 1.0, 32768, None, 1.0, ("log_probs",))[0]
+    return -lp.float().sum() / mask.sum().clamp_min(1)
+
+
+def m_flce_every_row(e, c, t):
+    # skip_ignored=False: every row through the products, the ignored ones zeroed (what the default
+    # costs without the counted rows' compaction)
+    import flce
+
+    return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32, skip_ignored=False)
+
+
+_compiled_flce = {}
+
+
+def _flce_compiled(budget):
+    """flce's call under torch.compile(fullgraph=True): the counted rows' number a dynamic size."""
+    if budget not in _compiled_flce:
+        import flce
+
+        def call(e, c, t):
+            return flce.linear_cross_entropy(e, c, t, out_dtype=torch.float32, workspace_budget=budget)
+
+        _compiled_flce[budget] = torch.compile(call, fullgraph=True)
+    return _compiled_flce[budget]
+
+
+def m_flce_compile(e, c, t):
+    return _flce_compiled(None)(e, c, t)
+
+
+def m_flce_fast_compile(e, c, t):
+    return _flce_compiled("fast")(e, c, t)
+
+
+METHODS = {"flce": m_flce, "flce_fast": m_flce_fast, "flce_compile": m_flce_compile,
+           "flce_fast_compile": m_flce_fast_compile, "flce_every_row": m_flce_every_row, "torch": m_torch, "compile": m_compile, "liger": m_liger,
+           "liger_sm90": m_liger_sm90, "cce": m_cce, "cce_nofilter": m_cce_nofilter, "trl": m_trl}
 
 _UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -158,18 +225,19 @@ def method_fn(name):
     return METHODS[name]
 
 
-def flce_plan(method, e, c):
-    """The plan an flce method's call with gradients takes on CUDA (flce.forward_backward_plan):
-    "step <family> chunk <tokens> <MB> MB" (the three-product pass, its token chunk and
-    workspace), "slice <family> head <rows> <MB> MB" (the vocabulary-slice pass, the rows of C that
-    take three products) or "recomputing"; None for other methods and on the CPU. Planned at the
-    free memory of the moment, as the call plans."""
-    if not (method == "flce_fast" or method.startswith("flce@") or method == "flce") or e.device.type != "cuda":
+def flce_plan(method, e, c, t=None):
+    """The plan an flce method's call with gradients takes on CUDA (flce.forward_backward_plan, of
+    the rows `t` counts when given): "three_product <family> chunk <tokens> <MB> MB" (the token chunk
+    and workspace), "vocab_slice <family> head <rows> <MB> MB" (the rows of C that take three
+    products) or "recomputing"; None for other methods and on the CPU. Planned at the free memory of
+    the moment, as the call plans."""
+    if not method.startswith("flce") or method == "flce_rust" or e.device.type != "cuda":
         return None
     import flce
 
-    budget = "fast" if method == "flce_fast" else budget_bytes(method[5:]) if method.startswith("flce@") else None
-    p = flce.forward_backward_plan(e, c, workspace_budget=budget)
+    budget = ("fast" if method.startswith("flce_fast") else budget_bytes(method[5:]) if method.startswith("flce@")
+              else None)
+    p = flce.forward_backward_plan(e, c, workspace_budget=budget, target=None if method == "flce_every_row" else t)
     if p is None:
         return "recomputing"
     what = f"head {p.chunks[1]}" if p.kind == "vocab_slice" else f"chunk {p.chunks[0]}"
@@ -315,7 +383,7 @@ def main():
                     res = flce_rust_rows(args.flce_bin, n, d, v, dt)
                 else:
                     res, out = measure(method_fn(method), e, c, t, bench, args.device, args.grad_scale)
-                    plan = flce_plan(method, e, c)
+                    plan = flce_plan(method, e, c, t)
                     if plan is not None:
                         res["plan"] = plan
                     if ref is not None:

@@ -4,10 +4,13 @@ pick: the plain HF loss, flce.patch (its default "peak", workspace_budget="min" 
 CCE's patch (where they import). Step time (CUDA events, median of --repeats after a warm-up)
 and peak memory beyond the weights and optimizer states (the weights' gradients, the same for every
 method, are inside it), and the losses, which must agree. The model is built from a config with random weights (no download).
+--prompt-fraction f masks the first f of the tokens' labels (-100), as completion-only training
+does: a loss that skips ignored rows pays for the rest only.
 
     python3 benchmarks/train_step.py --tokens 8192,16384 --out benchmarks/results/train_step.json
     python3 benchmarks/train_step.py --device cpu --tiny --tokens 256 --repeats 1     # smoke test
     python3 benchmarks/train_step.py --tokens 16384 --methods liger,flce@2G --profile 25   # where the step's GPU time goes
+    python3 benchmarks/train_step.py --tokens 16384 --prompt-fraction 0.5 --methods hf,flce,flce_fast,liger --versus liger
     python3 benchmarks/train_step.py --tokens 16384 --methods liger,flce@2G --rounds 3 --versus liger
         # the methods in turn, three times (a fresh model each), every step pooled: a ratio that
         # drifts of the machine hit alike (single runs of Liger's 16k step ranged 167-176 ms)
@@ -136,9 +139,12 @@ def run(method, args, device, tokens, profile_top=0):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, model.config.vocab_size, (1, tokens), generator=g).to(device)
+    labels = ids.clone()
+    # completion-only training: the prompt's labels ignored (each sequence's first share; one sequence here)
+    labels[:, :round(args.prompt_fraction * tokens)] = -100
 
     def step():
-        loss = model(input_ids=ids, labels=ids).loss
+        loss = model(input_ids=ids, labels=labels).loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -188,6 +194,9 @@ def main():
     ap.add_argument("--tokens", default="8192,16384")
     ap.add_argument("--methods", default="hf,flce,flce_fast,flce_offload,liger,cce")
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--prompt-fraction", type=float, default=0.0,
+                    help="this share of the tokens (the sequence's start) is prompt, its labels -100, "
+                         "as completion-only training masks them")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--no-checkpointing", dest="checkpointing", action="store_false")
     ap.add_argument("--tiny", action="store_true", help="a tiny model (smoke test)")

@@ -13,7 +13,8 @@
 #       # cases a cut-short run did not reach are printed last in gpu-tests.log as a rerun's arguments
 # Steps: tests, pytest, bench (flce bench at the three model shapes, BENCH_MODES' forward/backward
 # pairs), memcheck, ab (old-bundle against gpu-bundle, interleaved), racecheck, demo, peers
-# (bench_peers.py, its wheels in .whl), train (benchmarks/train_step.py), profile
+# (bench_peers.py, its wheels in .whl), train (benchmarks/train_step.py), ignored
+# (benchmarks/ignored_tokens.py, IGNORED_ARGS), profile
 # (scripts/tools/profile_kernels.py), activation (benchmarks/activation_memory.py). Caps
 # (seconds), the bench's modes and the racecheck cases can be changed with the variables below.
 set -uo pipefail
@@ -29,7 +30,7 @@ if [ -z "${FLCE_NCCL_LIBRARY:-}" ]; then
 fi
 T_TESTS=${T_TESTS:-220} T_PYTEST=${T_PYTEST:-200} T_BENCH=${T_BENCH:-90} T_MEMCHECK=${T_MEMCHECK:-110}
 T_AB=${T_AB:-80} T_RACECHECK=${T_RACECHECK:-60} T_PROFILE=${T_PROFILE:-60} T_ACTIVATION=${T_ACTIVATION:-240}
-T_DEMO=${T_DEMO:-60} T_PEERS=${T_PEERS:-240} T_TRAIN=${T_TRAIN:-240}
+T_DEMO=${T_DEMO:-60} T_PEERS=${T_PEERS:-240} T_TRAIN=${T_TRAIN:-240} T_IGNORED=${T_IGNORED:-480}
 STEPS=${STEPS:-tests pytest bench memcheck ab racecheck}
 BENCH_MODES=${BENCH_MODES:-cublas/cublas fused/fused}
 want() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -37,6 +38,11 @@ want() { [[ " $STEPS " == *" $1 "* ]]; }
 IFS='|' read -r -a RACE_CASES <<< "${RACECHECK_CASES:-bf16 all (255,507,123)|bf16 all (257,520,300)|f16 none (1,64,1000)|bad-target}"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $B/wheels/flce-*.whl
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+# the peers' wheels where carried (scripts/gpu/peer-wheels.sh: .whl/small), for every step that runs a peer
+if ls .whl/small/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .whl/small/*.whl 2>/dev/null
+  export PYTHONPATH=$PYTHONPATH:/tmp/peers
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt"
 step() { echo "== $1 ($(date -u +%T))"; }
 
@@ -103,14 +109,19 @@ if want demo; then
 fi
 if want peers && [ -f $B/bench_peers.py ]; then
   step "peers (bench_peers.py, wheels from .whl)"
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers .whl/*.whl 2>/dev/null
-  PYTHONPATH=/tmp/site:/tmp/peers timeout "$T_PEERS" python3 $B/bench_peers.py --shapes gemma2,llama3 --data peaky \
+  timeout "$T_PEERS" python3 $B/bench_peers.py --shapes gemma2,llama3 --data peaky \
     --methods ${PEERS:-flce,cce,liger} --json "$OUT/peers.json" > "$OUT/peers.log" 2>&1
 fi
 if want train; then
   step "training step (benchmarks/train_step.py)"
   PYTHONUNBUFFERED=1 timeout "$T_TRAIN" python3 benchmarks/train_step.py ${TRAIN_ARGS:-} --out "$OUT/train_step.json" \
     > "$OUT/train_step.log" 2>&1
+fi
+if want ignored; then
+  step "ignored tokens (benchmarks/ignored_tokens.py)"
+  PYTHONUNBUFFERED=1 timeout "$T_IGNORED" python3 benchmarks/ignored_tokens.py ${IGNORED_ARGS:-} --out /tmp/ignored \
+    > "$OUT/ignored.log" 2>&1
+  cp /tmp/ignored/results.json "$OUT/ignored.json" 2>/dev/null
 fi
 if want activation; then
   step "activation memory (benchmarks/activation_memory.py)"
@@ -136,4 +147,5 @@ echo; echo "== summary"
 [ -f "$OUT/demo.log" ] && tail -n 4 "$OUT/demo.log"
 [ -f "$OUT/peers.log" ] && tail -n 12 "$OUT/peers.log"
 [ -f "$OUT/train_step.log" ] && grep -E '^\| [0-9]' "$OUT/train_step.log"
+[ -f "$OUT/ignored.log" ] && sed -n '/^## targets/,$p' "$OUT/ignored.log"
 ls "$OUT"/profile-*.md >/dev/null 2>&1 && grep -h -E '^## ' "$OUT"/profile-*.md
